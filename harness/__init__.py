@@ -1,0 +1,27 @@
+"""The claim-verification engine for Module 4, "Policy gradients: from REINFORCE to PPO".
+
+Verifiers use :func:`verifier` to register, receive a :class:`Context`, and return a mapping
+of observed values; the harness compares those with what the claim file expects.
+"""
+
+from harness import stats
+from harness._context import Context, ImplementationView
+from harness._errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError
+from harness._property import check_property
+from harness._registry import NoParams, verifier
+from harness.stats import MeanEstimate
+
+__all__ = [
+    "ClaimsError",
+    "Context",
+    "ImplementationError",
+    "ImplementationView",
+    "MeanEstimate",
+    "NoParams",
+    "Problem",
+    "RegistryError",
+    "VerifierError",
+    "check_property",
+    "stats",
+    "verifier",
+]

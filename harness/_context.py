@@ -1,0 +1,85 @@
+"""What a verifier receives: the implementation under test, its parameters, randomness, profile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from harness import stats
+from harness._errors import ImplementationError, VerifierError
+
+PROFILES = ("smoke", "full")
+
+
+class ImplementationView:
+    """The implementation under test, narrowed to the functions a verifier declared in ``uses``.
+
+    Declaring what is used lets the harness report which implementation functions each claim
+    exercised, and tell a student which function their module lacks before anything runs.
+    """
+
+    def __init__(self, module: ModuleType, uses: Sequence[str], verifier: str, claim_id: str):
+        self._module = module
+        self._uses = tuple(uses)
+        self._verifier = verifier
+        self._claim_id = claim_id
+
+    @property
+    def name(self) -> str:
+        return self._module.__name__
+
+    def missing(self) -> list[str]:
+        return [name for name in self._uses if not callable(getattr(self._module, name, None))]
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._uses:
+            raise VerifierError(f"verifier '{self._verifier}' calls impl.{name} without declaring it; "
+                                f"add '{name}' to uses= in its @verifier(...) decorator")
+        function = getattr(self._module, name, None)
+        if not callable(function):
+            raise ImplementationError(f"implementation '{self.name}' has no function '{name}' "
+                                      f"(needed by claim '{self._claim_id}')")
+        return function
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a verifier may use; verifiers never import the implementation themselves.
+
+    Attributes:
+      impl: the implementation under test, narrowed to the verifier's declared functions.
+      params: the check's parameters, validated by the verifier's params model.
+      rng: a generator seeded from the claim id, the check's position and the global seed.
+      seed: the integer that seeded ``rng``, for reproducing the check.
+      profile: 'smoke' (fast, for every run) or 'full' (for releases).
+      alpha: the false-failure rate allotted to each statistical comparison of the check.
+      beta: the false-pass rate at ``deviation``.
+      deviation: the smallest error of a mean a Monte Carlo check must detect, when stated.
+    """
+
+    impl: ImplementationView
+    params: BaseModel
+    rng: np.random.Generator
+    seed: int
+    profile: str
+    alpha: float
+    beta: float
+    deviation: float | None
+
+    def samples_needed(self, support: tuple[float, float]) -> int:
+        """How many independent samples detect ``deviation`` at this check's alpha and beta."""
+        if self.deviation is None:
+            raise VerifierError("samples_needed() needs the check's 'deviation'; state it in the claim file")
+        return stats.min_samples(self.alpha, self.beta, self.deviation, support[1] - support[0])
+
+    def mean_estimate(self, samples: Any, support: tuple[float, float], method: str = "hoeffding"
+                      ) -> stats.MeanEstimate:
+        """A confidence interval for the mean of ``samples`` at this check's alpha."""
+        return stats.mean_estimate(samples, support, self.alpha, self.beta, method)

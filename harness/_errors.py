@@ -1,0 +1,57 @@
+"""The harness's error hierarchy: every message names the value, where it came from and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest valid name, or nothing when none is close."""
+    match = difflib.get_close_matches(name, list(choices), n=1)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+class ClaimsError(Exception):
+    """Base class of every error the harness raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect in a claim file, located precisely enough to fix without searching.
+
+    Rendered as ``file:line: claim 'id', check N, field 'f': message; hint``.
+    """
+
+    file: str
+    line: int | None
+    message: str
+    claim_id: str | None = None
+    check_index: int | None = None
+    field: str | None = None
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        context = []
+        if self.claim_id:
+            context.append(f"claim '{self.claim_id}'")
+        if self.check_index is not None:
+            context.append(f"check {self.check_index + 1}")
+        if self.field:
+            context.append(f"field '{self.field}'")
+        text = f"{where}: " + (", ".join(context) + ": " if context else "") + self.message
+        return f"{text}; {self.hint}" if self.hint else text
+
+
+class VerifierError(ClaimsError):
+    """A verifier broke its contract (for example, it did not report a value the claim expects)."""
+
+
+class ImplementationError(ClaimsError):
+    """The implementation under test lacks something a verifier needs."""
+
+
+class RegistryError(ClaimsError):
+    """A verifier name is registered twice or looked up but unknown."""

@@ -1,0 +1,327 @@
+"""Reading claim files: safe YAML with line numbers, validation, and cross-file checks.
+
+Loading never stops at the first defect. A file that is not YAML becomes one problem for that
+file; a claim that is malformed becomes one broken entry carrying its problems; every other
+claim loads normally. Nothing in a claim file is executed: the YAML is read with a safe
+loader that also refuses aliases (no expansion bombs) and duplicate keys (no silent loss).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness._errors import Problem, did_you_mean
+from harness._expect import ExpectationError, FloatLiteral
+from harness._registry import Verifier, registered
+from harness._schema import Check, Claim, ClaimFile
+from harness._sources import SOURCES_FILE, Source, read_sources
+
+MODELINE = "# yaml-language-server: $schema=schema.json"
+MAX_FILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ClaimEntry:
+    """One claim as found in a file: usable (``claim`` set) or broken (``problems`` set)."""
+
+    file: str
+    line: int
+    index: int
+    id: str
+    where: str | None
+    claim: Claim | None
+    check_lines: tuple[int, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def broken(self) -> bool:
+        return self.claim is None or bool(self.problems)
+
+
+@dataclass
+class Catalogue:
+    """Every claim of a claims directory, with the sources and verifiers they refer to."""
+
+    root: Path
+    files: list[str]
+    entries: list[ClaimEntry]
+    file_problems: dict[str, list[Problem]]
+    titles: dict[str, str]
+    sources: dict[str, Source]
+    verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
+
+    def problems(self) -> list[Problem]:
+        found = [p for problems in self.file_problems.values() for p in problems]
+        found += [p for entry in self.entries for p in entry.problems]
+        return sorted(found, key=lambda p: (p.file, p.line or 0))
+
+    def in_file(self, file: str) -> list[ClaimEntry]:
+        return [entry for entry in self.entries if entry.file == file]
+
+
+def claim_files(claims_dir: Path) -> list[Path]:
+    return sorted(p for p in claims_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_catalogue(claims_dir: Path) -> Catalogue:
+    """Load and cross-check every claim file in ``claims_dir``.
+
+    The sources registry is ``Module_4_Sources.md`` beside the claims directory.
+    """
+    claims_dir = claims_dir.resolve()
+    root = claims_dir.parent
+    sources = read_sources(root / SOURCES_FILE)
+    verifiers = registered()
+    catalogue = Catalogue(root, [], [], {}, {}, sources, verifiers)
+    seen: dict[str, ClaimEntry] = {}
+    for path in claim_files(claims_dir):
+        display = path.relative_to(root).as_posix()
+        catalogue.files.append(display)
+        entries, problems, title = _load_file(path, display)
+        catalogue.file_problems[display] = problems
+        catalogue.titles[display] = title
+        for entry in entries:
+            if entry.claim is not None:
+                entry = _cross_check(entry, seen, sources, verifiers)
+                seen.setdefault(entry.id, entry)
+            catalogue.entries.append(entry)
+    return catalogue
+
+
+def _cross_check(
+    entry: ClaimEntry, seen: Mapping[str, ClaimEntry], sources: Mapping[str, Source],
+    verifiers: Mapping[str, Verifier],
+) -> ClaimEntry:
+    claim = entry.claim
+    assert claim is not None
+    problems = []
+
+    def problem(message: str, line: int, **where: Any) -> None:
+        problems.append(Problem(entry.file, line, message, claim_id=claim.id, **where))
+
+    if claim.id in seen:
+        first = seen[claim.id]
+        problem(f"duplicate id '{claim.id}'", entry.line, field="id",
+                hint=f"first defined at {first.file}:{first.line}; ids must be unique across all claim files")
+    for key in claim.sources:
+        if key not in sources:
+            known = ", ".join(sorted(sources)) or "none"
+            problem(f"unknown source '{key}'{did_you_mean(key, sources)}", entry.line, field="sources",
+                    hint=f"add it to {SOURCES_FILE} as a '### {key}' heading, or use a defined key ({known})")
+    for index, (check, line) in enumerate(zip(claim.checks, entry.check_lines, strict=True)):
+        verifier = verifiers.get(check.verifier)
+        if verifier is None:
+            problem(f"unknown verifier '{check.verifier}'{did_you_mean(check.verifier, verifiers)}", line,
+                    check_index=index, field="verifier",
+                    hint=None if did_you_mean(check.verifier, verifiers) else
+                    "register it with @harness.verifier in a module of verifiers/")
+            continue
+        try:
+            verifier.params.model_validate(check.params)
+        except ValidationError as error:
+            for detail in error.errors():
+                problem(_describe(detail, verifier.params), line, check_index=index,
+                        field="params." + ".".join(str(part) for part in detail["loc"]))
+    if not problems:
+        return entry
+    return ClaimEntry(entry.file, entry.line, entry.index, entry.id, entry.where, entry.claim,
+                      entry.check_lines, tuple(problems))
+
+
+def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem], str]:
+    """The file's claims, its file-level problems, and its title (the file name if unreadable)."""
+
+    def file_problem(message: str, line: int | None = None, hint: str | None = None) -> tuple[list, list, str]:
+        return [], [Problem(display, line, message, hint=hint)], path.stem
+
+    data = path.read_bytes()
+    if len(data) > MAX_FILE_BYTES:
+        return file_problem(f"file is {len(data)} bytes; claim files are limited to {MAX_FILE_BYTES}",
+                            hint="split the lesson's claims or move bulk data into a verifier")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        return file_problem(f"not valid UTF-8 (byte {error.start})", line, hint="save the file as UTF-8")
+    try:
+        root = yaml.compose(text, Loader=_ClaimLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        return file_problem(f"not valid YAML: {error.problem or error.context}",
+                            mark.line + 1 if mark else None)
+    problems = []
+    if not text.startswith(MODELINE):
+        problems.append(Problem(display, 1, "the first line is not the schema modeline",
+                                hint=f"start the file with '{MODELINE}' so editors validate it"))
+    if not isinstance(root, yaml.MappingNode):
+        return [], [*problems, Problem(display, 1, "the file must be a mapping with 'title' and 'claims'")], path.stem
+    header = {key: value for key, value in _pairs(root) if key != "claims"}
+    claims_node = dict(_pairs(root)).get("claims")
+    title = path.stem
+    try:
+        title = ClaimFile.model_validate({**_construct(header), "claims": []}).title
+    except (ValidationError, _UnsafeYaml) as error:
+        problems.extend(_problems(error, display, root, ClaimFile))
+    if claims_node is None:
+        problems.append(Problem(display, 1, "missing required field 'claims'", hint="add 'claims:' with a list"))
+        return [], problems, title
+    if not isinstance(claims_node, yaml.SequenceNode):
+        problems.append(Problem(display, _line(claims_node), "'claims' must be a list of claims"))
+        return [], problems, title
+    entries = [_load_claim(node, index, display) for index, node in enumerate(claims_node.value)]
+    return entries, problems, title
+
+
+def _load_claim(node: yaml.Node, index: int, display: str) -> ClaimEntry:
+    id_node = dict(_pairs(node)).get("id") if isinstance(node, yaml.MappingNode) else None
+    claim_id = id_node.value if isinstance(id_node, yaml.ScalarNode) and id_node.value else f"<claim {index + 1}>"
+    where_node = dict(_pairs(node)).get("where") if isinstance(node, yaml.MappingNode) else None
+    where = where_node.value if isinstance(where_node, yaml.ScalarNode) else None
+    try:
+        claim = Claim.model_validate(_construct(node))
+    except (ValidationError, _UnsafeYaml) as error:
+        problems = tuple(_problems(error, display, node, Claim, claim_id))
+        return ClaimEntry(display, _line(node), index, claim_id, where, None, problems=problems)
+    checks_node = dict(_pairs(node))["checks"]
+    check_lines = tuple(_line(check) for check in checks_node.value)
+    return ClaimEntry(display, _line(node), index, claim.id, claim.where, claim, check_lines)
+
+
+def _problems(
+    error: ValidationError | _UnsafeYaml, display: str, node: yaml.Node, model: type[BaseModel],
+    claim_id: str | None = None,
+) -> Iterable[Problem]:
+    if isinstance(error, _UnsafeYaml):
+        yield Problem(display, error.line, error.message, claim_id=claim_id,
+                      hint="claim files are data only: numbers, strings, lists and mappings")
+        return
+    for detail in error.errors():
+        loc = list(detail["loc"])
+        cause = (detail.get("ctx") or {}).get("error")
+        if isinstance(cause, ExpectationError):
+            loc.extend(cause.path)
+        check_index = loc[1] if len(loc) > 1 and loc[0] == "checks" and isinstance(loc[1], int) else None
+        rest = loc[2:] if check_index is not None else loc
+        yield Problem(display, _line(_node_at(node, loc)), _describe(detail, _model_at(model, loc), cause),
+                      claim_id=claim_id, check_index=check_index,
+                      field=".".join(str(part) for part in rest) or None, hint=_HINTS.get(str(loc[-1]) if loc else ""))
+
+
+_HINTS = {
+    "id": "write ids in kebab-case, e.g. 'loo-identity'",
+    "where": "write the step as '4.2.4', or 'week16/step-2' for the syllabus",
+    "verifier": "name a registered verifier ('claims verifiers' lists them), e.g. 'baselines.loo_identity'",
+}
+
+
+def _describe(detail: Mapping[str, Any], model: type[BaseModel] | None, cause: Exception | None = None) -> str:
+    kind = detail["type"]
+    name = str(detail["loc"][-1]) if detail["loc"] else ""
+    if isinstance(cause, ExpectationError):
+        return str(cause)
+    if kind == "missing":
+        return f"missing required field '{name}'"
+    if kind == "extra_forbidden":
+        fields = list(model.model_fields) if model else []
+        return f"unknown field '{name}'{did_you_mean(name, fields)}" + (
+            f"; valid fields: {', '.join(fields)}" if fields else "")
+    if kind == "literal_error":
+        expected = detail.get("ctx", {}).get("expected", "")
+        choices = re.findall(r"'([^']+)'", expected)
+        return f"{detail['input']!r} is not one of {expected}{did_you_mean(str(detail['input']), choices)}"
+    if kind == "string_pattern_mismatch":
+        return f"{detail['input']!r} does not match the pattern {detail['ctx']['pattern']}"
+    message = detail["msg"].removeprefix("Value error, ")
+    return f"{message} (got {detail['input']!r})" if "input" in detail and kind != "value_error" else message
+
+
+def _model_at(model: type[BaseModel], loc: list[Any]) -> type[BaseModel] | None:
+    if model is Claim and len(loc) >= 3 and loc[0] == "checks":
+        return Check
+    return model
+
+
+class _UnsafeYaml(Exception):
+    def __init__(self, message: str, line: int | None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+class _ClaimLoader(yaml.SafeLoader):
+    """A safe loader that refuses aliases and duplicate keys and keeps numeric literals' text."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in claim files; write the value out",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise _UnsafeYaml(f"duplicate key '{key}' in one mapping", _line(key_node))
+            keys.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        return FloatLiteral(super().construct_yaml_float(node), node.value)
+
+    def construct_undefined(self, node: yaml.Node) -> Any:
+        raise _UnsafeYaml(f"the tag '{node.tag}' is not allowed", _line(node))
+
+
+_ClaimLoader.add_constructor("tag:yaml.org,2002:float", _ClaimLoader.construct_yaml_float)
+_ClaimLoader.add_constructor(None, _ClaimLoader.construct_undefined)
+# YAML 1.2 reads 1e-6 as a number; PyYAML's YAML 1.1 rules would read it as a string.
+_ClaimLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def _construct(node_or_pairs: yaml.Node | dict[str, yaml.Node]) -> Any:
+    loader = _ClaimLoader("")
+    try:
+        if isinstance(node_or_pairs, dict):
+            return {key: loader.construct_object(value, deep=True) for key, value in node_or_pairs.items()}
+        return loader.construct_object(node_or_pairs, deep=True)
+    except yaml.constructor.ConstructorError as error:
+        mark = error.problem_mark
+        raise _UnsafeYaml(str(error.problem), mark.line + 1 if mark else None) from None
+    finally:
+        loader.dispose()
+
+
+def _pairs(node: yaml.Node) -> list[tuple[str, yaml.Node]]:
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    return [(key.value, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)]
+
+
+def _node_at(node: yaml.Node, loc: list[Any]) -> yaml.Node:
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = dict(_pairs(node)).get(str(part))
+            if found is None:
+                keys = [key for key, _ in node.value if isinstance(key, yaml.ScalarNode) and key.value == str(part)]
+                return keys[0] if keys else node
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return node
+    return node
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1

@@ -1,0 +1,36 @@
+"""Hypothesis properties inside verifiers: seeded from the check, verdict as an observation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+from hypothesis import HealthCheck
+from hypothesis.strategies import SearchStrategy
+
+from harness._context import Context
+
+EXAMPLES = {"smoke": 200, "full": 2000}
+
+
+def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
+    """Run ``test`` on examples drawn from ``strategies``; report whether it held.
+
+    The property fails when ``test`` raises ``AssertionError``; the shrunk falsifying example
+    is returned so the report shows it. Returns ``{"holds": bool, "examples": n}`` plus
+    ``falsifying_example`` and ``error`` when it failed; a claim expects ``holds: true``.
+    """
+    examples = EXAMPLES[ctx.profile]
+    settings = hypothesis.settings(
+        max_examples=examples, deadline=None, database=None, print_blob=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(test)))
+    try:
+        run()
+    except AssertionError as error:
+        notes = [note for note in getattr(error, "__notes__", []) if "Falsifying" in note or "=" in note]
+        return {"holds": False, "examples": examples, "falsifying_example": "\n".join(notes),
+                "error": str(error)}
+    return {"holds": True, "examples": examples}

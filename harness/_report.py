@@ -1,0 +1,197 @@
+"""Results JSON and the Markdown report, built only from the evidence items carried."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness._runner import RunOptions
+from harness._schema import KINDS
+
+STATUSES = ("passed", "failed", "error", "skipped")
+RESULTS_FILE = "claims.json"
+MARKDOWN_FILE = "claims_report.md"
+_VERSIONED = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
+
+
+def build_results(payloads: list[dict[str, Any]], options: RunOptions, started: float, root: Path) -> dict[str, Any]:
+    """The results document: run metadata, summary counts, then claims in file and claim order."""
+    claims: dict[tuple[str, int], dict[str, Any]] = {}
+    for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
+        key = (payload["file"], payload["index"])
+        info = payload["claim"]
+        row = claims.setdefault(key, {
+            "id": info["id"], "where": info.get("where"), "file": payload["file"], "line": payload["line"],
+            "lesson": payload.get("title", payload["file"]), "statement": info.get("statement"),
+            "formula": info.get("formula"), "sources": info.get("sources", []),
+            "citations": info.get("citations", {}), "limitations": info.get("limitations"),
+            "status": "passed", "problems": [], "checks": [],
+        })
+        if "problems" in payload:
+            row["problems"].extend(payload["problems"])
+        if "check" in payload:
+            row["checks"].append(_check_row(payload["check"]))
+    for row in claims.values():
+        row["status"] = _claim_status(row)
+    rows = list(claims.values())
+    return {
+        "run": {
+            "impl": options.impl, "profile": options.profile, "seed": options.seed,
+            "revision": _revision(root), "versions": _versions(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 2),
+        },
+        "summary": _summary(rows),
+        "claims": rows,
+    }
+
+
+def _check_row(check: dict[str, Any]) -> dict[str, Any]:
+    order = ("kind", "verifier", "verifier_location", "uses", "status", "expected", "observed", "comparisons",
+             "seed", "seconds", "error", "reproduce")
+    return {key: check.get(key) for key in order}
+
+
+def _claim_status(row: dict[str, Any]) -> str:
+    statuses = {check["status"] for check in row["checks"]}
+    if row["problems"] or "error" in statuses:
+        return "error"
+    if "failed" in statuses:
+        return "failed"
+    if statuses == {"skipped"} or not statuses:
+        return "skipped"
+    return "passed"
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    claims = Counter(row["status"] for row in rows)
+    checks = Counter(check["status"] for row in rows for check in row["checks"])
+    by_kind = {kind: Counter(check["status"] for row in rows for check in row["checks"] if check["kind"] == kind)
+               for kind in KINDS}
+    return {
+        "claims": {status: claims[status] for status in STATUSES},
+        "checks": {status: checks[status] for status in STATUSES},
+        "by_kind": {kind: {status: counts[status] for status in STATUSES} for kind, counts in by_kind.items()},
+    }
+
+
+def _revision(root: Path) -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    revision = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", ".", ":(exclude)reports")
+    return f"{revision}+dirty" if dirty else revision
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def write_reports(directory: Path, payloads: list[dict[str, Any]], options: RunOptions, started: float,
+                  root: Path) -> dict[str, Any]:
+    """Write ``claims.json`` and ``claims_report.md`` to ``directory``; return the results."""
+    results = build_results(payloads, options, started, root)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / RESULTS_FILE).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (directory / MARKDOWN_FILE).write_text(render_markdown(results), encoding="utf-8")
+    return results
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    run, summary = results["run"], results["summary"]
+    out = [
+        "# Module 4 claims report",
+        "",
+        "Generated by `claims verify`; do not edit by hand. Every claim below is a statement of the module "
+        "\"Policy gradients: from REINFORCE to PPO\" with the checks that can refute it.",
+        "",
+        f"- implementation under test: `{run['impl']}`; profile: `{run['profile']}`; global seed: {run['seed']}",
+        f"- revision: `{run['revision']}`; started {run['started']}; {run['seconds']} s",
+        "- versions: " + ", ".join(f"{name} {version}" for name, version in run["versions"].items()),
+        "",
+        "## Summary",
+        "",
+        "| | " + " | ".join(STATUSES) + " |",
+        "|---|" + "---|" * len(STATUSES),
+        "| claims | " + " | ".join(str(summary["claims"][s]) for s in STATUSES) + " |",
+        "| checks | " + " | ".join(str(summary["checks"][s]) for s in STATUSES) + " |",
+    ]
+    out += [f"| {kind} checks | " + " | ".join(str(counts[s]) for s in STATUSES) + " |"
+            for kind, counts in summary["by_kind"].items() if any(counts.values())]
+    lesson = step = None
+    for row in results["claims"]:
+        if row["lesson"] != lesson:
+            lesson = row["lesson"]
+            out += ["", f"## {lesson}"]
+            step = None
+        if row["where"] != step:
+            step = row["where"]
+            out += ["", f"### Step {step}" if step else "### (step unknown)"]
+        out += _render_claim(row)
+    return "\n".join(out) + "\n"
+
+
+def _render_claim(row: dict[str, Any]) -> list[str]:
+    out = ["", f"#### `{row['id']}`: {_badge(row['status'])}", ""]
+    if row["statement"]:
+        out += [row["statement"].strip(), ""]
+    if row["formula"]:
+        out += ["$$", row["formula"].strip(), "$$", ""]
+    for key in row["sources"]:
+        out.append(f"- source `{key}`: {row['citations'].get(key, '(not in the registry)')}")
+    if row["limitations"]:
+        out.append(f"- limitations: {row['limitations'].strip()}")
+    out.append(f"- defined at `{row['file']}:{row['line']}`")
+    for problem in row["problems"]:
+        out.append(f"- **cannot be loaded**: {problem}")
+    for check in row["checks"]:
+        out += ["", f"**{check['kind']}** check, verifier `{check['verifier']}` (`{check['verifier_location']}`)"
+                f"{', uses ' + ', '.join(f'`{u}`' for u in check['uses']) if check['uses'] else ''}: "
+                f"{_badge(check['status'])}, seed {check['seed']}, {check['seconds']} s", ""]
+        if check["comparisons"]:
+            out += ["| observed | expected (as the text states it) | observed value | rule | verdict |",
+                    "|---|---|---|---|---|"]
+            out += [f"| `{c['key']}` | {_cell(c['expected'])} | {_cell(_value(c['observed']))} | {_cell(c['rule'])} | "
+                    f"{'ok' if c['passed'] else '**FAILED**'} |" for c in check["comparisons"]]
+        extra = {k: v for k, v in check["observed"].items() if k not in check["expected"]}
+        if extra:
+            out.append("")
+            out += [f"- also observed `{key}`: {_value(value)}" for key, value in extra.items()]
+        if check["error"]:
+            out += ["", "```", check["error"].rstrip(), "```"]
+        if check["status"] != "passed":
+            out += ["", f"Reproduce: `{check['reproduce']}`"]
+    return out
+
+
+def _badge(status: str) -> str:
+    return status if status == "passed" else f"**{status.upper()}**"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict) and {"mean", "low", "high"} <= value.keys():
+        return (f"mean {value['mean']:.6g}, interval [{value['low']:.6g}, {value['high']:.6g}], n = {value['n']}, "
+                f"alpha = {value['alpha']:.3g}, detects {value['detectable_deviation']:.3g}")
+    if isinstance(value, dict) and "exact" in value:
+        return f"{value['value']:.10g} (exactly {value['exact']})"
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,159 @@
+"""Running one check: build the context, call the verifier, compare with what the text states."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness._context import Context, ImplementationView
+from harness._errors import ClaimsError
+from harness._expect import Comparison, compare, to_jsonable
+from harness._loading import ClaimEntry
+from harness._registry import Verifier
+
+DEFAULT_IMPL = "impl"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is configured: the implementation under test, the profile, the global seed."""
+
+    impl: str = DEFAULT_IMPL
+    profile: str = "smoke"
+    seed: int = 0
+
+
+@dataclass
+class CheckResult:
+    """What one check did: the verdict and every piece of evidence behind it."""
+
+    kind: str
+    verifier: str
+    verifier_location: str
+    uses: list[str]
+    status: str
+    seed: int
+    seconds: float
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    observed: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    reproduce: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_names(entry: ClaimEntry) -> list[str]:
+    """Item names of a claim's checks: the kind, with ``-2``, ``-3`` for a repeated kind."""
+    assert entry.claim is not None
+    names, counts = [], {}
+    for check in entry.claim.checks:
+        counts[check.kind] = counts.get(check.kind, 0) + 1
+        names.append(check.kind if counts[check.kind] == 1 else f"{check.kind}-{counts[check.kind]}")
+    return names
+
+
+def check_seed(global_seed: int, claim_id: str, index: int) -> int:
+    """A seed that depends only on the global seed, the claim and the check's position."""
+    digest = hashlib.sha256(f"{global_seed}:{claim_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str:
+    node = f"{entry.file}::{entry.id}::{check_names(entry)[index]}"
+    return (f"pytest '{node}' --impl {options.impl} --profile {options.profile} "
+            f"--claims-seed {options.seed}")
+
+
+def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions) -> CheckResult:
+    """Run check ``index`` of a loaded claim; never raises for a misbehaving verifier or impl."""
+    assert entry.claim is not None
+    check = entry.claim.checks[index]
+    seed = check_seed(options.seed, entry.id, index)
+    result = CheckResult(check.kind, verifier.name, verifier.location, list(verifier.uses), "error", seed, 0.0,
+                         reproduce=reproduce_command(entry, index, options))
+    started = time.perf_counter()
+    try:
+        observed = _observe(entry, index, verifier, options, seed)
+        missing = [key for key in check.expect if key not in observed]
+        if missing:
+            raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
+                              f"it reported: {', '.join(map(repr, observed)) or 'nothing'}")
+        comparisons: list[Comparison] = []
+        for key, expectation in check.expect.items():
+            comparisons.extend(compare(key, expectation, observed[key]))
+        result.comparisons = [asdict(c) for c in comparisons]
+        result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
+        result.status = "passed" if all(c.passed for c in comparisons) else "failed"
+    except ClaimsError as error:
+        result.error = str(error)
+    except Exception:  # a verifier's own bug must become an error row, never a lost or passed check
+        result.error = traceback.format_exc(limit=-8)
+    result.seconds = round(time.perf_counter() - started, 4)
+    return result
+
+
+def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int
+             ) -> Mapping[str, Any]:
+    assert entry.claim is not None
+    check = entry.claim.checks[index]
+    try:
+        module = importlib.import_module(options.impl)
+    except ImportError as error:
+        raise ClaimsError(f"cannot import the implementation '{options.impl}': {error}; "
+                          "pass an importable module with --impl or CLAIMS_IMPL") from None
+    view = ImplementationView(module, verifier.uses, verifier.name, entry.id)
+    missing = view.missing()
+    if missing:
+        raise ClaimsError(f"implementation '{options.impl}' has no function {', '.join(map(repr, missing))} "
+                          f"(needed by claim '{entry.id}', verifier '{verifier.name}')")
+    statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
+    context = Context(
+        impl=view,
+        params=verifier.params.model_validate(check.params),
+        rng=np.random.default_rng(seed),
+        seed=seed,
+        profile=options.profile,
+        alpha=check.alpha / max(statistical, 1),
+        beta=check.beta,
+        deviation=check.deviation,
+    )
+    observed = verifier.function(context)
+    if not isinstance(observed, Mapping):
+        raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
+                          "a verifier returns a mapping of observed names to values")
+    return observed
+
+
+def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:
+    """The message a failing or erroring check prints: what, where, expected vs observed, how to rerun."""
+    assert entry.claim is not None
+    lines = [f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
+             f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
+             f"{entry.check_lines[index]}"]
+    if result.error:
+        lines.append(f"ERROR: {result.error.rstrip()}")
+    for comparison in result.comparisons:
+        verdict = "ok    " if comparison["passed"] else "FAILED"
+        lines.append(f"  {verdict} {comparison['key']}: expected {comparison['expected']}, "
+                     f"observed {_short(comparison['observed'])}; rule: {comparison['rule']}")
+    lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
+                 f"'{options.impl}', profile '{options.profile}'")
+    lines.append(f"reproduce: {result.reproduce}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict) and "mean" in value:
+        return f"mean {value['mean']:.6g} in [{value['low']:.6g}, {value['high']:.6g}] (n={value['n']})"
+    if isinstance(value, dict) and "exact" in value:
+        return f"{value['value']!r} (exactly {value['exact']})"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,113 @@
+"""The claim file format, as pydantic models; ``claims/schema.json`` is generated from them."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from harness._expect import OPERATORS, Expectation, parse_expectation
+
+Kind = Literal["symbolic", "exact", "montecarlo", "property", "counterexample", "experiment"]
+KINDS: tuple[str, ...] = Kind.__args__
+
+KIND_DESCRIPTIONS = {
+    "symbolic": "a sympy proof, general where the text is general",
+    "exact": "enumeration of a finite outcome space with exact arithmetic",
+    "montecarlo": "a calibrated statistical test with a stated false-failure rate and detectable deviation",
+    "property": "Hypothesis over random inputs, against the implementation",
+    "counterexample": "a witness that a statement does not hold in general",
+    "experiment": "multi-seed training runs with median and IQR",
+}
+
+ClaimId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+Where = Annotated[str, StringConstraints(pattern=r"^(\d+\.\d+\.\d+|week\d+/step-\d+)$")]
+VerifierName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
+
+_NUMBER_OR_TEXT = {"anyOf": [{"type": "number"}, {"type": "string"}]}
+_EXPECT_VALUE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "description": "agrees within half a unit of its last printed digit"},
+        {"type": "boolean"},
+        {"type": "string"},
+        {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/ExpectValue"}},
+        {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": False,
+            "properties": {op: _NUMBER_OR_TEXT if op == "exact" else {"type": "number"} for op in OPERATORS},
+        },
+    ]
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class Check(_Strict):
+    """One way of testing a claim; it must be able to fail."""
+
+    kind: Kind = Field(description="; ".join(f"{k}: {v}" for k, v in KIND_DESCRIPTIONS.items()))
+    verifier: VerifierName = Field(description="the registered name of the verifier, e.g. 'baselines.loo_identity'")
+    params: dict[str, Any] = Field(default_factory=dict, description="arguments for the verifier")
+    expect: dict[str, Any] = Field(
+        min_length=1,
+        description="observed name -> what the text states; a number agrees within half a unit of its last digit",
+    )
+    alpha: float = Field(1e-6, gt=0, lt=1, description="montecarlo: false-failure rate of the whole check")
+    beta: float = Field(1e-3, gt=0, lt=1, description="montecarlo: false-pass rate at the stated deviation")
+    deviation: float | None = Field(
+        None, gt=0, description="montecarlo: the smallest deviation of a mean the check must detect"
+    )
+    note: str | None = Field(None, description="why this check exists, when its name does not say")
+
+    @field_validator("expect", mode="after")
+    @classmethod
+    def _parse_expect(cls, raw: dict[str, Any]) -> dict[str, Expectation]:
+        return {key: parse_expectation(value, (key,)) for key, value in raw.items()}
+
+    @model_validator(mode="after")
+    def _statistics_are_stated(self) -> Check:
+        if self.kind == "montecarlo" and self.deviation is None:
+            raise ValueError("a montecarlo check must state 'deviation', the smallest error of a mean it must detect")
+        return self
+
+
+class Claim(_Strict):
+    """A checkable statement of the course text, where it is said, what backs it, and how it is checked."""
+
+    id: ClaimId = Field(description="kebab-case, unique across all claim files")
+    where: Where = Field(description="the step that says it: '4.2.4', or 'week16/step-2' for the syllabus")
+    statement: str = Field(min_length=1, description="the claim, paraphrased in English")
+    formula: str | None = Field(None, description="LaTeX")
+    sources: list[str] = Field(min_length=1, description="keys of Module_4_Sources.md")
+    limitations: str | None = Field(None, description="what the claim does not say")
+    checks: list[Check] = Field(min_length=1)
+
+
+class ClaimFile(_Strict):
+    """One YAML file of claims: one lesson of the module, or the syllabus."""
+
+    title: str = Field(min_length=1, description="the lesson's title")
+    # Claims are validated one by one, so that one broken claim never hides the others.
+    claims: list[dict[str, Any]] = Field(description="the claims of this lesson")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema editors use to complete and validate claim files."""
+    schema = ClaimFile.model_json_schema()
+    definitions = schema.setdefault("$defs", {})
+    definitions["Claim"] = Claim.model_json_schema(ref_template="#/$defs/{model}")
+    definitions.update(definitions["Claim"].pop("$defs", {}))
+    definitions["ExpectValue"] = _EXPECT_VALUE_SCHEMA
+    schema["properties"]["claims"]["items"] = {"$ref": "#/$defs/Claim"}
+    definitions["Check"]["properties"]["expect"]["additionalProperties"] = {"$ref": "#/$defs/ExpectValue"}
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Module 4 claim file"
+    return schema
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"

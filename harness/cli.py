@@ -1,0 +1,98 @@
+"""The ``claims`` command: verify every claim and write ``reports/``, lint, list, schema."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness._context import PROFILES
+from harness._loading import load_catalogue
+from harness._registry import registered
+from harness._runner import check_names
+from harness._schema import json_schema_text
+
+SCHEMA_FILE = "schema.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="claims", description=__doc__)
+    parser.add_argument("--claims-dir", type=Path, default=Path("claims"), help="where the claim files are")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
+    verify.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default: reports)")
+    verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or 'impl')")
+    verify.add_argument("--profile", choices=PROFILES, help="smoke or full (default: $CLAIMS_PROFILE or smoke)")
+    verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
+    verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
+    verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
+
+    commands.add_parser("lint", help="validate every claim file without running checks")
+    commands.add_parser("list", help="print every claim: id, step, kinds of its checks")
+    schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
+    schema.add_argument("--check", action="store_true", help="only report whether the file is current")
+    commands.add_parser("verifiers", help="print every registered verifier and what it uses")
+
+    args = parser.parse_args(argv)
+    return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema,
+            "verifiers": _verifiers}[args.command](args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import pytest
+
+    pytest_args = [str(args.claims_dir), "--claims-report", str(args.out), "-q", "-rfE"]
+    for option, value in (("--impl", args.impl), ("--profile", args.profile), ("--claims-seed", args.claims_seed),
+                          ("-n", args.numprocesses)):
+        if value is not None:
+            pytest_args += [option, str(value)]
+    status = int(pytest.main(pytest_args + args.pytest_args))
+    print(f"claims verify: reports written to {args.out}/ (exit status {status})")
+    return status
+
+
+def _lint(args: argparse.Namespace) -> int:
+    if not args.claims_dir.is_dir():
+        print(f"{args.claims_dir}: no such directory; run from the project root or pass --claims-dir", file=sys.stderr)
+        return 2
+    catalogue = load_catalogue(args.claims_dir)
+    problems = [str(problem) for problem in catalogue.problems()]
+    schema_path = args.claims_dir / SCHEMA_FILE
+    if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
+        problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
+    for problem in problems:
+        print(problem)
+    claims = sum(1 for entry in catalogue.entries if not entry.broken)
+    print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems",
+          file=sys.stderr)
+    return 2 if problems else 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    catalogue = load_catalogue(args.claims_dir)
+    for entry in catalogue.entries:
+        kinds = "cannot be loaded" if entry.broken else ", ".join(check_names(entry))
+        print(f"{entry.id:40} {entry.where or '?':14} {kinds}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    path = args.claims_dir / SCHEMA_FILE
+    current = path.is_file() and path.read_text(encoding="utf-8") == json_schema_text()
+    if args.check:
+        print(f"{path}: {'current' if current else 'stale; run claims schema'}")
+        return 0 if current else 1
+    path.write_text(json_schema_text(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+def _verifiers(args: argparse.Namespace) -> int:
+    for name, verifier in sorted(registered().items()):
+        print(f"{name:45} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

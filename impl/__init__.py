@@ -1,0 +1,22 @@
+"""The NumPy reference implementation of Module 4, "Policy gradients: from REINFORCE to PPO".
+
+Small pure functions named after the literature. Claims are checked against this module by
+default; ``--impl other.module`` checks any module that offers the same functions instead.
+"""
+
+from impl.baselines import group_centered_advantages, leave_one_out_advantages
+from impl.estimators import score_function_gradient
+from impl.gae import gae_advantages, td_errors
+from impl.kl import kl_k1, kl_k3
+from impl.policies import bernoulli_logit_score
+
+__all__ = [
+    "bernoulli_logit_score",
+    "gae_advantages",
+    "group_centered_advantages",
+    "kl_k1",
+    "kl_k3",
+    "leave_one_out_advantages",
+    "score_function_gradient",
+    "td_errors",
+]

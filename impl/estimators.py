@@ -1,0 +1,28 @@
+"""Score-function (REINFORCE) gradient estimators."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+def score_function_gradient(f_i: ArrayLike, score_i: ArrayLike) -> np.ndarray:
+    """The score-function estimate (1/N) Σ_i f(x_i) ∇_θ log p_θ(x_i).
+
+    The log-derivative identity ∇ E_p[f] = E_p[f ∇ log p] (Williams, 1992) makes this an
+    unbiased estimate of the gradient of E_p[f] when the x_i are drawn from p_θ and f does not
+    depend on θ; with advantages as f it is the group estimator (1/G) Σ_i A_i S_i of step 4.2.3.
+
+    Args:
+      f_i: weights of the N samples (returns, rewards or advantages), shape [..., N].
+      score_i: ∇_θ log p_θ(x_i), shape [..., N, *param_shape]; a scalar parameter needs no
+        trailing axes.
+
+    Returns:
+      the estimate, shape [..., *param_shape]. Exact for object arrays of fractions.
+    """
+    f_i = np.asarray(f_i)
+    score_i = np.asarray(score_i)
+    trailing = score_i.ndim - f_i.ndim
+    weighted = f_i.reshape(f_i.shape + (1,) * trailing) * score_i
+    return weighted.sum(axis=f_i.ndim - 1) / f_i.shape[-1]

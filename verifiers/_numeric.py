@@ -1,0 +1,17 @@
+"""Shared numeric helpers for verifiers that compare floating-point results."""
+
+from __future__ import annotations
+
+import numpy as np
+
+EPS = float(np.finfo(np.float64).eps)
+
+
+def rounding_bound(operations: int, magnitude: float) -> float:
+    """A bound on float64 rounding error after ``operations`` steps on numbers of ``magnitude``.
+
+    Each addition or multiplication rounds with relative error at most eps/2 (IEEE 754), so a
+    chain of k of them on terms bounded by M is off by at most about k * eps * M; doubling it
+    leaves room for the reference computation's own rounding.
+    """
+    return 2.0 * max(operations, 1) * EPS * max(magnitude, 1.0)

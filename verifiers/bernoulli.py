@@ -1,0 +1,96 @@
+"""The one-step Bernoulli experiment of module step 4.2.5: three group estimators.
+
+A ~ Bernoulli(p) with reward ``reward_success`` for A = 1 and ``reward_failure`` for A = 0;
+the score with respect to the logit is S = A - p. Each group of G independent actions yields
+one estimate (1/G) Σ_i A_i S_i for three choices of the advantage A_i: the reward itself
+(no baseline), the reward minus the group mean, and the leave-one-out advantage.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness import Context, verifier
+
+_USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
+         "leave_one_out_advantages")
+
+
+class BernoulliGroup(BaseModel):
+    """A one-step Bernoulli policy and the group size of the estimators."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    p: float = Field(gt=0, lt=1, description="probability of action 1")
+    reward_success: float = Field(description="reward for action 1")
+    reward_failure: float = Field(description="reward for action 0")
+    group_size: int = Field(ge=2, le=16, description="answers per group, G")
+
+
+def _exact(value: float) -> Fraction:
+    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    return Fraction(repr(value))
+
+
+def _estimates(ctx: Context, actions: np.ndarray, p: object, rewards: np.ndarray) -> dict[str, np.ndarray]:
+    score = ctx.impl.bernoulli_logit_score(actions, p)
+    advantages = {
+        "no_baseline": rewards,
+        "group_mean": ctx.impl.group_centered_advantages(rewards),
+        "leave_one_out": ctx.impl.leave_one_out_advantages(rewards),
+    }
+    return {name: ctx.impl.score_function_gradient(a, score) for name, a in advantages.items()}
+
+
+@verifier("bernoulli.group_estimators_exact", uses=_USES, params=BernoulliGroup)
+def group_estimators_exact(ctx: Context) -> dict[str, object]:
+    """Exact expectations of the three estimators over all 2^G groups, in rational arithmetic.
+
+    The true gradient is computed independently, by enumerating the single action:
+    Σ_a π(a) R(a) (a - p).
+    """
+    params = ctx.params
+    p, success, failure = _exact(params.p), _exact(params.reward_success), _exact(params.reward_failure)
+    gradient = p * success * (1 - p) + (1 - p) * failure * (0 - p)
+    groups = np.array(list(itertools.product((0, 1), repeat=params.group_size)), dtype=object)
+    successes = groups.sum(axis=1)
+    probability = np.array([p**k * (1 - p) ** (params.group_size - k) for k in successes], dtype=object)
+    rewards = np.where(groups == 1, success, failure).astype(object)
+    expectations = {name: (probability * values).sum()
+                    for name, values in _estimates(ctx, groups, p, rewards).items()}
+    return {
+        "gradient": gradient,
+        **expectations,
+        "group_mean_ratio": expectations["group_mean"] / gradient,
+        "outcomes": len(groups),
+        "total_probability": probability.sum(),
+    }
+
+
+@verifier("bernoulli.group_estimators_montecarlo", uses=_USES, params=BernoulliGroup)
+def group_estimators_montecarlo(ctx: Context) -> dict[str, object]:
+    """Sample independent groups through impl and estimate each estimator's mean with an interval.
+
+    Every per-group estimate is an average of A_i S_i, so |estimate| <= max|A| max|S|: the
+    reward's magnitude without a baseline, (G-1)/G of the reward range for the group mean and
+    the whole range for leave-one-out. The number of groups is the smallest that detects the
+    check's deviation at its alpha and beta over the widest of these supports.
+    """
+    params = ctx.params
+    group_size = params.group_size
+    reward_range = abs(params.reward_success - params.reward_failure)
+    largest_score = max(params.p, 1 - params.p)
+    bounds = {
+        "no_baseline": max(abs(params.reward_success), abs(params.reward_failure)) * largest_score,
+        "group_mean": reward_range * (group_size - 1) / group_size * largest_score,
+        "leave_one_out": reward_range * largest_score,
+    }
+    widest = max(bounds.values())
+    n = ctx.samples_needed((-widest, widest))
+    actions = (ctx.rng.random((n, group_size)) < params.p).astype(float)
+    rewards = np.where(actions == 1, params.reward_success, params.reward_failure)
+    estimates = _estimates(ctx, actions, params.p, rewards)
+    return {name: ctx.mean_estimate(values, (-bounds[name], bounds[name])) for name, values in estimates.items()}

@@ -1,0 +1,98 @@
+"""The k3 estimator of KL(π_old || π) (module step 4.4.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import rounding_bound
+
+
+@verifier("kl.k3_nonnegative_symbolic")
+def k3_nonnegative_symbolic(ctx: Context) -> dict[str, object]:
+    """f(r) = (r - 1) - log r on r > 0: its critical points, f there, and the sign of f''.
+
+    One critical point with f = 0 and f'' > 0 everywhere on r > 0 (strict convexity) means f
+    is non-negative and vanishes only at that point.
+    """
+    r = sp.Symbol("r", positive=True)
+    f = (r - 1) - sp.log(r)
+    critical = sp.solve(sp.diff(f, r), r)
+    return {
+        "critical_points": critical,
+        "value_at_critical_points": [f.subs(r, point) for point in critical],
+        "second_derivative": sp.diff(f, r, 2),
+        "strictly_convex": bool(sp.diff(f, r, 2).is_positive),
+    }
+
+
+_log_ratios = hnp.arrays(np.float64, st.integers(1, 64),
+                         elements=st.floats(min_value=-20, max_value=20, allow_nan=False))
+
+
+@verifier("kl.k3_nonnegative_property", uses=("kl_k3",))
+def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
+    """impl's k3 is >= 0 for every log-ratio, 0 at log r = 0, and > 0 wherever |log r| >= 1e-6.
+
+    The 1e-6 floor keeps (r - 1) - log r ≈ (log r)^2 / 2 >= 5e-13 far above float64's
+    resolution near zero, so a zero there would be the estimator's fault, not rounding's.
+    """
+
+    def nonnegative(log_ratio: np.ndarray) -> None:
+        k3 = ctx.impl.kl_k3(log_ratio)
+        assert np.all(k3 >= 0), (log_ratio[k3 < 0], k3[k3 < 0])
+        assert np.all(k3[np.abs(log_ratio) >= 1e-6] > 0), log_ratio
+        assert np.all(ctx.impl.kl_k3(np.zeros(3)) == 0)
+
+    return check_property(ctx, nonnegative, _log_ratios)
+
+
+@verifier("kl.k3_unbiased_symbolic")
+def k3_unbiased_symbolic(ctx: Context) -> dict[str, object]:
+    """E_{a~p}[(r(a) - 1) - log r(a)] - KL(p || q) with r = q/p, for K symbolic categories.
+
+    Per category the gap is q_a - p_a (``per_category_residual`` is what is left after
+    subtracting that); summed over a and with both distributions normalised it is
+    Σ q - Σ p = 1 - 1 = 0.
+    """
+    categories = sp.Symbol("K", integer=True, positive=True)
+    a = sp.Symbol("a", integer=True)
+    p, q = sp.IndexedBase("p", positive=True), sp.IndexedBase("q", positive=True)
+    k3 = (q[a] / p[a] - 1) - sp.log(q[a] / p[a])
+    kl_term = p[a] * sp.log(p[a] / q[a])
+    per_category = sp.simplify(sp.expand_log(p[a] * k3 - kl_term, force=True))
+    gap = sp.factor_terms(sp.expand(sp.Sum(per_category, (a, 1, categories))))
+    normalised = gap.subs({sp.Sum(q[a], (a, 1, categories)): 1, sp.Sum(p[a], (a, 1, categories)): 1})
+    return {"per_category_residual": sp.simplify(per_category - (q[a] - p[a])),
+            "gap_when_normalised": sp.simplify(normalised)}
+
+
+_categoricals = st.integers(2, 12).flatmap(lambda k: st.tuples(
+    hnp.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
+    hnp.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
+))
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+@verifier("kl.k3_unbiased_property", uses=("kl_k3",))
+def k3_unbiased_property(ctx: Context) -> dict[str, object]:
+    """For random categorical π_old and π, Σ_a π_old(a) k3(a) from impl equals KL(π_old || π)
+    computed from its definition, up to float64 rounding."""
+
+    def unbiased(logits: tuple[np.ndarray, np.ndarray]) -> None:
+        log_old, log_new = (_log_softmax(z) for z in logits)
+        p_old = np.exp(log_old)
+        expectation = p_old @ ctx.impl.kl_k3(log_new - log_old)
+        kl = p_old @ (log_old - log_new)
+        magnitude = float(p_old @ (np.exp(log_new - log_old) + np.abs(log_new - log_old)))
+        bound = rounding_bound(8 * len(p_old), magnitude)
+        assert abs(expectation - kl) <= bound, (expectation, kl, bound)
+
+    return check_property(ctx, unbiased, _categoricals)
