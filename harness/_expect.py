@@ -111,7 +111,7 @@ class Comparison:
 
 def parse_expectation(raw: Any, path: tuple[str | int, ...] = ()) -> Expectation:
     """Read one ``expect`` value as written in a claim file."""
-    if isinstance(raw, bool) or isinstance(raw, str):
+    if isinstance(raw, bool | str):
         return Expectation((Condition("equals", raw, repr(raw) if isinstance(raw, str) else str(raw).lower()),))
     if isinstance(raw, int | float):
         return Expectation((_approx(raw, path),))
