@@ -8,7 +8,7 @@ from impl.baselines import group_centered_advantages, leave_one_out_advantages
 from impl.estimators import score_function_gradient
 from impl.gae import gae_advantages, td_errors
 from impl.kl import kl_k1, kl_k3
-from impl.policies import bernoulli_logit_score
+from impl.policies import bernoulli_logit_score, log_softmax, softmax, softmax_score
 
 __all__ = [
     "bernoulli_logit_score",
@@ -17,6 +17,9 @@ __all__ = [
     "kl_k1",
     "kl_k3",
     "leave_one_out_advantages",
+    "log_softmax",
     "score_function_gradient",
+    "softmax",
+    "softmax_score",
     "td_errors",
 ]

@@ -20,3 +20,43 @@ def bernoulli_logit_score(a_i: ArrayLike, p: float) -> np.ndarray:
       the score of each action, shaped like ``a_i``.
     """
     return np.asarray(a_i) - p
+
+
+def softmax(z: ArrayLike) -> np.ndarray:
+    """π = softmax(z) along the last axis, computed from shifted logits for stability.
+
+    Args:
+      z: logits, shape [..., K].
+
+    Returns:
+      probabilities, shape [..., K], summing to one along the last axis.
+    """
+    z = np.asarray(z, dtype=float)
+    shifted = np.exp(z - z.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def log_softmax(z: ArrayLike) -> np.ndarray:
+    """log π = z - logsumexp(z) along the last axis.
+
+    Args:
+      z: logits, shape [..., K].
+    """
+    z = np.asarray(z, dtype=float)
+    top = z.max(axis=-1, keepdims=True)
+    return z - top - np.log(np.exp(z - top).sum(axis=-1, keepdims=True))
+
+
+def softmax_score(z: ArrayLike, a: ArrayLike) -> np.ndarray:
+    """∇_z log π(a) = e_a - π for a softmax policy over logits z (module step 4.1.2).
+
+    Args:
+      z: logits, shape [..., K].
+      a: chosen actions, integer array of shape [...], values in [0, K).
+
+    Returns:
+      the score with respect to the logits, shape [..., K].
+    """
+    probabilities = softmax(z)
+    one_hot = np.eye(probabilities.shape[-1])[np.asarray(a)]
+    return one_hot - probabilities
