@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -62,6 +63,8 @@ class Context:
       alpha: the false-failure rate allotted to each statistical comparison of the check.
       beta: the false-pass rate at ``deviation``.
       deviation: the smallest error of a mean a Monte Carlo check must detect, when stated.
+      figures_dir: where :meth:`save_figure` writes; ``figures/`` of the report directory when
+        a report is being written.
     """
 
     impl: ImplementationView
@@ -72,6 +75,7 @@ class Context:
     alpha: float
     beta: float
     deviation: float | None
+    figures_dir: Path
 
     def samples_needed(self, support: tuple[float, float]) -> int:
         """How many independent samples detect ``deviation`` at this check's alpha and beta."""
@@ -83,3 +87,18 @@ class Context:
                       ) -> stats.MeanEstimate:
         """A confidence interval for the mean of ``samples`` at this check's alpha."""
         return stats.mean_estimate(samples, support, self.alpha, self.beta, method)
+
+    def save_figure(self, figure: Any, name: str) -> str:
+        """Save a matplotlib figure as ``<name>.svg``, byte-for-byte reproducible; return its path.
+
+        The path is relative to the report directory (``figures/<name>.svg``) so the report can
+        link it; record it among the verifier's observations.
+        """
+        import matplotlib
+
+        self.figures_dir.mkdir(parents=True, exist_ok=True)
+        path = self.figures_dir / f"{name}.svg"
+        # A fixed hash salt and no date keep the SVG identical for identical data.
+        with matplotlib.rc_context({"svg.hashsalt": "module4", "svg.fonttype": "none"}):
+            figure.savefig(path, format="svg", metadata={"Date": None})
+        return f"{self.figures_dir.name}/{path.name}"

@@ -54,7 +54,7 @@ def build_results(payloads: list[dict[str, Any]], options: RunOptions, started: 
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "verifier", "verifier_location", "uses", "status", "expected", "observed", "comparisons",
-             "seed", "seconds", "error", "reproduce")
+             "seed", "seconds", "error", "skip_reason", "reproduce")
     return {key: check.get(key) for key in order}
 
 
@@ -173,7 +173,9 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
             out += [f"- also observed `{key}`: {_value(value)}" for key, value in extra.items()]
         if check["error"]:
             out += ["", "```", check["error"].rstrip(), "```"]
-        if check["status"] != "passed":
+        if check["skip_reason"]:
+            out += ["", f"Skipped: {check['skip_reason']}."]
+        if check["status"] in ("failed", "error"):
             out += ["", f"Reproduce: `{check['reproduce']}`"]
     return out
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import tempfile
 import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,12 @@ class RunOptions:
     impl: str = DEFAULT_IMPL
     profile: str = "smoke"
     seed: int = 0
+    report_dir: str | None = None
+
+    @property
+    def figures_dir(self) -> Path:
+        base = Path(self.report_dir) if self.report_dir else Path(tempfile.gettempdir()) / "module4-claims"
+        return base / "figures"
 
 
 @dataclass
@@ -44,6 +52,7 @@ class CheckResult:
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     observed: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    skip_reason: str | None = None
     reproduce: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,6 +88,10 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     seed = check_seed(options.seed, entry.id, index)
     result = CheckResult(check.kind, verifier.name, verifier.location, list(verifier.uses), "error", seed, 0.0,
                          reproduce=reproduce_command(entry, index, options))
+    if options.profile not in check.profiles:
+        result.status = "skipped"
+        result.skip_reason = f"runs only in the {' and '.join(check.profiles)} profile; this run's profile is {options.profile}"
+        return result
     started = time.perf_counter()
     try:
         observed = _observe(entry, index, verifier, options, seed)
@@ -124,6 +137,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         alpha=check.alpha / max(statistical, 1),
         beta=check.beta,
         deviation=check.deviation,
+        figures_dir=options.figures_dir,
     )
     observed = verifier.function(context)
     if not isinstance(observed, Mapping):

@@ -61,6 +61,11 @@ class Check(_Strict):
     deviation: float | None = Field(
         None, gt=0, description="montecarlo: the smallest deviation of a mean the check must detect"
     )
+    profiles: list[Literal["smoke", "full"]] = Field(
+        default_factory=lambda: ["smoke", "full"],
+        min_length=1,
+        description="the profiles this check runs in; in any other it is reported as skipped, with the reason",
+    )
     note: str | None = Field(None, description="why this check exists, when its name does not say")
 
     @field_validator("expect", mode="after")

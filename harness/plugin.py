@@ -45,6 +45,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         impl=config.getoption("impl") or os.environ.get("CLAIMS_IMPL") or DEFAULT_IMPL,
         profile=config.getoption("profile") or os.environ.get("CLAIMS_PROFILE") or "smoke",
         seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")),
+        report_dir=config.getoption("claims_report"),
     )
 
 
@@ -132,6 +133,8 @@ class CheckItem(pytest.Item):
                                                           "check": record})))
         if self.result.status == "error":
             pytest.fail(failure_text(self.entry, self.index, self.result, options), pytrace=False)
+        if self.result.status == "skipped":
+            pytest.skip(self.result.skip_reason)
 
     def runtest(self) -> None:
         if self.result.status == "failed":
