@@ -54,6 +54,7 @@ class Catalogue:
     entries: list[ClaimEntry]
     file_problems: dict[str, list[Problem]]
     titles: dict[str, str]
+    steps: dict[str, list[str]]
     sources: dict[str, Source]
     verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
 
@@ -79,17 +80,18 @@ def load_catalogue(claims_dir: Path) -> Catalogue:
     root = claims_dir.parent
     sources = read_sources(root / SOURCES_FILE)
     verifiers = registered()
-    catalogue = Catalogue(root, [], [], {}, {}, sources, verifiers)
+    catalogue = Catalogue(root, [], [], {}, {}, {}, sources, verifiers)
     seen: dict[str, ClaimEntry] = {}
     for path in claim_files(claims_dir):
         display = path.relative_to(root).as_posix()
         catalogue.files.append(display)
-        entries, problems, title = _load_file(path, display)
+        entries, problems, header = _load_file(path, display)
         catalogue.file_problems[display] = problems
-        catalogue.titles[display] = title
+        catalogue.titles[display] = header.title if header else path.stem
+        catalogue.steps[display] = header.steps if header else []
         for entry in entries:
             if entry.claim is not None:
-                entry = _cross_check(entry, seen, sources, verifiers)
+                entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display])
                 seen.setdefault(entry.id, entry)
             catalogue.entries.append(entry)
     return catalogue
@@ -97,7 +99,7 @@ def load_catalogue(claims_dir: Path) -> Catalogue:
 
 def _cross_check(
     entry: ClaimEntry, seen: Mapping[str, ClaimEntry], sources: Mapping[str, Source],
-    verifiers: Mapping[str, Verifier],
+    verifiers: Mapping[str, Verifier], steps: list[str],
 ) -> ClaimEntry:
     claim = entry.claim
     assert claim is not None
@@ -110,6 +112,9 @@ def _cross_check(
         first = seen[claim.id]
         problem(f"duplicate id '{claim.id}'", entry.line, field="id",
                 hint=f"first defined at {first.file}:{first.line}; ids must be unique across all claim files")
+    if steps and claim.where not in steps:
+        problem(f"step '{claim.where}' is not one of this file's steps", entry.line, field="where",
+                hint=f"use one of {', '.join(steps)}, or move the claim to the file of its lesson")
     for key in claim.sources:
         if key not in sources:
             known = ", ".join(sorted(sources)) or "none"
@@ -135,11 +140,11 @@ def _cross_check(
                       entry.check_lines, tuple(problems))
 
 
-def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem], str]:
-    """The file's claims, its file-level problems, and its title (the file name if unreadable)."""
+def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None]:
+    """The file's claims, its file-level problems, and its header (title, steps) if readable."""
 
-    def file_problem(message: str, line: int | None = None, hint: str | None = None) -> tuple[list, list, str]:
-        return [], [Problem(display, line, message, hint=hint)], path.stem
+    def file_problem(message: str, line: int | None = None, hint: str | None = None) -> tuple[list, list, None]:
+        return [], [Problem(display, line, message, hint=hint)], None
 
     data = path.read_bytes()
     if len(data) > MAX_FILE_BYTES:
@@ -161,22 +166,23 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
         problems.append(Problem(display, 1, "the first line is not the schema modeline",
                                 hint=f"start the file with '{MODELINE}' so editors validate it"))
     if not isinstance(root, yaml.MappingNode):
-        return [], [*problems, Problem(display, 1, "the file must be a mapping with 'title' and 'claims'")], path.stem
-    header = {key: value for key, value in _pairs(root) if key != "claims"}
+        message = "the file must be a mapping with 'title', 'steps' and 'claims'"
+        return [], [*problems, Problem(display, 1, message)], None
+    fields = {key: value for key, value in _pairs(root) if key != "claims"}
     claims_node = dict(_pairs(root)).get("claims")
-    title = path.stem
+    header = None
     try:
-        title = ClaimFile.model_validate({**_construct(header), "claims": []}).title
+        header = ClaimFile.model_validate({**_construct(fields), "claims": []})
     except (ValidationError, _UnsafeYaml) as error:
         problems.extend(_problems(error, display, root, ClaimFile))
     if claims_node is None:
         problems.append(Problem(display, 1, "missing required field 'claims'", hint="add 'claims:' with a list"))
-        return [], problems, title
+        return [], problems, header
     if not isinstance(claims_node, yaml.SequenceNode):
         problems.append(Problem(display, _line(claims_node), "'claims' must be a list of claims"))
-        return [], problems, title
+        return [], problems, header
     entries = [_load_claim(node, index, display) for index, node in enumerate(claims_node.value)]
-    return entries, problems, title
+    return entries, problems, header
 
 
 def _load_claim(node: yaml.Node, index: int, display: str) -> ClaimEntry:

@@ -20,8 +20,9 @@ MARKDOWN_FILE = "claims_report.md"
 _VERSIONED = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
 
 
-def build_results(payloads: list[dict[str, Any]], options: RunOptions, started: float, root: Path) -> dict[str, Any]:
-    """The results document: run metadata, summary counts, then claims in file and claim order."""
+def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,
+                  started: float, root: Path) -> dict[str, Any]:
+    """The results document: run metadata, summary counts, coverage, then claims in file and claim order."""
     claims: dict[tuple[str, int], dict[str, Any]] = {}
     for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
         key = (payload["file"], payload["index"])
@@ -48,8 +49,22 @@ def build_results(payloads: list[dict[str, Any]], options: RunOptions, started: 
             "seconds": round(time.time() - started, 2),
         },
         "summary": _summary(rows),
+        "coverage": _coverage(lessons, rows),
         "claims": rows,
     }
+
+
+def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every step of every lesson with the statuses of its claims; a step with none is uncovered."""
+    coverage = []
+    for lesson in lessons:
+        steps = []
+        for step in lesson["steps"]:
+            statuses = Counter(row["status"] for row in rows if row["file"] == lesson["file"] and row["where"] == step)
+            steps.append({"step": step, "claims": sum(statuses.values()),
+                          "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}})
+        coverage.append({"file": lesson["file"], "title": lesson["title"], "steps": steps})
+    return coverage
 
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
@@ -101,10 +116,10 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def write_reports(directory: Path, payloads: list[dict[str, Any]], options: RunOptions, started: float,
-                  root: Path) -> dict[str, Any]:
+def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
+                  options: RunOptions, started: float, root: Path) -> dict[str, Any]:
     """Write ``claims.json`` and ``claims_report.md`` to ``directory``; return the results."""
-    results = build_results(payloads, options, started, root)
+    results = build_results(payloads, lessons, options, started, root)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RESULTS_FILE).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (directory / MARKDOWN_FILE).write_text(render_markdown(results), encoding="utf-8")
@@ -132,6 +147,17 @@ def render_markdown(results: dict[str, Any]) -> str:
     ]
     out += [f"| {kind} checks | " + " | ".join(str(counts[s]) for s in STATUSES) + " |"
             for kind, counts in summary["by_kind"].items() if any(counts.values())]
+    broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
+    if broken:
+        out += ["", "## Failures and errors", ""]
+        for row in broken:
+            out.append(f"- `{row['id']}` ({row['where']}): {_badge(row['status'])}")
+            out += [f"  - `{check['reproduce']}`" for check in row["checks"] if check["status"] in ("failed", "error")]
+    out += ["", "## Coverage", "", "Claims per step of the module; a step with no claim is uncovered.", ""]
+    for lesson in results["coverage"]:
+        cells = [f"{step['step']}: " + (", ".join(f"{n} {status}" for status, n in step["statuses"].items())
+                                        if step["claims"] else "**uncovered**") for step in lesson["steps"]]
+        out.append(f"- {lesson['title']}: " + "; ".join(cells))
     lesson = step = None
     for row in results["claims"]:
         if row["lesson"] != lesson:

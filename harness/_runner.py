@@ -90,7 +90,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
                          reproduce=reproduce_command(entry, index, options))
     if options.profile not in check.profiles:
         result.status = "skipped"
-        result.skip_reason = f"runs only in the {' and '.join(check.profiles)} profile; this run's profile is {options.profile}"
+        result.skip_reason = (f"runs only in the {' and '.join(check.profiles)} profile; "
+                              f"this run's profile is {options.profile}")
         return result
     started = time.perf_counter()
     try:

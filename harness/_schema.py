@@ -96,6 +96,7 @@ class ClaimFile(_Strict):
     """One YAML file of claims: one lesson of the module, or the syllabus."""
 
     title: str = Field(min_length=1, description="the lesson's title")
+    steps: list[Where] = Field(min_length=1, description="every step of the lesson, claimed or not: the coverage map")
     # Claims are validated one by one, so that one broken claim never hides the others.
     claims: list[dict[str, Any]] = Field(description="the claims of this lesson")
 

@@ -78,8 +78,9 @@ class ClaimFileNode(pytest.File):
         problems = catalogue.file_problems.get(display, [])
         if problems:
             yield ProblemItem.from_parent(self, name="file-problems", problems=[str(p) for p in problems],
-                                          payload={"file": display, "line": 1, "index": -1,
-                                                   "claim": {"id": display, "where": None}})
+                                          payload={"claims_dir": str(claims_dir), "file": display,
+                                                   "title": catalogue.titles.get(display, display), "line": 1,
+                                                   "index": -1, "claim": {"id": display, "where": None}})
         used: set[str] = set()
         for entry in catalogue.in_file(display):
             name = entry.id if entry.id not in used else f"{entry.id}@{entry.line}"
@@ -172,8 +173,9 @@ def _claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
                     limitations=claim.limitations, checks=len(claim.checks))
         info["citations"] = {key: catalogue.sources[key].citation for key in claim.sources
                              if key in catalogue.sources}
-    return {"file": entry.file, "title": catalogue.titles.get(entry.file, entry.file), "line": entry.line,
-            "index": entry.index, "claim": info}
+    return {"claims_dir": str(catalogue.root / Path(entry.file).parent), "file": entry.file,
+            "title": catalogue.titles.get(entry.file, entry.file), "line": entry.line, "index": entry.index,
+            "claim": info}
 
 
 class _ReportWriter:
@@ -191,5 +193,9 @@ class _ReportWriter:
                 self.payloads[report.nodeid] = json.loads(value)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        write_reports(self.directory, list(self.payloads.values()), self.options, self.started,
-                      Path(session.config.rootpath))
+        payloads = list(self.payloads.values())
+        catalogues = [load_catalogue(Path(d)) for d in sorted({p["claims_dir"] for p in payloads})]
+        lessons = [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file]}
+                   for catalogue in catalogues for file in catalogue.files]
+        root = catalogues[0].root if catalogues else Path(session.config.rootpath)
+        write_reports(self.directory, payloads, lessons, self.options, self.started, root)
