@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness._html import HTML_FILE, format_value, render_html
 from harness._runner import RunOptions
 from harness._schema import KINDS
 
@@ -123,6 +124,7 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RESULTS_FILE).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (directory / MARKDOWN_FILE).write_text(render_markdown(results), encoding="utf-8")
+    (directory / HTML_FILE).write_text(render_html(results, directory), encoding="utf-8")
     return results
 
 
@@ -191,12 +193,12 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
         if check["comparisons"]:
             out += ["| observed | expected (as the text states it) | observed value | rule | verdict |",
                     "|---|---|---|---|---|"]
-            out += [f"| `{c['key']}` | {_cell(c['expected'])} | {_cell(_value(c['observed']))} | {_cell(c['rule'])} | "
+            out += [f"| `{c['key']}` | {_cell(c['expected'])} | {_cell(format_value(c['observed']))} | {_cell(c['rule'])} | "
                     f"{'ok' if c['passed'] else '**FAILED**'} |" for c in check["comparisons"]]
         extra = {k: v for k, v in check["observed"].items() if k not in check["expected"]}
         if extra:
             out.append("")
-            out += [f"- also observed `{key}`: {_value(value)}" for key, value in extra.items()]
+            out += [f"- also observed `{key}`: {format_value(value)}" for key, value in extra.items()]
         if check["error"]:
             out += ["", "```", check["error"].rstrip(), "```"]
         if check["skip_reason"]:
@@ -208,17 +210,6 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
 
 def _badge(status: str) -> str:
     return status if status == "passed" else f"**{status.upper()}**"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, dict) and {"mean", "low", "high"} <= value.keys():
-        return (f"mean {value['mean']:.6g}, interval [{value['low']:.6g}, {value['high']:.6g}], n = {value['n']}, "
-                f"alpha = {value['alpha']:.3g}, detects {value['detectable_deviation']:.3g}")
-    if isinstance(value, dict) and "exact" in value:
-        return f"{value['value']:.10g} (exactly {value['exact']})"
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
 
 
 def _cell(text: Any) -> str:
