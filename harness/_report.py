@@ -193,8 +193,8 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
         if check["comparisons"]:
             out += ["| observed | expected (as the text states it) | observed value | rule | verdict |",
                     "|---|---|---|---|---|"]
-            out += [f"| `{c['key']}` | {_cell(c['expected'])} | {_cell(format_value(c['observed']))} | {_cell(c['rule'])} | "
-                    f"{'ok' if c['passed'] else '**FAILED**'} |" for c in check["comparisons"]]
+            out += [f"| `{c['key']}` | {_cell(c['expected'])} | {_cell(format_value(c['observed']))} | "
+                    f"{_cell(c['rule'])} | {'ok' if c['passed'] else '**FAILED**'} |" for c in check["comparisons"]]
         extra = {k: v for k, v in check["observed"].items() if k not in check["expected"]}
         if extra:
             out.append("")

@@ -26,3 +26,22 @@ def score_function_gradient(f_i: ArrayLike, score_i: ArrayLike) -> np.ndarray:
     trailing = score_i.ndim - f_i.ndim
     weighted = f_i.reshape(f_i.shape + (1,) * trailing) * score_i
     return weighted.sum(axis=f_i.ndim - 1) / f_i.shape[-1]
+
+
+def reinforce_gradient(w_t: ArrayLike, score_t: ArrayLike) -> np.ndarray:
+    """REINFORCE over trajectories: ĝ = (1/N) Σ_{i=1}^N Σ_t w_{i,t} ∇_θ log π_θ(a_{i,t}|s_{i,t}).
+
+    Williams (1992); module step 4.1.5. With w_{i,t} = R(τ_i) it is the estimator of step 4.1.3,
+    with reward-to-go G_t or γ^t G_t the causal ones of step 4.1.4 (see ``impl.returns``). Each
+    trajectory contributes the sum over its steps; the trajectories are then averaged, so this is
+    :func:`score_function_gradient` at every step, summed over time.
+
+    Args:
+      w_t: weights, time-major, shape [T, N]: step t of trajectory i at ``w_t[t, i]``. Steps past
+        the end of a shorter trajectory carry weight 0.
+      score_t: ∇_θ log π_θ(a_{i,t}|s_{i,t}), shape [T, N, *param_shape].
+
+    Returns:
+      the estimate, shape [*param_shape]. Exact for object arrays of fractions.
+    """
+    return score_function_gradient(w_t, score_t).sum(axis=0)

@@ -60,3 +60,24 @@ def softmax_score(z: ArrayLike, a: ArrayLike) -> np.ndarray:
     probabilities = softmax(z)
     one_hot = np.eye(probabilities.shape[-1])[np.asarray(a)]
     return one_hot - probabilities
+
+
+def tabular_softmax_score(theta: ArrayLike, s: ArrayLike, a: ArrayLike) -> np.ndarray:
+    """∇_θ log π_θ(a|s) for a tabular softmax policy π_θ(·|s) = softmax(θ[s]).
+
+    Only row s of θ moves log π_θ(a|s), and that row's gradient is e_a - π_θ(·|s) as in
+    :func:`softmax_score`; every other row's gradient is zero.
+
+    Args:
+      theta: logits, shape [S, A].
+      s: states, integer array of shape [...], values in [0, S).
+      a: actions, integer array shaped like ``s``, values in [0, A).
+
+    Returns:
+      the score with respect to the whole table, shape [..., S, A].
+    """
+    theta = np.asarray(theta, dtype=float)
+    s = np.asarray(s)
+    row_score = softmax_score(theta[s], a)
+    in_row = np.eye(theta.shape[0])[s]
+    return in_row[..., :, None] * row_score[..., None, :]
