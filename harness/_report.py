@@ -214,3 +214,56 @@ def _badge(status: str) -> str:
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision")
+
+
+def normalized(results: dict[str, Any]) -> dict[str, Any]:
+    """The results without the fields that change from run to run of the same code: timings, revision."""
+    run = {key: value for key, value in results["run"].items() if key not in _VOLATILE_RUN_FIELDS}
+    claims = [{**row, "checks": [{k: v for k, v in check.items() if k != "seconds"} for check in row["checks"]]}
+              for row in results["claims"]]
+    return {**results, "run": run, "claims": claims}
+
+
+def snapshot(directory: Path) -> dict[str, Any]:
+    """What a report directory says, apart from timings: for comparing a fresh run with a committed one."""
+    results_file = directory / RESULTS_FILE
+    if not results_file.is_file():
+        return {}
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    state: dict[str, Any] = {RESULTS_FILE: normalized(results)}
+    rendered = {MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, directory)}
+    for name, text in rendered.items():
+        path = directory / name
+        state[name] = path.is_file() and path.read_text(encoding="utf-8") == text
+    for figure in sorted((directory / "figures").glob("*.svg")):
+        state[f"figures/{figure.name}"] = figure.read_bytes()
+    return state
+
+
+def compare_snapshots(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """How a fresh report differs from the one that was there, in words; empty when only timings differ."""
+    if not before:
+        return [f"there was no {RESULTS_FILE} to compare with"]
+    differences = []
+    old, new = before[RESULTS_FILE], after[RESULTS_FILE]
+    run_fields = sorted(old["run"].keys() | new["run"].keys())
+    differences += [f"run field '{key}' was {old['run'].get(key)!r}, is {new['run'].get(key)!r}"
+                    for key in run_fields if old["run"].get(key) != new["run"].get(key)]
+    old_claims = {row["id"]: row for row in old["claims"]}
+    new_claims = {row["id"]: row for row in new["claims"]}
+    differences += [f"claim '{claim}' is new" for claim in new_claims.keys() - old_claims.keys()]
+    differences += [f"claim '{claim}' is gone" for claim in old_claims.keys() - new_claims.keys()]
+    differences += [f"claim '{claim}' changed (status {old_claims[claim]['status']} -> {new_claims[claim]['status']})"
+                    for claim in old_claims.keys() & new_claims.keys() if old_claims[claim] != new_claims[claim]]
+    if [row["id"] for row in old["claims"]] != [row["id"] for row in new["claims"]] and not differences:
+        differences.append("the order of claims changed")
+    differences += [f"{name} did not match the {RESULTS_FILE} beside it" for name in (MARKDOWN_FILE, HTML_FILE)
+                    if not before[name]]
+    figures = sorted(key for key in before.keys() | after.keys() if key.startswith("figures/"))
+    differences += [f"{figure} changed" for figure in figures if before.get(figure) != after.get(figure)]
+    if not differences and old != new:
+        differences.append("summary or coverage changed")
+    return sorted(differences)

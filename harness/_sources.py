@@ -53,3 +53,39 @@ def read_sources(path: Path) -> dict[str, Source]:
                 citation.append(following.strip())
         sources[heading.group(1)] = Source(heading.group(1), " ".join(citation), number, fields)
     return sources
+
+
+REGISTRY_BEGIN = "<!-- BEGIN GENERATED REGISTRY: written by `claims verify`; do not edit by hand -->"
+REGISTRY_END = "<!-- END GENERATED REGISTRY -->"
+
+
+def render_registry(claims: list[dict[str, str]]) -> str:
+    """The generated part of the sources file: every claim with its step, evidence, status, limitations.
+
+    Args:
+      claims: one mapping per claim, in catalogue order, with keys id, where, kinds, status,
+        sources and limitations (all strings).
+    """
+    lines = [REGISTRY_BEGIN, "", "## Registry of claims", "",
+             "Every claim of the module, the kinds of evidence that check it, its status in the committed report "
+             "(`reports/claims.json`) and what it does not say.", "",
+             "| claim | step | evidence | status | sources | limitations |", "|---|---|---|---|---|---|"]
+    for claim in claims:
+        cells = [f"`{claim['id']}`", claim["where"], claim["kinds"], claim["status"], claim["sources"],
+                 " ".join(claim["limitations"].split())]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join([*lines, "", REGISTRY_END])
+
+
+def registry_section(text: str) -> str | None:
+    """The generated section of the sources file as it stands, markers included."""
+    start, end = text.find(REGISTRY_BEGIN), text.find(REGISTRY_END)
+    return text[start:end + len(REGISTRY_END)] if 0 <= start < end else None
+
+
+def with_registry(text: str, registry: str) -> str:
+    """The sources file with its generated section replaced, or appended when it has none."""
+    current = registry_section(text)
+    if current is None:
+        return text.rstrip("\n") + "\n\n" + registry + "\n"
+    return text.replace(current, registry)

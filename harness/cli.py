@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from harness._context import PROFILES
-from harness._loading import load_catalogue
+from harness._loading import Catalogue, load_catalogue
 from harness._registry import registered
-from harness._runner import check_names
+from harness._report import RESULTS_FILE, compare_snapshots, snapshot
+from harness._runner import DEFAULT_IMPL, check_names
 from harness._schema import json_schema_text
+from harness._sources import SOURCES_FILE, registry_section, render_registry, with_registry
 
 SCHEMA_FILE = "schema.json"
 
@@ -24,9 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
     verify.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default: reports)")
     verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or 'impl')")
-    verify.add_argument("--profile", choices=PROFILES, help="smoke or full (default: $CLAIMS_PROFILE or smoke)")
+    verify.add_argument("--profile", choices=PROFILES, default=os.environ.get("CLAIMS_PROFILE", "full"),
+                        help="full (the release artifact) or smoke (default: $CLAIMS_PROFILE or full)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
+    verify.add_argument("--check", action="store_true",
+                        help="also fail if the reports differ, apart from timings, from the ones already in --out")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
 
     commands.add_parser("lint", help="validate every claim file without running checks")
@@ -41,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    before = snapshot(args.out) if args.check else None
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`.
     pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out), "-q", "-rfE"]
     for option, value in (("--impl", args.impl), ("--profile", args.profile), ("--claims-seed", args.claims_seed),
@@ -49,7 +57,40 @@ def _verify(args: argparse.Namespace) -> int:
             pytest_args += [option, str(value)]
     status = subprocess.call(pytest_args + args.pytest_args)
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
+    results_file = args.out / RESULTS_FILE
+    if not results_file.is_file():
+        return status or 1
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    if results["run"]["impl"] == DEFAULT_IMPL:
+        catalogue = load_catalogue(args.claims_dir)
+        sources_file = catalogue.root / SOURCES_FILE
+        text = sources_file.read_text(encoding="utf-8")
+        sources_file.write_text(with_registry(text, _registry(catalogue, results)), encoding="utf-8")
+        print(f"claims verify: registry of claims rewritten in {sources_file}")
+    if before is not None:
+        differences = compare_snapshots(before, snapshot(args.out))
+        for difference in differences:
+            print(f"claims verify --check: {difference}", file=sys.stderr)
+        if differences:
+            print("claims verify --check: the committed reports are stale; commit the regenerated ones",
+                  file=sys.stderr)
+            return status or 1
     return status
+
+
+def _registry(catalogue: Catalogue, results: dict | None) -> str:
+    statuses = {row["id"]: row["status"] for row in results["claims"]} if results else {}
+    rows = []
+    for entry in catalogue.entries:
+        claim = entry.claim
+        rows.append({
+            "id": entry.id, "where": entry.where or "?",
+            "kinds": ", ".join(dict.fromkeys(check.kind for check in claim.checks)) if claim else "-",
+            "status": statuses.get(entry.id, "not run"),
+            "sources": ", ".join(claim.sources) if claim else "-",
+            "limitations": (claim.limitations or "-") if claim else "-",
+        })
+    return render_registry(rows)
 
 
 def _lint(args: argparse.Namespace) -> int:
@@ -58,6 +99,12 @@ def _lint(args: argparse.Namespace) -> int:
         return 2
     catalogue = load_catalogue(args.claims_dir)
     problems = [str(problem) for problem in catalogue.problems()]
+    sources_file = catalogue.root / SOURCES_FILE
+    results_file = Path("reports") / RESULTS_FILE
+    results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
+    registry = _registry(catalogue, results)
+    if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
+        problems.append(f"{SOURCES_FILE}: the generated registry of claims is stale; regenerate it with 'claims verify'")
     schema_path = args.claims_dir / SCHEMA_FILE
     if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")

@@ -1,0 +1,260 @@
+"""Loading claim files, the schema file, the verifier registry and the ``claims`` command."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import RegistryError, verifier
+from harness._expect import FloatLiteral
+from harness._loading import _ClaimLoader, load_catalogue
+from harness._registry import lookup
+from harness._schema import json_schema_text
+from harness.cli import main
+
+PROJECT = Path(__file__).resolve().parents[1]
+REAL_CLAIMS = PROJECT / "claims"
+REAL_FILES = sorted(path.name for path in REAL_CLAIMS.glob("*.yaml"))
+MODELINE = "# yaml-language-server: $schema=schema.json\n"
+SOURCES = "# Sources\n\n### williams1992\nWilliams, R. J. (1992). Simple statistical gradient-following algorithms.\n"
+
+
+def claim(claim_id: str, expect: str = "gradient: 0.273", extra: str = "") -> str:
+    return f"""\
+  - id: {claim_id}
+    where: "4.2.5"
+    statement: The one-step Bernoulli policy's logit gradient is 0.273.
+    sources: [williams1992]
+{extra}    checks:
+      - kind: exact
+        verifier: bernoulli.group_estimators_exact
+        params: {{p: 0.35, reward_success: 1, reward_failure: -0.2, group_size: 8}}
+        expect:
+          {expect}
+"""
+
+
+def claim_file(*claims: str) -> str:
+    return MODELINE + 'title: "Lesson T"\nsteps: ["4.2.5"]\nclaims:\n' + "".join(claims)
+
+
+def claims_dir(root: Path, files: dict[str, str], schema: bool = True) -> Path:
+    directory = root / "claims"
+    directory.mkdir()
+    (root / "Module_4_Sources.md").write_text(SOURCES, encoding="utf-8")
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    if schema:
+        (directory / "schema.json").write_text(json_schema_text(), encoding="utf-8")
+    return directory
+
+
+# --------------------------------------------------------------------------- the real claims
+
+
+def test_schema_file_is_current():
+    assert (REAL_CLAIMS / "schema.json").read_text(encoding="utf-8") == json_schema_text(), (
+        "claims/schema.json is stale: the claim models in harness/_schema.py changed; run `claims schema`")
+
+
+@pytest.fixture(scope="module")
+def real_catalogue():
+    return load_catalogue(REAL_CLAIMS)
+
+
+@pytest.mark.parametrize("name", REAL_FILES)
+def test_real_claim_file_loads_without_problems(real_catalogue, name):
+    display = f"claims/{name}"
+    assert display in real_catalogue.files
+    assert real_catalogue.file_problems[display] == []
+    for entry in real_catalogue.in_file(display):
+        assert not entry.broken, [str(problem) for problem in entry.problems]
+
+
+# --------------------------------------------------------------------------- YAML reading
+
+
+def test_exponent_without_a_dot_is_a_number(tmp_path):
+    directory = claims_dir(tmp_path, {"a.yaml": claim_file(claim("tiny", expect="gradient: 1e-6\n          big: 2.5E+3"))})
+    (entry,) = load_catalogue(directory).entries
+    assert not entry.broken
+    (condition,) = entry.claim.checks[0].expect["gradient"].conditions
+    assert condition.operator == "approx"
+    assert condition.value == Fraction(1, 10**6)
+    assert condition.tolerance == Fraction(1, 2 * 10**6)
+    (big,) = entry.claim.checks[0].expect["big"].conditions
+    assert big.value == 2500 and big.tolerance == 50
+
+
+def test_claim_loader_reads_exponents_as_floats_that_remember_their_text():
+    data = yaml.load("alpha: 1e-6\nbeta: -3E2\nplain: 0.2730\nname: 1e-6x\n", Loader=_ClaimLoader)
+    assert isinstance(data["alpha"], FloatLiteral) and data["alpha"] == 1e-6 and data["alpha"].text == "1e-6"
+    assert data["beta"] == -300.0 and data["beta"].text == "-3E2"
+    assert data["plain"].text == "0.2730"
+    assert data["name"] == "1e-6x"
+
+
+def test_alpha_written_with_an_exponent_loads(tmp_path):
+    text = claim_file(claim("with-alpha")).replace("      - kind: exact\n", "      - kind: exact\n        alpha: 1e-9\n")
+    (entry,) = load_catalogue(claims_dir(tmp_path, {"a.yaml": text})).entries
+    assert not entry.broken, entry.problems
+    assert entry.claim.checks[0].alpha == 1e-9
+
+
+@pytest.mark.parametrize("where", ["claim", "expect"])
+def test_duplicate_key_in_a_claim_is_an_error(tmp_path, where):
+    if where == "claim":
+        broken = claim("dup", extra="    statement: said twice\n")
+        key = "statement"
+    else:
+        broken = claim("dup", expect="gradient: 0.273\n          gradient: 0.283")
+        key = "gradient"
+    text = claim_file(claim("fine"), broken)
+    catalogue = load_catalogue(claims_dir(tmp_path, {"a.yaml": text}))
+    fine, dup = catalogue.entries
+    assert not fine.broken
+    assert dup.broken
+    (problem,) = dup.problems
+    assert problem.claim_id == "dup"
+    assert problem.message == f"duplicate key '{key}' in one mapping"
+    second = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith(f"{key}:")][-1]
+    assert problem.line == second
+
+
+@pytest.mark.xfail(strict=True, reason="harness/_loading.py:_load_file builds the header with a dict "
+                                       "comprehension and dict(_pairs(root)), so a repeated top-level key "
+                                       "keeps its last value silently: the first 'claims' list is lost")
+@pytest.mark.parametrize("key", ["claims", "title"])
+def test_duplicate_top_level_key_is_an_error(tmp_path, key):
+    if key == "claims":
+        text = claim_file(claim("first")) + "claims:\n" + claim("second")
+    else:
+        text = claim_file(claim("first")).replace('title: "Lesson T"\n', 'title: "Lesson T"\ntitle: "Again"\n')
+    catalogue = load_catalogue(claims_dir(tmp_path, {"a.yaml": text}))
+    assert any(f"duplicate key '{key}'" in str(problem) for problem in catalogue.problems()), [
+        str(problem) for problem in catalogue.problems()]
+
+
+def test_alias_makes_the_file_a_problem_not_an_expansion(tmp_path):
+    text = claim_file(claim("anchored", extra="    limitations: &text none\n"),
+                      claim("aliased", extra="    limitations: *text\n"))
+    catalogue = load_catalogue(claims_dir(tmp_path, {"a.yaml": text}))
+    (problem,) = catalogue.problems()
+    assert problem.line == [n for n, line in enumerate(text.splitlines(), 1) if "*text" in line][0]
+    assert "aliases (*name) are not allowed" in problem.message
+
+
+# --------------------------------------------------------------------------- the verifier registry
+
+
+def test_two_functions_under_one_name_are_refused(restore_registry):
+    verifier("test.clash")(lambda ctx: {})
+    with pytest.raises(RegistryError, match="registered twice"):
+        verifier("test.clash")(lambda ctx: {})
+
+
+def test_lookup_of_unknown_verifier_suggests_the_closest():
+    with pytest.raises(RegistryError, match=r"unknown verifier 'baselines\.loo_idnetity'; "
+                                            r"did you mean 'baselines\.loo_identity'\?"):
+        lookup("baselines.loo_idnetity")
+
+
+@pytest.mark.xfail(strict=True, raises=RegistryError,
+                   reason="harness/_registry.py:56 compares function objects, so importing a verifier module "
+                          "a second time (pytester in-process runs, importlib.reload) is taken for a name clash")
+def test_reimporting_a_verifier_module_is_not_a_name_clash(tmp_path, monkeypatch, restore_registry):
+    (tmp_path / "reimported_verifiers.py").write_text(textwrap.dedent("""
+        import harness
+
+        @harness.verifier("test.reimported")
+        def reimported(ctx):
+            return {}
+    """), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("reimported_verifiers")
+        del sys.modules["reimported_verifiers"]
+        second = importlib.import_module("reimported_verifiers")
+    finally:
+        sys.modules.pop("reimported_verifiers", None)
+    assert restore_registry["test.reimported"].function is second.reimported
+
+
+# --------------------------------------------------------------------------- the claims command
+
+
+BROKEN_FILES = {
+    "a.yaml": claim_file(
+        claim("good"),
+        claim("bad-verifier").replace("bernoulli.group_estimators_exact", "bernoulli.group_estimator_exact"),
+        claim("bad-source").replace("[williams1992]", "[nosuchpaper2031]"),
+    ),
+    "b.yaml": MODELINE + 'title: "B"\nsteps: ["4.2.5"]\nclaims: [\n',
+    "c.yaml": claim_file(claim("not-finite", expect="gradient: .nan")),
+}
+
+
+def test_lint_prints_one_line_per_problem_and_fails(tmp_path, capsys):
+    directory = claims_dir(tmp_path, BROKEN_FILES)
+    assert main(["--claims-dir", str(directory), "lint"]) == 2
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 4, lines
+    for line in lines:
+        assert re.match(r"claims/[abc]\.yaml:\d+: ", line), line
+    assert [line.split(":")[0] for line in lines] == ["claims/a.yaml", "claims/a.yaml", "claims/b.yaml",
+                                                      "claims/c.yaml"]
+    assert "claim 'bad-verifier', check 1, field 'verifier': unknown verifier" in lines[0]
+    assert "claim 'bad-source', field 'sources': unknown source 'nosuchpaper2031'" in lines[1]
+    assert "not valid YAML" in lines[2]
+    assert "claim 'not-finite', check 1, field 'expect.gradient'" in lines[3]
+    assert "1 usable claims in 3 files, 4 problems" in err
+
+
+def test_lint_reports_a_missing_schema_file(tmp_path, capsys):
+    directory = claims_dir(tmp_path, {"a.yaml": claim_file(claim("good"))}, schema=False)
+    assert main(["--claims-dir", str(directory), "lint"]) == 2
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.endswith("schema.json: stale or missing; regenerate it with 'claims schema'")
+
+
+def test_lint_passes_on_the_real_claims(capsys):
+    assert main(["--claims-dir", str(REAL_CLAIMS), "lint"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert ", 0 problems" in err
+
+
+def test_lint_of_a_missing_directory_fails(tmp_path, capsys):
+    assert main(["--claims-dir", str(tmp_path / "nowhere"), "lint"]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_list_prints_every_claim_id(capsys):
+    assert main(["--claims-dir", str(REAL_CLAIMS), "list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    expected = [entry["id"] for name in REAL_FILES
+                for entry in yaml.safe_load((REAL_CLAIMS / name).read_text(encoding="utf-8"))["claims"] or []]
+    assert expected
+    assert listed == expected
+
+
+def test_list_marks_claims_that_cannot_be_loaded(tmp_path, capsys):
+    directory = claims_dir(tmp_path, BROKEN_FILES)
+    assert main(["--claims-dir", str(directory), "list"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert list(rows) == ["good", "bad-verifier", "bad-source", "not-finite"]
+    assert rows["good"].split()[1:] == ["4.2.5", "exact"]
+    assert rows["bad-verifier"].endswith("cannot be loaded")
+
+
+def test_schema_check_reports_the_real_schema_current(capsys):
+    assert main(["--claims-dir", str(REAL_CLAIMS), "schema", "--check"]) == 0
+    assert capsys.readouterr().out.strip().endswith(": current")
