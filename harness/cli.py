@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness._authoring import NewClaim, lint_warnings, validate, write
 from harness._context import PROFILES
 from harness._loading import Catalogue, load_catalogue
-from harness._registry import registered
+from harness._registry import VERIFIER_PACKAGE, registered
 from harness._report import RESULTS_FILE, compare_snapshots, snapshot
 from harness._runner import DEFAULT_IMPL, check_names
-from harness._schema import json_schema_text
+from harness._schema import KINDS, json_schema_text
 from harness._sources import SOURCES_FILE, registry_section, render_registry, with_registry
 
 SCHEMA_FILE = "schema.json"
@@ -41,10 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
     schema.add_argument("--check", action="store_true", help="only report whether the file is current")
     commands.add_parser("verifiers", help="print every registered verifier and what it uses")
+    new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
+    new.add_argument("--step", help="where the text says it, e.g. 4.2.3 or week16/step-2")
+    new.add_argument("--kind", help="kind of the first check, e.g. exact")
+    new.add_argument("--id", dest="claim_id", help="kebab-case id, unique across claim files")
+    new.add_argument("--module", help="verifier module in verifiers/ (default: the lesson's, e.g. lesson_4_2)")
 
     args = parser.parse_args(argv)
-    return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema,
-            "verifiers": _verifiers}[args.command](args)
+    return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
+            "new": _new}[args.command](args)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -111,9 +117,12 @@ def _lint(args: argparse.Namespace) -> int:
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
     for problem in problems:
         print(problem)
+    warnings = lint_warnings(catalogue)
+    for warning in warnings:
+        print(f"warning: {warning}")
     claims = sum(1 for entry in catalogue.entries if not entry.broken)
-    print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems",
-          file=sys.stderr)
+    print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems, "
+          f"{len(warnings)} warnings", file=sys.stderr)
     return 2 if problems else 0
 
 
@@ -139,6 +148,31 @@ def _schema(args: argparse.Namespace) -> int:
 def _verifiers(args: argparse.Namespace) -> int:
     for name, verifier in sorted(registered().items()):
         print(f"{name:45} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
+    return 0
+
+
+def _new(args: argparse.Namespace) -> int:
+    catalogue = load_catalogue(args.claims_dir)
+
+    def ask(value: str | None, question: str) -> str:
+        if value:
+            return value
+        if not sys.stdin.isatty():
+            raise SystemExit(f"claims new: {question} is needed; pass it as a flag")
+        return input(f"{question}: ").strip()
+
+    step = ask(args.step, "step (e.g. 4.2.3)")
+    kind = ask(args.kind, f"kind ({', '.join(KINDS)})")
+    claim_id = ask(args.claim_id, "id (kebab-case)")
+    module = args.module or "lesson_" + step.replace(".", "_").replace("/", "_").rsplit("_", 1)[0]
+    request = NewClaim(step, kind, claim_id, module)
+    errors = validate(request, catalogue)
+    for error in errors:
+        print(f"claims new: {error}", file=sys.stderr)
+    if errors:
+        return 2
+    for line in write(request, catalogue, catalogue.root / VERIFIER_PACKAGE):
+        print(line)
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from impl.gru import gru_backward, gru_forward, gru_init, gru_sample
+from impl.optim import adam_init, adam_update
 from impl.sequence import response_mask, rloo_advantages, token_log_probs, token_log_probs_vjp
 from impl.token_objectives import token_clipped_surrogate
 
@@ -83,17 +84,6 @@ def answer_rewards(prompts: Sequence[tuple[int, Sequence[int]]], tokens: np.ndar
     ])
 
 
-def _adam_step(params: dict, grads: dict, state: dict, learning_rate: float) -> None:
-    """One Adam ascent step (Kingma & Ba, 2015) with β1 = 0.9, β2 = 0.999."""
-    state["t"] += 1
-    for key, gradient in grads.items():
-        state["m"][key] = 0.9 * state["m"][key] + 0.1 * gradient
-        state["v"][key] = 0.999 * state["v"][key] + 0.001 * gradient**2
-        m_hat = state["m"][key] / (1 - 0.9 ** state["t"])
-        v_hat = state["v"][key] / (1 - 0.999 ** state["t"])
-        params[key] += learning_rate * m_hat / (np.sqrt(v_hat) + 1e-8)
-
-
 def evaluate_reward(params: dict, samples_per_prompt: int, max_tokens: int, rng: np.random.Generator) -> float:
     """Mean checker reward over every task prompt, ``samples_per_prompt`` sampled answers each."""
     prompts = task_prompts() * samples_per_prompt
@@ -124,8 +114,7 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
     """
     rng = np.random.default_rng(seed)
     params = gru_init(rng, VOCAB_SIZE, hidden_size)
-    adam = {"t": 0, "m": {k: np.zeros_like(v) for k, v in params.items()},
-            "v": {k: np.zeros_like(v) for k, v in params.items()}}
+    adam = adam_init(params)
     all_prompts = task_prompts()
     history: dict[str, list] = {"eval_iterations": [], "eval_reward": [], "batch_reward": [],
                                 "truncated_fraction": []}
@@ -149,7 +138,8 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
             _, d_log_pi = token_clipped_surrogate(token_log_probs(logits, tokens), log_pi_old, advantages[:, None],
                                                   mask, epsilon, "token_mean")
             grads = gru_backward(params, cache, token_log_probs_vjp(logits, tokens, d_log_pi))
-            _adam_step(params, grads, adam, learning_rate)
+            # Adam descends; the surrogate is maximised.
+            params, adam = adam_update(params, {k: -g for k, g in grads.items()}, adam, learning_rate)
         history["batch_reward"].append(float(rewards.mean()))
         history["truncated_fraction"].append(float(truncated.mean()))
     return history

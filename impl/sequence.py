@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.baselines import group_centered_advantages, leave_one_out_advantages
+from impl.baselines import group_centered_advantages, group_normalized_advantages, leave_one_out_advantages
 from impl.policies import log_softmax, softmax
 
 
@@ -137,14 +137,12 @@ def group_mean_advantages(r_i: ArrayLike, group_size: int) -> np.ndarray:
 def grpo_advantages(r_i: ArrayLike, group_size: int, epsilon: float) -> np.ndarray:
     """A_i = (R_i - mean_j R_j) / (std_j R_j + ε) within each group, as in GRPO's outcome supervision.
 
-    Shao et al. (2024), DeepSeekMath, section 4.1.2. The standard deviation is the population one
-    (divisor G); ε > 0 keeps a group of equal rewards at advantage 0 instead of 0/0.
+    Shao et al. (2024), DeepSeekMath, section 4.1.2; :func:`impl.baselines.group_normalized_advantages`
+    (population std) on contiguous groups. ε > 0 keeps a group of equal rewards at advantage 0.
 
     Args:
       r_i: shape [N * G], contiguous groups as in :func:`rloo_advantages`.
       group_size: G >= 1.
-      epsilon: the guard added to the standard deviation.
+      epsilon: the guard added to the standard deviation, > 0.
     """
-    groups = np.asarray(_groups(r_i, group_size), dtype=float)
-    centered = group_centered_advantages(groups)
-    return (centered / (groups.std(axis=-1, keepdims=True) + epsilon)).reshape(-1)
+    return group_normalized_advantages(_groups(r_i, group_size), epsilon).reshape(-1)
