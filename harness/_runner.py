@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -21,6 +24,31 @@ from harness._loading import ClaimEntry
 from harness._registry import Verifier
 
 DEFAULT_IMPL = "impl"
+DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
+
+
+class CheckTimeout(ClaimsError):
+    """A check ran past its time limit."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise :class:`CheckTimeout` in the running check after ``seconds`` (main thread, POSIX only)."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise CheckTimeout(f"the check ran past its time limit of {seconds:g} s; make it faster, or state a "
+                           "larger 'timeout' in the claim file if the work is really needed")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True)
@@ -95,7 +123,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         return result
     started = time.perf_counter()
     try:
-        observed = _observe(entry, index, verifier, options, seed)
+        with _time_limit(check.timeout or DEFAULT_TIMEOUT[options.profile]):
+            observed = _observe(entry, index, verifier, options, seed)
         missing = [key for key in check.expect if key not in observed]
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -61,6 +62,9 @@ class Check(_Strict):
     deviation: float | None = Field(
         None, gt=0, description="montecarlo: the smallest deviation of a mean the check must detect"
     )
+    timeout: float | None = Field(
+        None, gt=0, description="seconds the check may run before it becomes an error (default: 120 smoke, 1800 full)"
+    )
     profiles: list[Literal["smoke", "full"]] = Field(
         default_factory=lambda: ["smoke", "full"],
         min_length=1,
@@ -90,6 +94,25 @@ class Claim(_Strict):
     sources: list[str] = Field(min_length=1, description="keys of Module_4_Sources.md")
     limitations: str | None = Field(None, description="what the claim does not say")
     checks: list[Check] = Field(min_length=1)
+
+    @field_validator("formula")
+    @classmethod
+    def _formula_renders(cls, formula: str | None) -> str | None:
+        if formula is None:
+            return None
+        from harness._html import formula_to_mathml
+
+        depth = 0
+        for character in re.sub(r"\\[{}]", "", formula):
+            depth += {"{": 1, "}": -1}.get(character, 0)
+            if depth < 0:
+                break
+        if depth != 0:
+            raise ValueError("the formula's braces { } do not balance; fix the LaTeX")
+        if formula_to_mathml(formula) is None:
+            raise ValueError("the formula does not convert to MathML (or contains markup that is not MathML); "
+                             "write plain LaTeX math")
+        return formula
 
 
 class ClaimFile(_Strict):
