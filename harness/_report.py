@@ -70,7 +70,7 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "verifier", "verifier_location", "uses", "status", "expected", "observed", "comparisons",
-             "seed", "seconds", "error", "skip_reason", "reproduce")
+             "seed", "seconds", "reused", "error", "skip_reason", "reproduce")
     return {key: check.get(key) for key in order}
 
 
@@ -189,7 +189,8 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
     for check in row["checks"]:
         out += ["", f"**{check['kind']}** check, verifier `{check['verifier']}` (`{check['verifier_location']}`)"
                 f"{', uses ' + ', '.join(f'`{u}`' for u in check['uses']) if check['uses'] else ''}: "
-                f"{_badge(check['status'])}, seed {check['seed']}, {check['seconds']} s", ""]
+                f"{_badge(check['status'])}, seed {check['seed']}, {check['seconds']} s"
+                f"{' (observations reused from the cache)' if check['reused'] else ''}", ""]
         if check["comparisons"]:
             out += ["| observed | expected (as the text states it) | observed value | rule | verdict |",
                     "|---|---|---|---|---|"]
@@ -222,8 +223,8 @@ _VOLATILE_RUN_FIELDS = ("started", "seconds", "revision")
 def normalized(results: dict[str, Any]) -> dict[str, Any]:
     """The results without the fields that change from run to run of the same code: timings, revision."""
     run = {key: value for key, value in results["run"].items() if key not in _VOLATILE_RUN_FIELDS}
-    claims = [{**row, "checks": [{k: v for k, v in check.items() if k != "seconds"} for check in row["checks"]]}
-              for row in results["claims"]]
+    claims = [{**row, "checks": [{k: v for k, v in check.items() if k not in ("seconds", "reused")}
+                                 for check in row["checks"]]} for row in results["claims"]]
     return {**results, "run": run, "claims": claims}
 
 

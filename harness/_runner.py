@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from harness._cache import ObservationCache, cache_key
 from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError
 from harness._expect import Comparison, compare, to_jsonable
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
+from harness._schema import Check
 
 DEFAULT_IMPL = "impl"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
@@ -59,6 +61,7 @@ class RunOptions:
     profile: str = "smoke"
     seed: int = 0
     report_dir: str | None = None
+    cache_dir: str | None = None
 
     @property
     def figures_dir(self) -> Path:
@@ -81,6 +84,7 @@ class CheckResult:
     observed: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     skip_reason: str | None = None
+    reused: bool = False
     reproduce: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -123,8 +127,16 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         return result
     started = time.perf_counter()
     try:
-        with _time_limit(check.timeout or DEFAULT_TIMEOUT[options.profile]):
-            observed = _observe(entry, index, verifier, options, seed)
+        cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir else None
+        key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
+                        alpha=_alpha_per_comparison(check)) if cache else ""
+        observed = cache.load(key, options.figures_dir) if cache else None
+        result.reused = observed is not None
+        if observed is None:
+            with _time_limit(check.timeout or DEFAULT_TIMEOUT[options.profile]):
+                observed = _observe(entry, index, verifier, options, seed)
+            if cache:
+                cache.store(key, observed, options.figures_dir)
         missing = [key for key in check.expect if key not in observed]
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
@@ -157,14 +169,13 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
     if missing:
         raise ClaimsError(f"implementation '{options.impl}' has no function {', '.join(map(repr, missing))} "
                           f"(needed by claim '{entry.id}', verifier '{verifier.name}')")
-    statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
     context = Context(
         impl=view,
         params=verifier.params.model_validate(check.params),
         rng=np.random.default_rng(seed),
         seed=seed,
         profile=options.profile,
-        alpha=check.alpha / max(statistical, 1),
+        alpha=_alpha_per_comparison(check),
         beta=check.beta,
         deviation=check.deviation,
         figures_dir=options.figures_dir,
@@ -174,6 +185,12 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
     return observed
+
+
+def _alpha_per_comparison(check: Check) -> float:
+    """The check's false-failure rate split evenly (Bonferroni) over the comparisons an interval decides."""
+    statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
+    return check.alpha / max(statistical, 1)
 
 
 def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:

@@ -19,6 +19,7 @@ from harness._schema import KINDS, json_schema_text
 from harness._sources import SOURCES_FILE, registry_section, render_registry, with_registry
 
 SCHEMA_FILE = "schema.json"
+CACHE_DIR = Path(".claims-cache")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="full (the release artifact) or smoke (default: $CLAIMS_PROFILE or full)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
+    verify.add_argument("--no-cache", action="store_true", help="re-run every check, reusing nothing from the cache")
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, apart from timings, from the ones already in --out")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
@@ -57,6 +59,8 @@ def _verify(args: argparse.Namespace) -> int:
     before = snapshot(args.out) if args.check else None
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`.
     pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out), "-q", "-rfE"]
+    if not args.no_cache:
+        pytest_args += ["--claims-cache", str(CACHE_DIR)]
     for option, value in (("--impl", args.impl), ("--profile", args.profile), ("--claims-seed", args.claims_seed),
                           ("-n", args.numprocesses)):
         if value is not None:
@@ -67,6 +71,9 @@ def _verify(args: argparse.Namespace) -> int:
     if not results_file.is_file():
         return status or 1
     results = json.loads(results_file.read_text(encoding="utf-8"))
+    checks = [check for row in results["claims"] for check in row["checks"]]
+    print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
+          f"from {CACHE_DIR}/" + (" (cache off)" if args.no_cache else ""))
     if results["run"]["impl"] == DEFAULT_IMPL:
         catalogue = load_catalogue(args.claims_dir)
         sources_file = catalogue.root / SOURCES_FILE

@@ -36,7 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--claims-seed", type=int, default=None, metavar="N",
                     help="global seed every check's generator is derived from (default: $CLAIMS_SEED or 0)")
     group.addoption("--claims-report", default=None, metavar="DIR",
-                    help="write claims.json and claims_report.md to DIR after the run")
+                    help="write claims.json, claims_report.md and claims_report.html to DIR after the run")
+    group.addoption("--claims-cache", default=None, metavar="DIR",
+                    help="reuse observations of checks whose inputs and code did not change, kept in DIR")
 
 
 def run_options(config: pytest.Config) -> RunOptions:
@@ -46,6 +48,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         profile=config.getoption("profile") or os.environ.get("CLAIMS_PROFILE") or "smoke",
         seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")),
         report_dir=config.getoption("claims_report"),
+        cache_dir=config.getoption("claims_cache"),
     )
 
 
