@@ -30,6 +30,7 @@ import numpy as np
 from harness._errors import did_you_mean
 from harness.stats import MeanEstimate
 
+_LARGEST_EXPONENT = 400
 INEQUALITIES = ("differs_from", "less_than", "greater_than", "at_least", "at_most")
 OPERATORS = ("approx", "exact", *INEQUALITIES)
 
@@ -258,14 +259,28 @@ def _number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
         raise ExpectationError(f"expected a number, got {raw!r}", path)
     if not math.isfinite(raw):
         raise ExpectationError(f"expected a finite number, got {raw!r}", path)
-    return Fraction(_text(raw))
+    return _fraction(_text(raw), path)
+
+
+def _fraction(text: str, path: tuple[str | int, ...]) -> Fraction:
+    """The exact value of a literal, refusing ones beyond float64's range (10^±400 is already absurd)."""
+    try:
+        magnitude = Decimal(text.replace("_", "")).adjusted() if "/" not in text else 0
+    except InvalidOperation:
+        magnitude = 0
+    if abs(magnitude) > _LARGEST_EXPONENT:
+        raise ExpectationError(f"'{text[:40]}' is out of range: exponents beyond ±{_LARGEST_EXPONENT} cannot be "
+                               "stated or observed", path)
+    return Fraction(text)
 
 
 def _exact_number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
     if isinstance(raw, str):
         try:
-            return Fraction(raw)
-        except (ValueError, ZeroDivisionError):
+            return _fraction(raw, path)
+        except (ValueError, ZeroDivisionError) as error:
+            if isinstance(error, ExpectationError):
+                raise
             raise ExpectationError(
                 f"'{raw}' is not an exact number; write an integer, a decimal or a fraction like \"7/8\"", path
             ) from None

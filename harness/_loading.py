@@ -146,10 +146,11 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
     def file_problem(message: str, line: int | None = None, hint: str | None = None) -> tuple[list, list, None]:
         return [], [Problem(display, line, message, hint=hint)], None
 
-    data = path.read_bytes()
-    if len(data) > MAX_FILE_BYTES:
-        return file_problem(f"file is {len(data)} bytes; claim files are limited to {MAX_FILE_BYTES}",
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return file_problem(f"file is {size} bytes; claim files are limited to {MAX_FILE_BYTES}",
                             hint="split the lesson's claims or move bulk data into a verifier")
+    data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -161,36 +162,76 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
         mark = error.problem_mark or error.context_mark
         return file_problem(f"not valid YAML: {error.problem or error.context}",
                             mark.line + 1 if mark else None)
+    except yaml.reader.ReaderError as error:
+        return file_problem(f"not valid YAML: character {error.character!r} is not allowed",
+                            text[: error.position].count("\n") + 1, hint="remove control characters")
+    except RecursionError:
+        return file_problem("not valid YAML: nested too deeply", hint="claim files need only a few levels")
     problems = []
     if not text.startswith(MODELINE):
         problems.append(Problem(display, 1, "the first line is not the schema modeline",
                                 hint=f"start the file with '{MODELINE}' so editors validate it"))
-    if not isinstance(root, yaml.MappingNode):
+    if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
         message = "the file must be a mapping with 'title', 'steps' and 'claims'"
-        return [], [*problems, Problem(display, 1, message)], None
+        return [], [*problems, Problem(display, 1, message + _tag_note(root))], None
+    seen: set[int] = set()
     fields = {key: value for key, value in _pairs(root) if key != "claims"}
     claims_node = dict(_pairs(root)).get("claims")
     header = None
     try:
+        for value in fields.values():
+            _refuse_aliases(value, seen)
         header = ClaimFile.model_validate({**_construct(fields), "claims": []})
     except (ValidationError, _UnsafeYaml) as error:
         problems.extend(_problems(error, display, root, ClaimFile))
     if claims_node is None:
         problems.append(Problem(display, 1, "missing required field 'claims'", hint="add 'claims:' with a list"))
         return [], problems, header
-    if not isinstance(claims_node, yaml.SequenceNode):
-        problems.append(Problem(display, _line(claims_node), "'claims' must be a list of claims"))
+    if not isinstance(claims_node, yaml.SequenceNode) or claims_node.tag != _SEQ:
+        message = "'claims' must be a list of claims" + _tag_note(claims_node)
+        problems.append(Problem(display, _line(claims_node), message))
         return [], problems, header
-    entries = [_load_claim(node, index, display) for index, node in enumerate(claims_node.value)]
+    entries = [_load_claim(node, index, display, seen) for index, node in enumerate(claims_node.value)]
     return entries, problems, header
 
 
-def _load_claim(node: yaml.Node, index: int, display: str) -> ClaimEntry:
+_MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+def _tag_note(node: yaml.Node | None) -> str:
+    if node is None:
+        return ""
+    standard = node.tag.startswith("tag:yaml.org,2002:") and "python" not in node.tag
+    return "" if standard else f" (the tag '{node.tag}' is not allowed)"
+
+
+def _refuse_aliases(node: yaml.Node, seen: set[int]) -> None:
+    """Raise if any node below ``node`` was reached before: the YAML reused it through an alias.
+
+    The composer shares aliased nodes instead of copying them, so an alias "bomb" costs nothing
+    until something expands it; this walk never does, and stops at the first repeat.
+    """
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            raise _UnsafeYaml(f"the value anchored at line {_line(current)} is reused through an alias (*name); "
+                              "aliases and merge keys are not allowed in claim files: write the value out",
+                              _line(current))
+        seen.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            stack.extend(item for pair in reversed(current.value) for item in reversed(pair))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(reversed(current.value))
+
+
+def _load_claim(node: yaml.Node, index: int, display: str, seen: set[int]) -> ClaimEntry:
     id_node = dict(_pairs(node)).get("id") if isinstance(node, yaml.MappingNode) else None
     claim_id = id_node.value if isinstance(id_node, yaml.ScalarNode) and id_node.value else f"<claim {index + 1}>"
     where_node = dict(_pairs(node)).get("where") if isinstance(node, yaml.MappingNode) else None
     where = where_node.value if isinstance(where_node, yaml.ScalarNode) else None
     try:
+        _refuse_aliases(node, seen)
         claim = Claim.model_validate(_construct(node))
     except (ValidationError, _UnsafeYaml) as error:
         problems = tuple(_problems(error, display, node, Claim, claim_id))
@@ -262,19 +303,13 @@ class _UnsafeYaml(Exception):
 
 
 class _ClaimLoader(yaml.SafeLoader):
-    """A safe loader that refuses aliases and duplicate keys and keeps numeric literals' text."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not allowed in claim files; write the value out",
-                event.start_mark)
-        return super().compose_node(parent, index)
+    """A safe loader that refuses duplicate and non-scalar keys and keeps numeric literals' text."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         keys = set()
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _UnsafeYaml("mapping keys must be plain names, not lists or mappings", _line(key_node))
             key = self.construct_object(key_node, deep=deep)
             if key in keys:
                 raise _UnsafeYaml(f"duplicate key '{key}' in one mapping", _line(key_node))
@@ -304,6 +339,9 @@ def _construct(node_or_pairs: yaml.Node | dict[str, yaml.Node]) -> Any:
     except yaml.constructor.ConstructorError as error:
         mark = error.problem_mark
         raise _UnsafeYaml(str(error.problem), mark.line + 1 if mark else None) from None
+    except (ValueError, RecursionError) as error:  # e.g. an integer literal of thousands of digits
+        raise _UnsafeYaml(f"a value cannot be read: {str(error)[:200]}", _line(node_or_pairs)
+                          if isinstance(node_or_pairs, yaml.Node) else None) from None
     finally:
         loader.dispose()
 

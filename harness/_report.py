@@ -60,7 +60,10 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     coverage = []
     for lesson in lessons:
         steps = []
-        for step in lesson["steps"]:
+        # Claims of a file whose declared steps are unreadable still need a place in the report.
+        undeclared = [row["where"] for row in rows
+                      if row["file"] == lesson["file"] and row["where"] not in lesson["steps"]]
+        for step in [*lesson["steps"], *dict.fromkeys(step for step in undeclared if step)]:
             statuses = Counter(row["status"] for row in rows if row["file"] == lesson["file"] and row["where"] == step)
             steps.append({"step": step, "claims": sum(statuses.values()),
                           "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}})

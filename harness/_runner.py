@@ -149,7 +149,9 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.status = "passed" if all(c.passed for c in comparisons) else "failed"
     except ClaimsError as error:
         result.error = str(error)
-    except Exception:  # a verifier's own bug must become an error row, never a lost or passed check
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a verifier's own bug, even sys.exit(), becomes an error row, never a lost or passed check
         result.error = traceback.format_exc(limit=-8)
     result.seconds = round(time.perf_counter() - started, 4)
     return result

@@ -63,7 +63,8 @@ class Check(_Strict):
         None, gt=0, description="montecarlo: the smallest deviation of a mean the check must detect"
     )
     timeout: float | None = Field(
-        None, gt=0, description="seconds the check may run before it becomes an error (default: 120 smoke, 1800 full)"
+        None, gt=0, le=86400,
+        description="seconds the check may run before it becomes an error (default: 120 smoke, 1800 full)"
     )
     profiles: list[Literal["smoke", "full"]] = Field(
         default_factory=lambda: ["smoke", "full"],
