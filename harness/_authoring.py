@@ -62,10 +62,11 @@ def lint_warnings(catalogue: Catalogue, impl_module: str = "impl") -> list[str]:
         for index, check in enumerate(entry.claim.checks):
             for key, expectation in check.expect.items():
                 for condition in _conditions(expectation):
-                    if condition.operator == "approx" and re.fullmatch(r"-?\d+", condition.text):
-                        warnings.append(f"{where}, check {index + 1}: expect '{key}' is the bare integer "
-                                        f"{condition.text}, which means {condition.text} ± 0.5; write "
-                                        f"{{exact: {condition.text}}} if the text states it exactly")
+                    if condition.operator in ("approx", "differs_from") and re.fullmatch(r"-?\d+", condition.text):
+                        warnings.append(f"{where}, check {index + 1}: expect '{key}' states the bare integer "
+                                        f"{condition.text} under '{condition.operator}', which the harness reads "
+                                        f"as {condition.text} ± 0.5; write {{exact: {condition.text}}} or a decimal "
+                                        "with the digits the text prints")
         text = f"{entry.claim.statement} {entry.claim.formula or ''}"
         named = sorted(name for name in impl_names if re.search(rf"\b{name}\b", text))
         if named and all(check.kind == "symbolic" for check in entry.claim.checks):

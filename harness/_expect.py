@@ -163,16 +163,19 @@ def _compare_one(key: str, condition: Condition, observed: Any) -> Comparison:
     expected = condition.describe()
     shown = to_jsonable(observed)
     if condition.operator == "equals":
-        value = observed.item() if isinstance(observed, np.generic) else observed
+        value = observed.item() if isinstance(observed, np.generic) or _is_scalar_array(observed) else observed
         return Comparison(key, expected, shown, value == condition.value and type(value) is type(condition.value),
                           "equal")
     if isinstance(observed, MeanEstimate):
-        return _compare_estimate(key, condition, observed, expected)
+        return _compare_estimate(key, condition, observed)
     number = _observed_number(observed)
     if number is None:
         return Comparison(key, expected, shown, False, f"observed value {observed!r} is not a number")
     target = condition.value
     assert isinstance(target, Fraction)
+    if _is_float(observed) and condition.operator in INEQUALITIES:
+        # A float observation is compared with the float nearest the written number: 0.1 is at most 0.1.
+        target = Fraction(float(target))
     if condition.operator == "exact":
         return Comparison(key, expected, shown, number == target, "exact equality")
     if condition.operator == "approx":
@@ -193,14 +196,25 @@ def _compare_one(key: str, condition: Condition, observed: Any) -> Comparison:
     return Comparison(key, expected, shown, passed, rule)
 
 
-def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate, expected: str) -> Comparison:
+_SIDES = {"differs_from": "exclude", "less_than": "lie below", "at_most": "lie at or below",
+          "greater_than": "lie above", "at_least": "lie at or above"}
+
+
+def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) -> Comparison:
     target = float(condition.value)
+    operator = condition.operator
+    expected = condition.text if operator in ("approx", "exact") else condition.describe()
     interval = (f"{1 - estimate.alpha:.7g} interval [{estimate.low:.6g}, {estimate.high:.6g}] "
                 f"(n={estimate.n}, alpha={estimate.alpha:.3g}, {estimate.method})")
-    operator = condition.operator
-    if operator in ("approx", "exact"):
+    if operator == "exact":
         return Comparison(key, expected, estimate.as_dict(), estimate.contains(target),
                           f"{condition.text} inside the {interval}")
+    if operator == "approx":
+        # The text's number stands for every value that rounds to it; only an interval clear of all of them refutes it.
+        assert condition.tolerance is not None
+        low, high = float(condition.value - condition.tolerance), float(condition.value + condition.tolerance)
+        return Comparison(key, expected, estimate.as_dict(), estimate.low <= high and low <= estimate.high,
+                          f"the {interval} must meet [{low:.10g}, {high:.10g}], the values printed as {condition.text}")
     passed = {
         "differs_from": not estimate.contains(target),
         "less_than": estimate.high < target,
@@ -209,7 +223,7 @@ def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate, ex
         "at_least": estimate.low >= target,
     }[operator]
     return Comparison(key, expected, estimate.as_dict(), passed,
-                      f"the whole {interval} must be {operator.replace('_', ' ')} {condition.text}")
+                      f"the whole {interval} must {_SIDES[operator]} {condition.text}")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -227,7 +241,7 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, np.ndarray):
-        return [to_jsonable(v) for v in value.tolist()]
+        return to_jsonable(value.item()) if value.ndim == 0 else [to_jsonable(v) for v in value.tolist()]
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
     if isinstance(value, dict):
@@ -258,7 +272,8 @@ def _number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise ExpectationError(f"expected a number, got {raw!r}", path)
     if not math.isfinite(raw):
-        raise ExpectationError(f"expected a finite number, got {raw!r}", path)
+        raise ExpectationError(f"expected a finite number, got {raw!r}; state the number the text prints "
+                               "(a check against NaN or infinity cannot mean anything)", path)
     return _fraction(_text(raw), path)
 
 
@@ -303,10 +318,18 @@ def _printed_tolerance(text: str) -> Fraction:
     return Fraction(1, 2) * Fraction(10) ** exponent
 
 
+def _is_scalar_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim == 0
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float | np.floating) or (isinstance(value, np.ndarray) and value.dtype.kind == "f")
+
+
 def _observed_number(value: Any) -> Fraction | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, np.generic):
+    if _is_scalar_array(value) or isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, Rational):
         return Fraction(value.numerator, value.denominator)

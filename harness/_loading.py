@@ -156,8 +156,9 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         return file_problem(f"not valid UTF-8 (byte {error.start})", line, hint="save the file as UTF-8")
+    loader = _ClaimLoader(text)
     try:
-        root = yaml.compose(text, Loader=_ClaimLoader)
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         return file_problem(f"not valid YAML: {error.problem or error.context}",
@@ -167,6 +168,8 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
                             text[: error.position].count("\n") + 1, hint="remove control characters")
     except RecursionError:
         return file_problem("not valid YAML: nested too deeply", hint="claim files need only a few levels")
+    finally:
+        loader.dispose()
     problems = []
     if not text.startswith(MODELINE):
         problems.append(Problem(display, 1, "the first line is not the schema modeline",
@@ -174,13 +177,20 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
     if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
         message = "the file must be a mapping with 'title', 'steps' and 'claims'"
         return [], [*problems, Problem(display, 1, message + _tag_note(root))], None
+    first_lines: dict[str, int] = {}
+    for key, node in _pairs(root):
+        if key in first_lines:
+            problems.append(Problem(display, _line(node), f"duplicate key '{key}' at the top level "
+                                    f"(first at line {first_lines[key]})", field=key,
+                                    hint="merge the two: YAML would silently keep only the last"))
+        first_lines.setdefault(key, _line(node))
     seen: set[int] = set()
     fields = {key: value for key, value in _pairs(root) if key != "claims"}
     claims_node = dict(_pairs(root)).get("claims")
     header = None
     try:
         for value in fields.values():
-            _refuse_aliases(value, seen)
+            _refuse_aliases(value, seen, loader.alias_lines)
         header = ClaimFile.model_validate({**_construct(fields), "claims": []})
     except (ValidationError, _UnsafeYaml) as error:
         problems.extend(_problems(error, display, root, ClaimFile))
@@ -191,7 +201,8 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
         message = "'claims' must be a list of claims" + _tag_note(claims_node)
         problems.append(Problem(display, _line(claims_node), message))
         return [], problems, header
-    entries = [_load_claim(node, index, display, seen) for index, node in enumerate(claims_node.value)]
+    entries = [_load_claim(node, index, display, seen, loader.alias_lines)
+               for index, node in enumerate(claims_node.value)]
     return entries, problems, header
 
 
@@ -205,19 +216,21 @@ def _tag_note(node: yaml.Node | None) -> str:
     return "" if standard else f" (the tag '{node.tag}' is not allowed)"
 
 
-def _refuse_aliases(node: yaml.Node, seen: set[int]) -> None:
+def _refuse_aliases(node: yaml.Node, seen: set[int], alias_lines: dict[int, list[int]]) -> None:
     """Raise if any node below ``node`` was reached before: the YAML reused it through an alias.
 
     The composer shares aliased nodes instead of copying them, so an alias "bomb" costs nothing
     until something expands it; this walk never does, and stops at the first repeat.
     """
+    first, last = _line(node), node.end_mark.line + 1
     stack = [node]
     while stack:
         current = stack.pop()
         if id(current) in seen:
-            raise _UnsafeYaml(f"the value anchored at line {_line(current)} is reused through an alias (*name); "
-                              "aliases and merge keys are not allowed in claim files: write the value out",
-                              _line(current))
+            uses = alias_lines.get(id(current), [])
+            line = next((use for use in uses if first <= use <= last), uses[0] if uses else _line(current))
+            raise _UnsafeYaml(f"an alias (*name) reuses the value anchored at line {_line(current)}; aliases and "
+                              "merge keys are not allowed in claim files: write the value out", line)
         seen.add(id(current))
         if isinstance(current, yaml.MappingNode):
             stack.extend(item for pair in reversed(current.value) for item in reversed(pair))
@@ -225,13 +238,14 @@ def _refuse_aliases(node: yaml.Node, seen: set[int]) -> None:
             stack.extend(reversed(current.value))
 
 
-def _load_claim(node: yaml.Node, index: int, display: str, seen: set[int]) -> ClaimEntry:
+def _load_claim(node: yaml.Node, index: int, display: str, seen: set[int], alias_lines: dict[int, list[int]]
+                ) -> ClaimEntry:
     id_node = dict(_pairs(node)).get("id") if isinstance(node, yaml.MappingNode) else None
     claim_id = id_node.value if isinstance(id_node, yaml.ScalarNode) and id_node.value else f"<claim {index + 1}>"
     where_node = dict(_pairs(node)).get("where") if isinstance(node, yaml.MappingNode) else None
     where = where_node.value if isinstance(where_node, yaml.ScalarNode) else None
     try:
-        _refuse_aliases(node, seen)
+        _refuse_aliases(node, seen, alias_lines)
         claim = Claim.model_validate(_construct(node))
     except (ValidationError, _UnsafeYaml) as error:
         problems = tuple(_problems(error, display, node, Claim, claim_id))
@@ -246,7 +260,11 @@ def _problems(
     claim_id: str | None = None,
 ) -> Iterable[Problem]:
     if isinstance(error, _UnsafeYaml):
-        yield Problem(display, error.line, error.message, claim_id=claim_id,
+        loc = _path_to(node, error.node) if error.node is not None else []
+        check_index = loc[1] if len(loc) > 1 and loc[0] == "checks" and isinstance(loc[1], int) else None
+        rest = loc[2:] if check_index is not None else loc
+        yield Problem(display, error.line, error.message, claim_id=claim_id, check_index=check_index,
+                      field=".".join(map(str, rest)) or None,
                       hint="claim files are data only: numbers, strings, lists and mappings")
         return
     for detail in error.errors():
@@ -296,23 +314,38 @@ def _model_at(model: type[BaseModel], loc: list[Any]) -> type[BaseModel] | None:
 
 
 class _UnsafeYaml(Exception):
-    def __init__(self, message: str, line: int | None):
+    def __init__(self, message: str, line: int | None, node: yaml.Node | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
+        self.node = node
 
 
 class _ClaimLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate and non-scalar keys and keeps numeric literals' text."""
+    """A safe loader that refuses duplicate and non-scalar keys and keeps numeric literals' text.
+
+    It also records the line of every alias, so that loading can say where one is used.
+    """
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.alias_lines: dict[int, list[int]] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self.anchors:
+                self.alias_lines.setdefault(id(self.anchors[event.anchor]), []).append(event.start_mark.line + 1)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         keys = set()
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise _UnsafeYaml("mapping keys must be plain names, not lists or mappings", _line(key_node))
+                raise _UnsafeYaml("mapping keys must be plain names, not lists or mappings", _line(key_node), key_node)
             key = self.construct_object(key_node, deep=deep)
             if key in keys:
-                raise _UnsafeYaml(f"duplicate key '{key}' in one mapping", _line(key_node))
+                raise _UnsafeYaml(f"duplicate key '{key}' in one mapping", _line(key_node), key_node)
             keys.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -320,7 +353,7 @@ class _ClaimLoader(yaml.SafeLoader):
         return FloatLiteral(super().construct_yaml_float(node), node.value)
 
     def construct_undefined(self, node: yaml.Node) -> Any:
-        raise _UnsafeYaml(f"the tag '{node.tag}' is not allowed", _line(node))
+        raise _UnsafeYaml(f"the tag '{node.tag}' is not allowed", _line(node), node)
 
 
 _ClaimLoader.add_constructor("tag:yaml.org,2002:float", _ClaimLoader.construct_yaml_float)
@@ -350,6 +383,24 @@ def _pairs(node: yaml.Node) -> list[tuple[str, yaml.Node]]:
     if not isinstance(node, yaml.MappingNode):
         return []
     return [(key.value, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)]
+
+
+def _path_to(node: yaml.Node, target: yaml.Node) -> list[Any]:
+    """The keys and indices that lead from ``node`` to ``target`` (a value or a key), or [] if absent."""
+    stack: list[tuple[yaml.Node, list[Any]]] = [(node, [])]
+    while stack:
+        current, path = stack.pop()
+        if current is target:
+            return path
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                if key is target:
+                    return [*path, name]
+                stack.append((value, [*path, name]))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((item, [*path, index]) for index, item in enumerate(current.value))
+    return []
 
 
 def _node_at(node: yaml.Node, loc: list[Any]) -> yaml.Node:

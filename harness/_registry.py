@@ -53,7 +53,9 @@ def verifier(
     """
 
     def register(function: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
-        if name in _REGISTRY and _REGISTRY[name].function is not function:
+        # Names, not identities: re-importing a module (pytester, reload) registers the same function again.
+        known = _REGISTRY.get(name)
+        if known and _identity(known.function) != _identity(function):
             raise RegistryError(f"verifier name '{name}' is registered twice: {_REGISTRY[name].location} "
                                 f"and {function.__module__}; rename one of them")
         _, line = inspect.getsourcelines(function)
@@ -63,6 +65,10 @@ def verifier(
         return function
 
     return register
+
+
+def _identity(function: Callable[..., Any]) -> tuple[str, str, int]:
+    return function.__module__, function.__qualname__, function.__code__.co_firstlineno
 
 
 def registered() -> Mapping[str, Verifier]:

@@ -207,6 +207,10 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
         verdict = "ok    " if comparison["passed"] else "FAILED"
         lines.append(f"  {verdict} {comparison['key']}: expected {comparison['expected']}, "
                      f"observed {_short(comparison['observed'])}; rule: {comparison['rule']}")
+    expected_keys = {comparison["key"].split("[")[0] for comparison in result.comparisons}
+    if result.status == "failed":
+        lines += [f"  also observed {key}: {_short(value)}" for key, value in result.observed.items()
+                  if key not in expected_keys]
     lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
                  f"'{options.impl}', profile '{options.profile}'")
     lines.append(f"reproduce: {result.reproduce}")

@@ -146,7 +146,7 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self):
         line = self.entry.check_lines[self.index]
-        return self.path, line - 1, f"{self.entry.id}::{self.name} ({self.entry.where})"
+        return self.path, line - 1, f"{self.entry.file}:{line}: {self.entry.id}::{self.name} ({self.entry.where})"
 
 
 class ProblemItem(pytest.Item):

@@ -11,15 +11,17 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _verifiers_imported_once() -> None:
-    """Import the project's verifiers before any ``pytester`` run takes its sys.modules snapshot.
+def _project_modules_imported_once() -> None:
+    """Import the verifiers and the reference implementation before any ``pytester`` run.
 
-    An in-process ``pytester`` run removes the modules it imported when it ends. Were
+    An in-process ``pytester`` run removes, when it ends, every module it imported. Were
     ``verifiers`` first imported inside such a run, the next run would import it again and its
     decorators would meet the (module-global) registry's entries from the first import, which
-    ``harness.verifier`` refuses as a name "registered twice". Importing it here keeps one copy.
+    ``harness.verifier`` refuses as a name "registered twice". ``impl`` (with scipy behind it)
+    would be imported afresh by every run, which costs seconds. Importing both here keeps one copy.
     """
     importlib.import_module("verifiers")
+    importlib.import_module("impl")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 import textwrap
@@ -60,8 +61,8 @@ def claims_dir(root: Path, files: dict[str, str], schema: bool = True) -> Path:
 
 
 def test_schema_file_is_current():
-    assert (REAL_CLAIMS / "schema.json").read_text(encoding="utf-8") == json_schema_text(), (
-        "claims/schema.json is stale: the claim models in harness/_schema.py changed; run `claims schema`")
+    current = (REAL_CLAIMS / "schema.json").read_text(encoding="utf-8") == json_schema_text()
+    assert current, "claims/schema.json is stale: the claim models in harness/_schema.py changed; run `claims schema`"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def real_catalogue():
 def test_real_claim_file_loads_without_problems(real_catalogue, name):
     display = f"claims/{name}"
     assert display in real_catalogue.files
-    assert real_catalogue.file_problems[display] == []
+    assert [str(problem) for problem in real_catalogue.file_problems[display]] == []
     for entry in real_catalogue.in_file(display):
         assert not entry.broken, [str(problem) for problem in entry.problems]
 
@@ -82,7 +83,8 @@ def test_real_claim_file_loads_without_problems(real_catalogue, name):
 
 
 def test_exponent_without_a_dot_is_a_number(tmp_path):
-    directory = claims_dir(tmp_path, {"a.yaml": claim_file(claim("tiny", expect="gradient: 1e-6\n          big: 2.5E+3"))})
+    text = claim_file(claim("tiny", expect="gradient: 1e-6\n          big: 2.5E+3"))
+    directory = claims_dir(tmp_path, {"a.yaml": text})
     (entry,) = load_catalogue(directory).entries
     assert not entry.broken
     (condition,) = entry.claim.checks[0].expect["gradient"].conditions
@@ -102,7 +104,8 @@ def test_claim_loader_reads_exponents_as_floats_that_remember_their_text():
 
 
 def test_alpha_written_with_an_exponent_loads(tmp_path):
-    text = claim_file(claim("with-alpha")).replace("      - kind: exact\n", "      - kind: exact\n        alpha: 1e-9\n")
+    text = claim_file(claim("with-alpha"))
+    text = text.replace("      - kind: exact\n", "      - kind: exact\n        alpha: 1e-9\n")
     (entry,) = load_catalogue(claims_dir(tmp_path, {"a.yaml": text})).entries
     assert not entry.broken, entry.problems
     assert entry.claim.checks[0].alpha == 1e-9
@@ -128,9 +131,6 @@ def test_duplicate_key_in_a_claim_is_an_error(tmp_path, where):
     assert problem.line == second
 
 
-@pytest.mark.xfail(strict=True, reason="harness/_loading.py:_load_file builds the header with a dict "
-                                       "comprehension and dict(_pairs(root)), so a repeated top-level key "
-                                       "keeps its last value silently: the first 'claims' list is lost")
 @pytest.mark.parametrize("key", ["claims", "title"])
 def test_duplicate_top_level_key_is_an_error(tmp_path, key):
     if key == "claims":
@@ -142,13 +142,24 @@ def test_duplicate_top_level_key_is_an_error(tmp_path, key):
         str(problem) for problem in catalogue.problems()]
 
 
-def test_alias_makes_the_file_a_problem_not_an_expansion(tmp_path):
+def test_alias_is_a_problem_of_the_claim_that_uses_it(tmp_path):
     text = claim_file(claim("anchored", extra="    limitations: &text none\n"),
                       claim("aliased", extra="    limitations: *text\n"))
-    catalogue = load_catalogue(claims_dir(tmp_path, {"a.yaml": text}))
-    (problem,) = catalogue.problems()
-    assert problem.line == [n for n, line in enumerate(text.splitlines(), 1) if "*text" in line][0]
-    assert "aliases (*name) are not allowed" in problem.message
+    anchored, aliased = load_catalogue(claims_dir(tmp_path, {"a.yaml": text})).entries
+    assert not anchored.broken
+    (problem,) = aliased.problems
+    assert problem.claim_id == "aliased"
+    assert "an alias (*name) reuses the value anchored" in problem.message
+
+
+def test_alias_bomb_is_refused_without_expanding_it(tmp_path):
+    levels = [f"    level{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 8)}]\n" for i in range(1, 10)]
+    bomb = "    limitations: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(levels)
+    text = claim_file(claim("bomb", extra=bomb), claim("fine"))
+    catalogue = load_catalogue(claims_dir(tmp_path, {"a.yaml": text}))  # 10 * 8**9 strings if expanded
+    bomb_entry, fine = catalogue.entries
+    assert bomb_entry.broken and not fine.broken
+    assert any("alias" in problem.message for problem in bomb_entry.problems)
 
 
 # --------------------------------------------------------------------------- the verifier registry
@@ -166,9 +177,6 @@ def test_lookup_of_unknown_verifier_suggests_the_closest():
         lookup("baselines.loo_idnetity")
 
 
-@pytest.mark.xfail(strict=True, raises=RegistryError,
-                   reason="harness/_registry.py:56 compares function objects, so importing a verifier module "
-                          "a second time (pytester in-process runs, importlib.reload) is taken for a name clash")
 def test_reimporting_a_verifier_module_is_not_a_name_clash(tmp_path, monkeypatch, restore_registry):
     (tmp_path / "reimported_verifiers.py").write_text(textwrap.dedent("""
         import harness
@@ -205,7 +213,7 @@ def test_lint_prints_one_line_per_problem_and_fails(tmp_path, capsys):
     directory = claims_dir(tmp_path, BROKEN_FILES)
     assert main(["--claims-dir", str(directory), "lint"]) == 2
     out, err = capsys.readouterr()
-    lines = out.splitlines()
+    lines = [line for line in out.splitlines() if not line.startswith("warning: ")]
     # Project-level problems (e.g. the generated registry in Module_4_Sources.md) may follow.
     in_files = [line for line in lines if line.startswith("claims/")]
     assert len(in_files) == 4, lines
@@ -229,18 +237,38 @@ def test_lint_reports_a_missing_schema_file(tmp_path, capsys):
 
 def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
     monkeypatch.chdir(PROJECT)
-    assert main(["--claims-dir", str(REAL_CLAIMS), "lint"]) == 0
+    status = main(["--claims-dir", str(REAL_CLAIMS), "lint"])
     out, err = capsys.readouterr()
-    assert out == ""
+    assert [line for line in out.splitlines() if not line.startswith("warning: ")] == []
     assert ", 0 problems" in err
+    assert status == 0
 
 
-@pytest.mark.xfail(strict=True, reason="harness/cli.py:_lint reads Path('reports')/claims.json relative to the "
-                                       "working directory, not to the project of --claims-dir, so the generated "
-                                       "registry in Module_4_Sources.md looks stale from anywhere else")
-def test_lint_of_the_real_claims_does_not_depend_on_the_working_directory(tmp_path, capsys, monkeypatch):
+def linted_project(root: Path) -> Path:
+    """A clean project whose generated registry matches its committed reports/claims.json."""
+    from harness import cli
+    from harness._sources import with_registry
+
+    root.mkdir()
+    directory = claims_dir(root, {"a.yaml": claim_file(claim("good"))})
+    results = {"claims": [{"id": "good", "status": "passed"}]}
+    (root / "reports").mkdir()
+    (root / "reports" / "claims.json").write_text(json.dumps(results), encoding="utf-8")
+    registry = cli._registry(load_catalogue(directory), results)
+    (root / "Module_4_Sources.md").write_text(with_registry(SOURCES, registry), encoding="utf-8")
+    return directory
+
+
+def test_lint_passes_on_a_clean_project_from_its_root(tmp_path, capsys, monkeypatch):
+    directory = linted_project(tmp_path / "project")
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["--claims-dir", str(directory), "lint"]) == 0, capsys.readouterr().out
+
+
+def test_lint_does_not_depend_on_the_working_directory(tmp_path, capsys, monkeypatch):
+    directory = linted_project(tmp_path / "project")
     monkeypatch.chdir(tmp_path)
-    assert main(["--claims-dir", str(REAL_CLAIMS), "lint"]) == 0, capsys.readouterr().out
+    assert main(["--claims-dir", str(directory), "lint"]) == 0, capsys.readouterr().out
 
 
 def test_lint_of_a_missing_directory_fails(tmp_path, capsys):

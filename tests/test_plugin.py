@@ -7,9 +7,11 @@ installed project. Runs are in-process so that their reports can be inspected di
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ learning from human feedback in LLMs.
 - Identifier: arXiv:2402.14740
 """
 
+BASELINES = "4.2-baselines.yaml"
 LOO = "claims/4.2-baselines.yaml::loo-identity"
 BERNOULLI = "claims/4.2-baselines.yaml::bernoulli-group-estimators"
 
@@ -136,10 +139,10 @@ def project(pytester: pytest.Pytester) -> Project:
     return Project(pytester)
 
 
-def real_node_ids(kind: str | None = None, claim: str | None = None) -> list[str]:
+def real_node_ids(kind: str | None = None, claim: str | None = None, file: str = "*.yaml") -> list[str]:
     """Node ids of the real claim files, derived from the YAML independently of the plugin."""
     ids = []
-    for path in sorted(REAL_CLAIMS.glob("*.yaml")):
+    for path in sorted(REAL_CLAIMS.glob(file)):
         for entry in yaml.safe_load(path.read_text(encoding="utf-8"))["claims"] or []:
             counts: Counter[str] = Counter()
             for check in entry["checks"]:
@@ -272,8 +275,6 @@ def test_python_tag_is_refused_and_never_executed(project):
     assert "claim files are data only" in message
 
 
-@pytest.mark.xfail(strict=True, reason="harness/_loading.py:_problems yields a Problem without `field` for an "
-                                       "_UnsafeYaml error (disallowed tag, duplicate key)")
 def test_python_tag_error_names_the_field(project):
     project.write("a.yaml", claim_file(UNSAFE_TAG_CLAIM))
     run = project.run()
@@ -324,25 +325,24 @@ ALIAS_CLAIMS = """\
 """
 
 
-def test_alias_is_refused(project):
-    text = project.write("a.yaml", claim_file(ALIAS_CLAIMS))
-    project.write("b.yaml", claim_file(good_claim("elsewhere")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    message = run.the_error().longreprtext
-    assert message.startswith(f"claims/a.yaml:{line_of(text, '*words')}: ")
-    assert "aliases (*name) are not allowed in claim files; write the value out" in message
-    assert run.passed == ["claims/b.yaml::elsewhere::exact"]
-
-
-@pytest.mark.xfail(strict=True, reason="harness/_loading.py:_ClaimLoader.compose_node refuses an alias while "
-                                       "composing, so the whole file becomes one 'not valid YAML' problem: "
-                                       "the claim is not named and every other claim of the file is lost")
 def test_alias_fails_only_its_claim(project):
     project.write("a.yaml", claim_file(ALIAS_CLAIMS))
+    project.write("b.yaml", claim_file(good_claim("elsewhere")))
     run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    assert "claim 'aliased'" in run.the_error().longreprtext
+    run.result.assert_outcomes(errors=1, passed=2)
+    error = run.the_error()
+    assert error.nodeid == "claims/a.yaml::aliased::load-error"
+    assert re.match(r"claims/a\.yaml:\d+: claim 'aliased': ", error.longreprtext)
+    assert "an alias (*name) reuses the value anchored" in error.longreprtext
+    assert "write the value out" in error.longreprtext
+    assert run.passed == ["claims/a.yaml::anchored::exact", "claims/b.yaml::elsewhere::exact"]
+
+
+def test_alias_error_points_into_the_aliased_claim(project):
+    text = project.write("a.yaml", claim_file(ALIAS_CLAIMS))
+    run = project.run()
+    line = int(re.match(r"claims/a\.yaml:(\d+):", run.the_error().longreprtext).group(1))
+    assert line >= line_of(text, "- id: aliased")
 
 
 @pytest.mark.parametrize("written", [".nan", "-.inf", "{less_than: .inf}"])
@@ -372,7 +372,7 @@ def test_missing_modeline_is_a_file_error_and_claims_still_run(project):
 
 
 def perturbed_project(project: Project) -> str:
-    project.copy_real("4.2-baselines.yaml")
+    project.copy_real(BASELINES)
     path = project.claims / "4.2-baselines.yaml"
     text = path.read_text(encoding="utf-8")
     assert text.count("gradient: 0.273") == 1
@@ -383,14 +383,14 @@ def perturbed_project(project: Project) -> str:
 def test_perturbed_expected_number_fails_its_check(project):
     perturbed_project(project)
     run = project.run("-k", "bernoulli-group-estimators and exact")
-    run.result.assert_outcomes(failed=1, deselected=3)
+    run.result.assert_outcomes(failed=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     assert run.failed == [f"{BERNOULLI}::exact"]
     text = run.text
     assert "FAILED gradient: expected 0.283" in text
     assert "observed 0.273" in text
     assert "ok     no_baseline: expected 0.273" in text
-    assert ("reproduce: pytest 'claims/4.2-baselines.yaml::bernoulli-group-estimators::exact' --impl impl "
-            "--profile smoke --claims-seed 0") in text
+    assert re.search(r"reproduce: pytest 'claims/4\.2-baselines\.yaml::bernoulli-group-estimators::exact' "
+                     r"--impl impl .*--claims-seed 0", text)
 
 
 def test_failure_is_reported_at_the_check_in_the_yaml_file(project):
@@ -399,15 +399,13 @@ def test_failure_is_reported_at_the_check_in_the_yaml_file(project):
     report = run.report(f"{BERNOULLI}::exact")
     check_line = line_of(text, "- kind: exact")
     # reportinfo: the location is the check's line in the YAML file (0-based), not the plugin's code.
-    assert report.location == ("claims/4.2-baselines.yaml", check_line - 1, "bernoulli-group-estimators::exact (4.2.5)")
+    assert report.location == ("claims/4.2-baselines.yaml", check_line - 1,
+                               f"claims/4.2-baselines.yaml:{check_line}: bernoulli-group-estimators::exact (4.2.5)")
     section = run.text.split("= FAILURES =", 1)[1]
-    assert re.search(r"_+ bernoulli-group-estimators::exact \(4\.2\.5\) _+", section)
+    assert re.search(r"_+ claims/4\.2-baselines\.yaml:\d+: bernoulli-group-estimators::exact \(4\.2\.5\) _+", section)
     assert f"defined at claims/4.2-baselines.yaml:{check_line}" in section
 
 
-@pytest.mark.xfail(strict=True, reason="harness/plugin.py:CheckItem.reportinfo puts the YAML path only in the "
-                                       "location, which pytest does not print; the headline shows the domain "
-                                       "'<id>::<kind> (<step>)' alone")
 def test_failure_headline_names_the_yaml_file(project):
     perturbed_project(project)
     run = project.run("-k", "bernoulli-group-estimators and exact")
@@ -416,9 +414,9 @@ def test_failure_headline_names_the_yaml_file(project):
 
 
 def test_junit_xml_carries_claim_properties(project):
-    project.copy_real("4.2-baselines.yaml")
+    project.copy_real(BASELINES)
     run = project.run("-k", "bernoulli-group-estimators and exact", "--junitxml=junit.xml")
-    run.result.assert_outcomes(passed=1, deselected=3)
+    run.result.assert_outcomes(passed=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     (case,) = ET.parse(project.root / "junit.xml").getroot().iter("testcase")
     assert case.get("name") == "exact"
     properties = {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -437,23 +435,46 @@ def buggy_impl(pytester: pytest.Pytester) -> None:
     pytester.syspathinsert(FIXTURES)
 
 
+# The claims of the module's first draft: two that concern leave-one-out and one that does not.
+# The real claim files grow (and more of their claims rightly catch this bug), so running all of
+# them would take a minute; the selection is pinned, and the rest of the fixture implementation is
+# checked to be the reference one directly.
+LOO_CLAIMS = ("loo-identity", "bernoulli-group-estimators")
+CONTROL_CLAIMS = ("k3-nonnegative",)
+
+
+def test_loo_as_centered_is_the_reference_but_for_leave_one_out(buggy_impl):
+    impl = importlib.import_module("impl")
+    try:
+        loo_as_centered = importlib.import_module("loo_as_centered")
+    finally:
+        sys.modules.pop("loo_as_centered", None)
+    assert loo_as_centered.__all__ == impl.__all__
+    assert loo_as_centered.leave_one_out_advantages is impl.group_centered_advantages
+    for name in impl.__all__:
+        if name != "leave_one_out_advantages":
+            assert getattr(loo_as_centered, name) is getattr(impl, name), name
+
+
 def test_loo_as_centered_fails_exactly_the_two_loo_checks(project, buggy_impl):
     project.copy_real()
-    run = project.run("--impl", "loo_as_centered", "-m", "not montecarlo", "-rf")
+    claims = LOO_CLAIMS + CONTROL_CLAIMS
+    run = project.run("--impl", "loo_as_centered", "-m", "not montecarlo", "-k", " or ".join(claims))
     assert sorted(run.failed) == [f"{BERNOULLI}::exact", f"{LOO}::property"]
-    outcomes = run.result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0
-    expected_passing = set(real_node_ids()) - {f"{LOO}::property", f"{BERNOULLI}::exact",
-                                               f"{BERNOULLI}::montecarlo"}
-    assert set(run.passed) == expected_passing
+    assert run.errors() == []
+    selected = [node for claim in claims for node in real_node_ids(claim=claim) if not node.endswith("::montecarlo")]
+    passing = sorted(set(selected) - {f"{LOO}::property", f"{BERNOULLI}::exact"})
+    assert f"{LOO}::symbolic" in passing
+    assert any(node.split("::")[1] in CONTROL_CLAIMS for node in passing)
+    assert sorted(run.passed) == passing
     assert "FAILED leave_one_out: expected 0.273" in run.text
     assert "implementation 'loo_as_centered'" in run.text
 
 
 def test_loo_as_centered_fails_the_montecarlo_check(project, buggy_impl):
-    project.copy_real("4.2-baselines.yaml")
+    project.copy_real(BASELINES)
     run = project.run("--impl", "loo_as_centered", "-k", "bernoulli-group-estimators and montecarlo")
-    run.result.assert_outcomes(failed=1, deselected=3)
+    run.result.assert_outcomes(failed=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     assert run.failed == [f"{BERNOULLI}::montecarlo"]
     assert re.search(r"FAILED leave_one_out: expected 0\.273.*observed mean 0\.23", run.text)
     assert re.search(r"ok     no_baseline: .*observed mean 0\.27", run.text)
@@ -471,12 +492,17 @@ def test_claims_impl_environment_variable_selects_the_implementation(project, bu
 
 def test_implementation_lacking_a_function_errors_only_where_it_is_needed(project, pytester):
     pytester.makepyfile(partial_impl="""
-        from impl import bernoulli_logit_score, group_centered_advantages, score_function_gradient
+        \"""The reference implementation without leave_one_out_advantages.\"""
+        import impl
+
+        for _name in impl.__all__:
+            if _name != "leave_one_out_advantages":
+                globals()[_name] = getattr(impl, _name)
     """)
     pytester.syspathinsert()
-    project.copy_real("4.2-baselines.yaml")
-    run = project.run("--impl", "partial_impl")
-    run.result.assert_outcomes(errors=3, passed=1)
+    project.copy_real(BASELINES)
+    run = project.run("--impl", "partial_impl", "-k", "loo-identity or bernoulli-group-estimators")
+    run.result.assert_outcomes(errors=3, passed=1, deselected=len(real_node_ids(file=BASELINES)) - 4)
     assert run.passed == [f"{LOO}::symbolic"]
     errors = {r.nodeid: r.longreprtext for r in run.errors()}
     assert sorted(errors) == [f"{BERNOULLI}::exact", f"{BERNOULLI}::montecarlo", f"{LOO}::property"]
@@ -487,9 +513,9 @@ def test_implementation_lacking_a_function_errors_only_where_it_is_needed(projec
 
 
 def test_unimportable_implementation_is_an_error(project):
-    project.copy_real("4.2-baselines.yaml")
+    project.copy_real(BASELINES)
     run = project.run("--impl", "no_such_impl_module", "-k", "bernoulli-group-estimators and exact")
-    run.result.assert_outcomes(errors=1, deselected=3)
+    run.result.assert_outcomes(errors=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     assert "cannot import the implementation 'no_such_impl_module'" in run.the_error().longreprtext
 
 
@@ -566,42 +592,77 @@ def test_claims_report_under_xdist_matches_the_serial_run(project):
 # --------------------------------------------------------------------------- node ids and selection
 
 
+def collected(project: Project, *args: str) -> list[str]:
+    result = project.pytester.runpytest_inprocess("claims", "--collect-only", "-q", "-p", "no:cacheprovider", *args)
+    return [line for line in result.stdout.lines if "::" in line]
+
+
+NODE_ID = re.compile(r"^claims/[^/:]+\.ya?ml::(file-problems|[a-z0-9-]+(@\d+)?::([a-z]+(-\d+)?|load-error))$")
+
+
 def test_collect_only_lists_every_check_in_file_and_claim_order(project):
     project.copy_real()
-    listings = []
-    for _ in range(2):
-        result = project.pytester.runpytest_inprocess("claims", "--collect-only", "-q", "-p", "no:cacheprovider")
-        listings.append([line for line in result.stdout.lines if "::" in line])
-    assert listings[0] == listings[1] == real_node_ids()
-    assert "claims/4.2-baselines.yaml::loo-identity::symbolic" in listings[0]
+    listing = collected(project)
+    assert collected(project) == listing
+    first_claims = LOO_CLAIMS + CONTROL_CLAIMS
+    for node in listing:
+        assert NODE_ID.match(node), node
+    files = [node.split("::")[0] for node in listing]
+    assert files == sorted(files)
+    assert listing.index(f"{LOO}::symbolic") + 1 == listing.index(f"{LOO}::property")
+    # The claims of the first draft, in file and claim order, with their checks in order.
+    first = [node for node in listing if node.split("::")[1] in first_claims]
+    assert first == [node for node in real_node_ids() if node.split("::")[1] in first_claims]
+    assert first[:4] == [f"{LOO}::symbolic", f"{LOO}::property", f"{BERNOULLI}::exact", f"{BERNOULLI}::montecarlo"]
+
+
+def test_collect_only_of_the_real_claims_matches_their_yaml(project):
+    project.copy_real()
+    assert collected(project) == real_node_ids()
 
 
 def test_repeated_kind_gets_numbered_item_names(project):
     text = claim_file(good_claim("two-exact-checks"))
     check = text[text.index("      - kind: exact"):]
     project.write("a.yaml", text + check)
-    result = project.pytester.runpytest_inprocess("claims", "--collect-only", "-q", "-p", "no:cacheprovider")
-    assert [line for line in result.stdout.lines if "::" in line] == [
-        "claims/a.yaml::two-exact-checks::exact", "claims/a.yaml::two-exact-checks::exact-2"]
+    assert collected(project) == ["claims/a.yaml::two-exact-checks::exact", "claims/a.yaml::two-exact-checks::exact-2"]
+
+
+SYMBOLIC_CLAIM = """\
+  - id: k3-critical-point
+    where: "4.2.4"
+    statement: (r - 1) - log r has its only critical point at r = 1, where it is 0.
+    sources: [williams1992]
+    checks:
+      - kind: symbolic
+        verifier: kl.k3_nonnegative_symbolic
+        expect:
+          critical_points: [{exact: 1}]
+          value_at_critical_points: [{exact: 0}]
+"""
 
 
 def test_marker_selects_checks_by_kind(project):
-    project.copy_real()
+    project.write("a.yaml", claim_file(good_claim("exact-one"), SYMBOLIC_CLAIM, good_claim("exact-two")))
     run = project.run("-m", "symbolic")
-    symbolic = real_node_ids(kind="symbolic")
-    run.result.assert_outcomes(passed=len(symbolic), deselected=len(real_node_ids()) - len(symbolic))
-    assert run.passed == symbolic
+    run.result.assert_outcomes(passed=1, deselected=2)
+    assert run.passed == ["claims/a.yaml::k3-critical-point::symbolic"]
+    run = project.run("-m", "not symbolic")
+    run.result.assert_outcomes(passed=2, deselected=1)
+    assert run.passed == ["claims/a.yaml::exact-one::exact", "claims/a.yaml::exact-two::exact"]
+
+
+def test_marker_selects_the_real_symbolic_checks(project):
+    project.copy_real()
+    assert collected(project, "-m", "symbolic") == real_node_ids(kind="symbolic")
 
 
 def test_keyword_selects_one_claims_checks(project):
     # Collection only: running them (loo-identity's property check takes seconds) is covered by
     # test_claims_impl_environment_variable_selects_the_implementation, which runs this selection.
     project.copy_real()
-    result = project.pytester.runpytest_inprocess("claims", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                                  "-k", "loo-identity")
-    selected = [line for line in result.stdout.lines if "::" in line]
-    assert selected == real_node_ids(claim="loo-identity") == [f"{LOO}::symbolic", f"{LOO}::property"]
-    result.stdout.fnmatch_lines([f"2/{len(real_node_ids())} tests collected ({len(real_node_ids()) - 2} deselected)*"])
+    assert collected(project, "-k", "loo-identity") == real_node_ids(claim="loo-identity") == [
+        f"{LOO}::symbolic", f"{LOO}::property"]
 
 
 # --------------------------------------------------------------------------- misbehaving verifiers
