@@ -156,8 +156,9 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         return file_problem(f"not valid UTF-8 (byte {error.start})", line, hint="save the file as UTF-8")
-    loader = _ClaimLoader(text)
+    loader = None
     try:
+        loader = _ClaimLoader(text)
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -169,7 +170,8 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
     except RecursionError:
         return file_problem("not valid YAML: nested too deeply", hint="claim files need only a few levels")
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     problems = []
     if not text.startswith(MODELINE):
         problems.append(Problem(display, 1, "the first line is not the schema modeline",

@@ -33,6 +33,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
             "lesson": payload.get("title", payload["file"]), "statement": info.get("statement"),
             "formula": info.get("formula"), "sources": info.get("sources", []),
             "citations": info.get("citations", {}), "limitations": info.get("limitations"),
+            "erratum": info.get("erratum"),
             "status": "passed", "problems": [], "checks": [],
         })
         if "problems" in payload:
@@ -158,6 +159,10 @@ def render_markdown(results: dict[str, Any]) -> str:
         for row in broken:
             out.append(f"- `{row['id']}` ({row['where']}): {_badge(row['status'])}")
             out += [f"  - `{check['reproduce']}`" for check in row["checks"] if check["status"] in ("failed", "error")]
+    errata = [row for row in results["claims"] if row["erratum"]]
+    if errata:
+        out += ["", "## Errata: where the text itself is wrong or imprecise", ""]
+        out += [f"- `{row['id']}` ({row['where']}): {' '.join(row['erratum'].split())}" for row in errata]
     out += ["", "## Coverage", "", "Claims per step of the module; a step with no claim is uncovered.", ""]
     for lesson in results["coverage"]:
         cells = [f"{step['step']}: " + (", ".join(f"{n} {status}" for status, n in step["statuses"].items())
@@ -186,6 +191,8 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
         out.append(f"- source `{key}`: {row['citations'].get(key, '(not in the registry)')}")
     if row["limitations"]:
         out.append(f"- limitations: {row['limitations'].strip()}")
+    if row["erratum"]:
+        out.append(f"- **erratum**: {row['erratum'].strip()}")
     out.append(f"- defined at `{row['file']}:{row['line']}`")
     for problem in row["problems"]:
         out.append(f"- **cannot be loaded**: {problem}")

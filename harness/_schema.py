@@ -94,6 +94,9 @@ class Claim(_Strict):
     formula: str | None = Field(None, description="LaTeX")
     sources: list[str] = Field(min_length=1, description="keys of Module_4_Sources.md")
     limitations: str | None = Field(None, description="what the claim does not say")
+    erratum: str | None = Field(
+        None, description="where the text's own wording or number is wrong or imprecise, and what is true instead"
+    )
     checks: list[Check] = Field(min_length=1)
 
     @field_validator("formula")

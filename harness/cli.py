@@ -117,8 +117,8 @@ def _lint(args: argparse.Namespace) -> int:
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
     registry = _registry(catalogue, results)
     if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
-        problems.append(f"{sources_file}: the generated registry of claims does not match the claim files and "
-                        f"{results_file}; regenerate both with 'claims verify'")
+        problems.append(f"{SOURCES_FILE}: the generated registry of claims does not match the claim files and "
+                        f"reports/{RESULTS_FILE}; regenerate both with 'claims verify'")
     schema_path = args.claims_dir / SCHEMA_FILE
     if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")

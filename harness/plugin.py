@@ -173,7 +173,7 @@ def _claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
     info: dict[str, Any] = {"id": entry.id, "where": entry.where}
     if claim is not None:
         info.update(statement=claim.statement, formula=claim.formula, sources=claim.sources,
-                    limitations=claim.limitations, checks=len(claim.checks))
+                    limitations=claim.limitations, erratum=claim.erratum, checks=len(claim.checks))
         info["citations"] = {key: catalogue.sources[key].citation for key in claim.sources
                              if key in catalogue.sources}
     return {"claims_dir": str(catalogue.root / Path(entry.file).parent), "file": entry.file,

@@ -415,8 +415,8 @@ def test_lint_exits_2_with_one_line_per_problem(tmp_path, monkeypatch, capsys):
     lines = [line for line in out.splitlines() if not line.startswith("warning: ")]
     # Every problem, one line each, then the generated registry of the copied sources file, which
     # does not list the corpus's claims.
-    assert lines == [*problems, "Module_4_Sources.md: the generated registry of claims is stale; regenerate "
-                                "it with 'claims verify'"]
+    assert lines == [*problems, "Module_4_Sources.md: the generated registry of claims does not match the claim "
+                                "files and reports/claims.json; regenerate both with 'claims verify'"]
     for name in CORPUS_FILES:
         for text, _ in expected_problems(name):
             assert any(text in line and line.startswith(f"claims/{name}") for line in lines), (name, text)
