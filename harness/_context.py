@@ -65,6 +65,8 @@ class Context:
       deviation: the smallest error of a mean a Monte Carlo check must detect, when stated.
       figures_dir: where :meth:`save_figure` writes; ``figures/`` of the report directory when
         a report is being written.
+      shift: added to every sample :meth:`mean_estimate` sees; zero except when ``claims audit``
+        measures power by moving each estimated mean by the check's deviation.
     """
 
     impl: ImplementationView
@@ -76,6 +78,7 @@ class Context:
     beta: float
     deviation: float | None
     figures_dir: Path
+    shift: float = 0.0
 
     def samples_needed(self, support: tuple[float, float]) -> int:
         """How many independent samples detect ``deviation`` at this check's alpha and beta."""
@@ -86,6 +89,9 @@ class Context:
     def mean_estimate(self, samples: Any, support: tuple[float, float], method: str = "hoeffding"
                       ) -> stats.MeanEstimate:
         """A confidence interval for the mean of ``samples`` at this check's alpha."""
+        if self.shift:
+            samples = np.asarray(samples, dtype=float) + self.shift
+            support = (support[0] + self.shift, support[1] + self.shift)
         return stats.mean_estimate(samples, support, self.alpha, self.beta, method)
 
     def save_figure(self, figure: Any, name: str) -> str:

@@ -62,6 +62,9 @@ class RunOptions:
     seed: int = 0
     report_dir: str | None = None
     cache_dir: str | None = None
+    alpha: float | None = None
+    shift_in_deviations: float = 0.0
+    check_seed: int | None = None
 
     @property
     def figures_dir(self) -> Path:
@@ -117,7 +120,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     """Run check ``index`` of a loaded claim; never raises for a misbehaving verifier or impl."""
     assert entry.claim is not None
     check = entry.claim.checks[index]
-    seed = check_seed(options.seed, entry.id, index)
+    seed = options.check_seed if options.check_seed is not None else check_seed(options.seed, entry.id, index)
     result = CheckResult(check.kind, verifier.name, verifier.location, list(verifier.uses), "error", seed, 0.0,
                          reproduce=reproduce_command(entry, index, options))
     if options.profile not in check.profiles:
@@ -127,7 +130,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         return result
     started = time.perf_counter()
     try:
-        cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir else None
+        cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
                         alpha=_alpha_per_comparison(check)) if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
@@ -177,10 +180,11 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         rng=np.random.default_rng(seed),
         seed=seed,
         profile=options.profile,
-        alpha=_alpha_per_comparison(check),
+        alpha=_alpha_per_comparison(check, options.alpha),
         beta=check.beta,
         deviation=check.deviation,
         figures_dir=options.figures_dir,
+        shift=options.shift_in_deviations * (check.deviation or 0.0),
     )
     observed = verifier.function(context)
     if not isinstance(observed, Mapping):
@@ -189,10 +193,14 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
     return observed
 
 
-def _alpha_per_comparison(check: Check) -> float:
-    """The check's false-failure rate split evenly (Bonferroni) over the comparisons an interval decides."""
+def _audit(options: RunOptions) -> bool:
+    return options.alpha is not None or bool(options.shift_in_deviations) or options.check_seed is not None
+
+
+def _alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
+    """The check's false-failure rate (or ``alpha``) split evenly over the comparisons an interval decides."""
     statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
-    return check.alpha / max(statistical, 1)
+    return (alpha or check.alpha) / max(statistical, 1)
 
 
 def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:

@@ -44,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
     schema.add_argument("--check", action="store_true", help="only report whether the file is current")
     commands.add_parser("verifiers", help="print every registered verifier and what it uses")
+    audit = commands.add_parser("audit", help="measure Monte Carlo checks' false-failure rate and power")
+    audit.add_argument("--runs", type=int, default=20, help="runs per check and series (default 20)")
+    audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
+    audit.add_argument("--impl", default=DEFAULT_IMPL, help="implementation module under test")
+    audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
+    audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
     new.add_argument("--step", help="where the text says it, e.g. 4.2.3 or week16/step-2")
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
@@ -52,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-            "new": _new}[args.command](args)
+            "new": _new, "audit": _audit}[args.command](args)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -156,6 +162,17 @@ def _verifiers(args: argparse.Namespace) -> int:
     for name, verifier in sorted(registered().items()):
         print(f"{name:45} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
     return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from harness._audit import audit, render
+
+    rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl, args.selected)
+    table = render(rows, args.runs, args.alpha)
+    print(table)
+    if args.write:
+        args.write.write_text(table, encoding="utf-8")
+    return 0 if all(row.ok for row in rows) else 1
 
 
 def _new(args: argparse.Namespace) -> int:
