@@ -118,6 +118,9 @@ def _lint(args: argparse.Namespace) -> int:
         return 2
     catalogue = load_catalogue(args.claims_dir)
     problems = [str(problem) for problem in catalogue.problems()]
+    cited = {key for entry in catalogue.entries if entry.claim for key in entry.claim.sources}
+    problems += [f"{SOURCES_FILE}:{source.line}: source '{key}' is cited by no claim; cite it where it backs a "
+                 "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
     sources_file = catalogue.root / SOURCES_FILE
     results_file = catalogue.root / "reports" / RESULTS_FILE
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
