@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
@@ -15,3 +17,13 @@ def rounding_bound(operations: int, magnitude: float) -> float:
     leaves room for the reference computation's own rounding.
     """
     return 2.0 * max(operations, 1) * EPS * max(magnitude, 1.0)
+
+
+def central_difference(function: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
+    """(f(x + h e_i) - f(x - h e_i)) / 2h for every coordinate i of x: the reference for analytic gradients."""
+    gradient = np.zeros_like(x, dtype=float)
+    for index in np.ndindex(x.shape):
+        shift = np.zeros_like(x, dtype=float)
+        shift[index] = step
+        gradient[index] = (function(x + shift) - function(x - shift)) / (2 * step)
+    return gradient

@@ -1,0 +1,943 @@
+"""Estimating the policy gradient, and REINFORCE (module lesson 4.1, steps 4.1.1-4.1.5).
+
+Two kinds of reference live here, independent of the implementation under test: sympy proofs
+for a symbolic number of categories K and a symbolic horizon, and a small enumerator of
+trajectories (``_reference_objective``) whose central differences give the exact gradient of
+J(θ) up to a derived error bound (``_objective_difference_bound``). The implementation is
+reached only through ``ctx.impl``; MDPs are handed to it as ``_MDP`` tuples, which carry the
+attributes (P, R, rho, P_alt) that ``impl.TabularMDP`` documents.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Literal, NamedTuple
+
+import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import central_difference, rounding_bound
+
+# --------------------------------------------------------------------------- references
+
+
+def _exact(value: float) -> Fraction:
+    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    return Fraction(repr(value))
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    shifted = np.exp(z - z.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def reference_log_softmax(z: np.ndarray) -> np.ndarray:
+    """log softmax(z) along the last axis, independent of the implementation under test."""
+    shifted = z - z.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _cosine(u: np.ndarray, v: np.ndarray) -> float:
+    u, v = np.ravel(u), np.ravel(v)
+    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+
+class _MDP(NamedTuple):
+    """The four arrays ``impl.TabularMDP`` documents; the implementation reads only these attributes."""
+
+    P: np.ndarray
+    R: np.ndarray
+    rho: np.ndarray
+    P_alt: np.ndarray | None = None
+
+
+def _paths(n_states: int, n_actions: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (s_0, a_0, ..., s_T) as time-major index arrays s_t [T+1, M] and a_t [T, M]."""
+    ranges = [range(n_states)] + [range(n_actions), range(n_states)] * horizon
+    path = np.array(list(itertools.product(*ranges))).T
+    return path[0::2], path[1::2]
+
+
+def _reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: float) -> float:
+    """J(θ) = Σ_τ p_θ(τ) Σ_t γ^t R[s_t, a_t] by enumeration, with P_θ mixed by π_θ(0|s) when P_alt is set."""
+    pi = _softmax(theta)
+    kernel = mdp.P if mdp.P_alt is None else (1 - pi[:, :1, None]) * mdp.P + pi[:, :1, None] * mdp.P_alt
+    s_t, a_t = _paths(*theta.shape, horizon)
+    probability = mdp.rho[s_t[0]]
+    discounted = np.zeros(s_t.shape[1])
+    for t in range(horizon):
+        probability = probability * pi[s_t[t], a_t[t]] * kernel[s_t[t], a_t[t], s_t[t + 1]]
+        discounted = discounted + gamma**t * mdp.R[s_t[t], a_t[t]]
+    return float(probability @ discounted)
+
+
+def _largest_return(rewards: np.ndarray, horizon: int, gamma: float) -> float:
+    return float(np.abs(rewards).max() * sum(gamma**t for t in range(horizon)))
+
+
+def _objective_difference_bound(mdp: _MDP, horizon: int, gamma: float, step: float) -> float:
+    """A bound on |central difference of J - ∂J/∂θ_{s,a}| for dynamics that do not depend on θ.
+
+    Along one logit x = θ[s, a'] every factor π(a_t|s_t) of p_θ(τ) is a constant, q or c(1 - q)
+    with q = σ(x + const); the ratios q^(j)/q and (1-q)^(j)/(1-q) for j = 1, 2, 3 are (1-q),
+    (1-q)(1-2q), (1-q)(1-6q+6q²) and their mirror images, all in [-1, 1]. By Leibniz over the at
+    most T factors, |∂³p(τ)| <= T³ p(τ), so |J'''| <= T³ max|R_γ|. The central difference is then
+    off by at most h²/6 T³ max|R_γ| plus the rounding of the two evaluations of J divided by 2h;
+    each evaluation multiplies T policy factors (a softmax of A terms each) and sums M terms.
+    """
+    n_states, n_actions = mdp.R.shape
+    largest = _largest_return(mdp.R, horizon, gamma)
+    trajectories = n_states ** (horizon + 1) * n_actions**horizon
+    truncation = step**2 / 6 * horizon**3 * largest
+    return truncation + rounding_bound(trajectories + horizon * (n_actions + 5), largest) / step
+
+
+_WEIGHTS = ("full_return_weights", "discounted_objective_weights", "discounted_returns")
+Weights = Literal["full_return_weights", "discounted_objective_weights", "discounted_returns"]
+
+
+def _per_trajectory_estimates(ctx: Context, theta: np.ndarray, s_t: np.ndarray, a_t: np.ndarray,
+                              r_t: np.ndarray, weights: str, gamma: float) -> np.ndarray:
+    """impl's REINFORCE estimate from each trajectory alone, shape [M, S, A].
+
+    A trailing axis of size one makes each trajectory its own batch of N = 1.
+    """
+    w_t = getattr(ctx.impl, weights)(r_t, gamma)
+    score_t = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t)
+    return ctx.impl.reinforce_gradient(w_t[..., None], score_t[:, :, None])
+
+
+def _enumerated_estimates(ctx: Context, mdp: _MDP, theta: np.ndarray, horizon: int, weights: str, gamma: float
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities [M] and impl's single-trajectory estimates [M, S, A] of every possible trajectory."""
+    paths = ctx.impl.enumerate_trajectories(mdp, ctx.impl.softmax(theta), horizon)
+    possible = paths.probability > 0
+    estimates = _per_trajectory_estimates(ctx, theta, paths.s_t[:, possible], paths.a_t[:, possible],
+                                          paths.r_t[:, possible], weights, gamma)
+    return paths.probability[possible], estimates
+
+
+class MDPExample(BaseModel):
+    """A small MDP written out in the claim file, a policy's logits, the horizon and the discount."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    P: list[list[list[float]]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
+    R: list[list[float]] = Field(description="R[s][a], the reward of action a in state s")
+    rho: list[float] = Field(description="initial state distribution")
+    P_alt: list[list[list[float]]] | None = Field(None, description="second kernel, mixed in with weight π(0|s)")
+    theta: list[list[float]] = Field(description="logits θ[s][a] of the tabular softmax policy")
+    horizon: int = Field(ge=1, le=4)
+    gamma: float = Field(1.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> MDPExample:
+        n_states, n_actions = np.shape(self.R)
+        for kernel in (self.P, self.P_alt):
+            if kernel is not None and np.shape(kernel) != (n_states, n_actions, n_states):
+                raise ValueError(f"a kernel must have shape {(n_states, n_actions, n_states)}")
+        if np.shape(self.theta) != (n_states, n_actions) or len(self.rho) != n_states:
+            raise ValueError("theta must match R's shape and rho its number of states")
+        rows = [self.rho, *(row for kernel in (self.P, self.P_alt) if kernel for block in kernel for row in block)]
+        if any(sum(_exact(p) for p in row) != 1 or min(row) < 0 for row in rows):
+            raise ValueError("rho and every row P[s][a] must be a distribution summing to exactly one")
+        return self
+
+    def mdp(self) -> _MDP:
+        alt = None if self.P_alt is None else np.array(self.P_alt)
+        return _MDP(np.array(self.P), np.array(self.R), np.array(self.rho), alt)
+
+    def logits(self) -> np.ndarray:
+        return np.array(self.theta)
+
+
+class MDPEstimator(MDPExample):
+    """An MDP example and the per-step weights of the REINFORCE estimator."""
+
+    weights: Weights = Field(description="the impl function giving w_{i,t}")
+
+
+def _piecewise_branch(expression: sp.Expr, condition: sp.Basic) -> sp.Expr:
+    """The branch of a (folded) Piecewise that holds under ``condition``.
+
+    sympy cannot assume that an index m lies in 1..K, so a derivative with respect to z[m] of a
+    sum over 1..K comes back as Piecewise((..., K >= m), (..., True)); the claim is about the
+    first branch (m is one of the categories).
+    """
+    folded = sp.piecewise_fold(expression)
+    if not isinstance(folded, sp.Piecewise):
+        return folded
+    for branch in folded.args:
+        if branch.cond == condition:
+            return branch.expr
+    raise AssertionError(f"no branch under {condition} in {folded}")
+
+
+def _softmax_symbols() -> tuple[sp.Symbol, sp.Symbol, sp.Symbol, sp.IndexedBase, Callable[[sp.Expr], sp.Expr]]:
+    """K symbolic categories, indices k and m in 1..K, logits z and π_k = exp(z_k) / Σ_j exp(z_j)."""
+    categories = sp.Symbol("K", integer=True, positive=True)
+    k = sp.Symbol("k", integer=True)
+    m = sp.Symbol("m", integer=True, positive=True)
+    z = sp.IndexedBase("z", real=True)
+    j = sp.Symbol("j", integer=True)
+    partition = sp.Sum(sp.exp(z[j]), (j, 1, categories))
+
+    def pi(index: sp.Expr) -> sp.Expr:
+        return sp.exp(z[index]) / partition
+
+    return categories, k, m, z, pi
+
+
+# --------------------------------------------------------------------------- 4.1.1
+
+
+@verifier("policy_gradient.state_distribution_moves", uses=("enumerate_trajectories", "softmax"),
+          params=MDPExample)
+def state_distribution_moves(ctx: Context) -> dict[str, object]:
+    """The distribution of s_1 under the claim's logits θ and under θ with every logit of action
+    1 raised by one: same MDP, different data."""
+    params = ctx.params
+    mdp, theta = params.mdp(), params.logits()
+    shifted = theta + np.eye(theta.shape[1])[1]
+
+    def next_state_distribution(logits: np.ndarray) -> list[float]:
+        paths = ctx.impl.enumerate_trajectories(mdp, ctx.impl.softmax(logits), 1)
+        return [float(paths.probability[paths.s_t[1] == s].sum()) for s in range(theta.shape[0])]
+
+    before, after = next_state_distribution(theta), next_state_distribution(shifted)
+    return {"next_state_distribution": before, "next_state_distribution_shifted": after,
+            "total_variation": 0.5 * float(np.abs(np.subtract(before, after)).sum())}
+
+
+class SampledBandit(BaseModel):
+    """A one-state bandit: logits, rewards per arm, draws and the finite-difference step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    logits: list[float] = Field(min_length=2)
+    rewards: list[float] = Field(min_length=2)
+    draws: int = Field(ge=1, le=100_000)
+    step: float = Field(gt=0, le=1e-6)
+
+
+@verifier("policy_gradient.sampled_action_pathwise_gradient", uses=("sample_trajectories", "objective_gradient"),
+          params=SampledBandit)
+def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
+    """Differentiate the reward of a sampled arm through the sampling, holding the randomness fixed.
+
+    The bandit is a one-state MDP of horizon 1. For each logit j, impl samples ``draws`` arms at
+    θ + h e_j and at θ - h e_j from generators with one seed (common random numbers), and the
+    central difference of each draw's reward is its pathwise derivative. The sampled arm is a
+    step function of θ: its derivative is zero except where a uniform draw sits exactly on a CDF
+    boundary. A draw's difference is non-zero only if its uniform lies within h/4 of one of the
+    K - 1 boundaries (each CDF value moves by at most |∂F/∂θ_j| h <= h/4), so, with whatever
+    sampler inverts uniforms, some difference is non-zero with probability at most
+    draws K (K - 1) h / 2, reported as ``nonzero_probability_bound``. The true gradient is impl's
+    exact gradient of the expected reward.
+    """
+    params = ctx.params
+    logits, rewards = np.array(params.logits), np.array(params.rewards)
+    categories = len(logits)
+    bandit = _MDP(np.ones((1, categories, 1)), rewards[None, :], np.ones(1))
+    seed = int(ctx.rng.integers(2**63))
+
+    def rewards_at(theta: np.ndarray) -> np.ndarray:
+        trajectories = ctx.impl.sample_trajectories(np.random.default_rng(seed), bandit, theta[None, :], 1,
+                                                    params.draws)
+        return np.asarray(trajectories.r_t[0], dtype=float)
+
+    pathwise = np.zeros((params.draws, categories))
+    for j in range(categories):
+        shift = params.step * np.eye(categories)[j]
+        pathwise[:, j] = (rewards_at(logits + shift) - rewards_at(logits - shift)) / (2 * params.step)
+    true_gradient = ctx.impl.objective_gradient(bandit, logits[None, :], 1)[0]
+    return {
+        "pathwise_gradient": pathwise.mean(axis=0).tolist(),
+        "draws_with_nonzero_pathwise_derivative": int(np.any(pathwise != 0, axis=1).sum()),
+        "nonzero_probability_bound": params.draws * categories * (categories - 1) * params.step / 2,
+        "true_gradient": true_gradient.tolist(),
+        "true_gradient_norm": float(np.linalg.norm(true_gradient)),
+    }
+
+
+# --------------------------------------------------------------------------- 4.1.2
+
+
+@verifier("policy_gradient.log_derivative_symbolic")
+def log_derivative_symbolic(ctx: Context) -> dict[str, object]:
+    """∇_θ Σ_x f(x) p_θ(x) - Σ_x p_θ(x) f(x) ∇_θ log p_θ(x), for K symbolic outcomes.
+
+    General form: p(k, θ) is an undefined positive function of one parameter coordinate θ and
+    f[k] an arbitrary value that does not involve θ, so a zero residual holds for every
+    parameterisation and every K. Softmax form: p_k = exp(z_k)/Σ_j exp(z_j) with K symbolic logits;
+    sympy differentiates Σ_k f_k p_k with respect to z_m, and the right side uses the score
+    e_k - π written out as δ_km - π_m.
+    """
+    categories = sp.Symbol("K", integer=True, positive=True)
+    k = sp.Symbol("k", integer=True)
+    theta = sp.Symbol("theta", real=True)
+    p, f = sp.Function("p", positive=True), sp.IndexedBase("f")
+    left = sp.diff(sp.Sum(f[k] * p(k, theta), (k, 1, categories)), theta)
+    right = sp.Sum(p(k, theta) * f[k] * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
+
+    categories, k, m, z, pi = _softmax_symbols()
+    in_range = categories >= m
+    softmax_left = sp.diff(sp.Sum(f[k] * pi(k), (k, 1, categories)), z[m]).doit()
+    softmax_right = sp.Sum(f[k] * pi(k) * (sp.KroneckerDelta(k, m) - pi(m)), (k, 1, categories)).doit()
+    softmax_residual = _piecewise_branch(softmax_left, in_range) - _piecewise_branch(softmax_right, in_range)
+    return {"residual": sp.simplify(left - right), "softmax_residual": sp.simplify(softmax_residual)}
+
+
+class Categorical(BaseModel):
+    """Logits of a softmax distribution over K outcomes and a value f per outcome."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    logits: list[float] = Field(min_length=2, max_length=16)
+    values: list[float] = Field(min_length=2, max_length=16)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Categorical:
+        if len(self.logits) != len(self.values):
+            raise ValueError("logits and values need one entry per outcome")
+        return self
+
+
+@verifier("policy_gradient.score_function_montecarlo", uses=("softmax_score", "score_function_gradient"),
+          params=Categorical)
+def score_function_montecarlo(ctx: Context) -> dict[str, object]:
+    """Single-sample estimates f(x) ∇_z log π(x) from impl, minus the exact gradient, per logit.
+
+    Outcomes are drawn from the verifier's own softmax; impl computes the score and the estimate
+    (each draw a batch of N = 1). Each component takes only the K values f_a (e_a - π)_m - g_m, so
+    their minimum and maximum are the honest support of that component's samples; the sample size
+    detects the check's deviation over the widest of these supports. The exact gradient
+    Σ_a π_a f_a (e_a - π) is the verifier's own.
+    """
+    logits, values = np.array(ctx.params.logits), np.array(ctx.params.values)
+    categories = len(logits)
+    pi = _softmax(logits)
+    outcome_values = values[:, None] * (np.eye(categories) - pi)
+    gradient = pi @ outcome_values
+    # impl's float estimate may differ from the verifier's in the last bits.
+    slack = rounding_bound(4 * categories, float(np.abs(values).max()))
+    low = (outcome_values - gradient).min(axis=0) - slack
+    high = (outcome_values - gradient).max(axis=0) + slack
+    n = ctx.samples_needed((0.0, float((high - low).max())))
+    outcomes = ctx.rng.choice(categories, size=n, p=pi)
+    estimates = ctx.impl.score_function_gradient(values[outcomes][:, None],
+                                                 ctx.impl.softmax_score(logits, outcomes)[:, None])
+    bias = [ctx.mean_estimate(estimates[:, i] - gradient[i], (float(low[i]), float(high[i])))
+            for i in range(categories)]
+    return {"bias": bias, "gradient": gradient.tolist(), "samples": n}
+
+
+class ExactCategorical(BaseModel):
+    """Exact probabilities of K outcomes, a value per outcome, and the largest sample size N."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    probabilities: list[float] = Field(min_length=2, max_length=6)
+    values: list[float] = Field(min_length=2, max_length=6)
+    max_samples: int = Field(ge=1, le=5)
+
+    @model_validator(mode="after")
+    def _valid(self) -> ExactCategorical:
+        if len(self.probabilities) != len(self.values):
+            raise ValueError("probabilities and values need one entry per outcome")
+        if sum(_exact(p) for p in self.probabilities) != 1 or min(self.probabilities) <= 0:
+            raise ValueError("probabilities must be positive and sum to exactly one")
+        return self
+
+
+@verifier("policy_gradient.score_function_estimator_exact", uses=("score_function_gradient",),
+          params=ExactCategorical)
+def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
+    """E[(1/N) Σ_i f(x_i) ∇_z log π(x_i)] over all K^N samples of size N, in rational arithmetic.
+
+    The score e_x - π of a softmax with probabilities π (logits log π) is written exactly; impl
+    forms each sample's estimate; the probability-weighted sum over every N-tuple is compared
+    with the gradient Σ_x π_x f_x (e_x - π) for N = 1..``max_samples``.
+    """
+    pi = np.array([_exact(p) for p in ctx.params.probabilities], dtype=object)
+    values = np.array([_exact(v) for v in ctx.params.values], dtype=object)
+    categories = len(pi)
+    scores = np.array([[Fraction(int(x == m)) - pi[m] for m in range(categories)] for x in range(categories)],
+                      dtype=object)
+    gradient = (pi * values) @ scores
+    largest_bias = []
+    for size in range(1, ctx.params.max_samples + 1):
+        samples = np.array(list(itertools.product(range(categories), repeat=size)))
+        probability = np.prod(pi[samples], axis=1)
+        estimates = ctx.impl.score_function_gradient(values[samples], scores[samples])
+        bias = probability @ estimates - gradient
+        largest_bias.append(max(abs(b) for b in bias))
+    return {"largest_bias_by_sample_size": largest_bias, "gradient": list(gradient),
+            "gradient_is_nonzero": any(g != 0 for g in gradient)}
+
+
+@verifier("policy_gradient.direct_dependence_symbolic")
+def direct_dependence_symbolic(ctx: Context) -> dict[str, object]:
+    """∇_θ Σ_k f(k, θ) p(k, θ) against E[f ∇log p + ∇f] and against E[f ∇log p] alone, K symbolic.
+
+    Both f and p are undefined functions of one parameter coordinate θ. The residual with the
+    direct term is zero; without it, what is left is Σ_k p ∂f/∂θ, which is not zero as an
+    expression (``score_term_alone_is_exact`` reports whether sympy reduces it to 0).
+    """
+    categories = sp.Symbol("K", integer=True, positive=True)
+    k = sp.Symbol("k", integer=True)
+    theta = sp.Symbol("theta", real=True)
+    p, f = sp.Function("p", positive=True), sp.Function("f")
+    left = sp.diff(sp.Sum(f(k, theta) * p(k, theta), (k, 1, categories)), theta)
+    score_term = sp.Sum(p(k, theta) * f(k, theta) * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
+    direct_term = sp.Sum(p(k, theta) * sp.diff(f(k, theta), theta), (k, 1, categories))
+    left_over = sp.simplify(left - score_term)
+    return {"residual": sp.simplify(left - score_term - direct_term),
+            "score_term_alone_is_exact": left_over == 0,
+            "left_over_minus_direct_term": sp.simplify(left_over - direct_term)}
+
+
+class PenalisedCategorical(BaseModel):
+    """A softmax over K outcomes with f_θ(a) = r_a - β π_θ(a): a reward with a policy-dependent penalty."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    logits: list[float] = Field(min_length=2, max_length=8)
+    rewards: list[float] = Field(min_length=2, max_length=8)
+    penalty: float
+
+
+@verifier("policy_gradient.direct_dependence_counterexample", uses=("softmax", "softmax_score"),
+          params=PenalisedCategorical)
+def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
+    """With f_θ(a) = r_a - β π_θ(a), the score term alone against the true gradient of E[f_θ].
+
+    impl gives π and the scores e_a - π. The score term is Σ_a π_a f_a (e_a - π); the direct term
+    E[∇f] = -β Σ_a π_a ∇π_a = -β Σ_a π_a² (e_a - π). The true gradient is the central difference of
+    the verifier's own E[f_θ] = Σ_a π_a r_a - β Σ_a π_a² (step 1e-5: its error, below 1e-9 for
+    logits and rewards of order one, is far under the printed precision).
+    """
+    logits, rewards, beta = np.array(ctx.params.logits), np.array(ctx.params.rewards), ctx.params.penalty
+    categories = len(logits)
+    pi = ctx.impl.softmax(logits)
+    scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
+    score_term = (pi * (rewards - beta * pi)) @ scores
+    direct_term = -beta * (pi**2) @ scores
+
+    def expected_value(z: np.ndarray) -> float:
+        q = _softmax(z)
+        return float(q @ rewards - beta * q @ q)
+
+    true_gradient = central_difference(expected_value, logits, 1e-5)
+    return {"true_gradient": true_gradient.tolist(), "score_term": score_term.tolist(),
+            "direct_term": direct_term.tolist(), "score_plus_direct": (score_term + direct_term).tolist(),
+            "cosine_score_term_to_gradient": _cosine(score_term, true_gradient)}
+
+
+@verifier("policy_gradient.softmax_score_symbolic")
+def softmax_score_symbolic(ctx: Context) -> dict[str, object]:
+    """∂ log π_k / ∂z_m - (δ_km - π_m) for K symbolic logits, m one of the K categories."""
+    categories, k, m, z, pi = _softmax_symbols()
+    score = sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit()
+    residual = _piecewise_branch(score, categories >= m) - (sp.KroneckerDelta(k, m) - pi(m))
+    return {"residual": sp.simplify(residual)}
+
+
+_logit_vectors = st.integers(2, 12).flatmap(lambda size: st.tuples(
+    hnp.arrays(np.float64, size, elements=st.floats(min_value=-10, max_value=10)),
+    st.integers(0, size - 1)))
+
+
+@verifier("policy_gradient.softmax_score_property", uses=("softmax_score", "log_softmax"))
+def softmax_score_property(ctx: Context) -> dict[str, object]:
+    """impl's softmax score equals the central difference of impl's log-softmax, and impl's
+    log-softmax agrees with the verifier's own (so a fault there cannot hide one in the score).
+
+    Error bound of the central difference with step h: the third derivative of log π_a along one
+    logit is -π_m(1-π_m)(1-2π_m) or its mirror, at most 1/(6√3) < 1/10 in size, so truncation is
+    below h²/60; each log-softmax evaluation rounds within rounding_bound(4K, |z|max + log K),
+    divided by h. h = 1e-5.
+    """
+    step = 1e-5
+
+    def matches(example: tuple[np.ndarray, int]) -> None:
+        logits, action = example
+        categories = len(logits)
+        magnitude = float(np.abs(logits).max()) + math.log(categories)
+        reference_gap = np.abs(ctx.impl.log_softmax(logits) - reference_log_softmax(logits)).max()
+        assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
+        numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
+        score = ctx.impl.softmax_score(logits, action)
+        bound = step**2 / 60 + rounding_bound(4 * categories, magnitude) / step
+        assert np.abs(score - numeric).max() <= bound, (score, numeric, bound)
+
+    return check_property(ctx, matches, _logit_vectors)
+
+
+# --------------------------------------------------------------------------- 4.1.3
+
+
+@verifier("policy_gradient.trajectory_score_symbolic")
+def trajectory_score_symbolic(ctx: Context) -> dict[str, object]:
+    """∇_θ log p_θ(τ) = Σ_t ∇_θ log π_θ(a_t|s_t), by induction on the horizon T.
+
+    p_T(θ) is the probability of the first T steps (an undefined positive function of θ); one more
+    step multiplies it by π(θ) and by a transition probability. Base case: log ρ(s_0) has zero
+    derivative when ρ does not involve θ. Inductive step: the new derivative minus the old one
+    minus ∇ log π is zero when the transition probability is a constant symbol P; with a
+    transition P(θ) the same residual is ∂ log P/∂θ (``residual_with_policy_dependent_dynamics``).
+    """
+    theta = sp.Symbol("theta", real=True)
+    rho, transition = sp.symbols("rho P", positive=True)
+    prefix, pi, moving = (sp.Function(name, positive=True)(theta) for name in ("p_T", "pi", "P"))
+
+    def step_residual(kernel: sp.Expr) -> sp.Expr:
+        longer = sp.diff(sp.log(prefix * pi * kernel), theta)
+        return sp.simplify(longer - sp.diff(sp.log(prefix), theta) - sp.diff(sp.log(pi), theta))
+
+    dependent = step_residual(moving)
+    return {"base_case_residual": sp.diff(sp.log(rho), theta),
+            "inductive_step_residual": step_residual(transition),
+            "residual_with_policy_dependent_dynamics": dependent,
+            "policy_dependent_residual_is_log_derivative_of_transition":
+                sp.simplify(dependent - sp.diff(sp.log(moving), theta)) == 0}
+
+
+_FIXED_DYNAMICS = st.just(False)
+
+
+@st.composite
+def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _FIXED_DYNAMICS
+                 ) -> tuple[_MDP, np.ndarray, int, float]:
+    """An MDP with at most 3 states, 3 actions and 3 steps (at most 648 trajectories), logits, horizon, γ.
+
+    Transition rows are 0.8 Dirichlet(1) + 0.2 uniform, so every transition probability is at
+    least 0.2/S (the bound for policy-dependent dynamics in ``trajectory_score_property`` uses it).
+    """
+    n_states, n_actions = draw(st.sampled_from([(1, 2), (2, 2), (2, 3), (3, 2)]))
+    horizon = draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kernels = [0.8 * rng.dirichlet(np.ones(n_states), size=(n_states, n_actions)) + 0.2 / n_states
+               for _ in range(2)]
+    mdp = _MDP(kernels[0], rng.uniform(-1, 1, (n_states, n_actions)), rng.dirichlet(np.ones(n_states)),
+               kernels[1] if draw(policy_dependent) else None)
+    theta = rng.normal(scale=draw(st.sampled_from([0.5, 2.0])), size=(n_states, n_actions))
+    return mdp, theta, horizon, draw(st.floats(0, 1))
+
+
+@verifier("policy_gradient.trajectory_score_property", uses=("trajectory_score", "tabular_softmax_score"))
+def trajectory_score_property(ctx: Context) -> dict[str, object]:
+    """On random MDPs, for every trajectory, impl's ∇_θ log p_θ(τ) equals the central difference of
+    the verifier's own log p_θ(τ); when the dynamics do not depend on θ it also equals the sum over
+    steps of impl's tabular softmax scores, and when they do (P_θ mixed by π_θ(0|s)) it does not.
+
+    Error bound of the central difference (step h = 1e-5), along one logit: each policy term log q
+    or log(1 - q) has third derivative at most 1/(6√3) < 1/10. A transition term log g with
+    g = A + B β, β = π_θ(0|s), |B| <= 1, g >= m (the smallest kernel entry) and |β^(j)| <= 1/4 for
+    j = 1, 2, 3 has third derivative g'''/g - 3 g'g''/g² + 2 (g'/g)³, at most
+    1/(4m) + 3/(16m²) + 2/(64m³) in size. Truncation is h²/6 times T times their sum; each
+    evaluation of log p rounds within rounding_bound(T (A + 10), |log p| + |θ|max), divided by h.
+    """
+    step = 1e-5
+
+    def matches(example: tuple[_MDP, np.ndarray, int, float]) -> None:
+        mdp, theta, horizon, _ = example
+        s_t, a_t = _paths(*theta.shape, horizon)
+
+        def log_probability(logits: np.ndarray) -> np.ndarray:
+            log_pi = reference_log_softmax(logits)
+            beta = np.exp(log_pi[:, :1, None])
+            kernel = mdp.P if mdp.P_alt is None else (1 - beta) * mdp.P + beta * mdp.P_alt
+            total = np.log(mdp.rho[s_t[0]])
+            for t in range(horizon):
+                total = total + log_pi[s_t[t], a_t[t]] + np.log(kernel[s_t[t], a_t[t], s_t[t + 1]])
+            return total
+
+        score = ctx.impl.trajectory_score(mdp, theta, s_t, a_t)
+        third_derivative = 1 / 10
+        if mdp.P_alt is not None:
+            m = float(min(mdp.P.min(), mdp.P_alt.min()))
+            third_derivative += 1 / (4 * m) + 3 / (16 * m**2) + 2 / (64 * m**3)
+        magnitude = float(np.abs(log_probability(theta)).max() + np.abs(theta).max())
+        bound = (step**2 / 6 * horizon * third_derivative
+                 + rounding_bound(horizon * (theta.shape[1] + 10), magnitude) / step)
+        for index in np.ndindex(theta.shape):
+            shift = np.zeros_like(theta)
+            shift[index] = step
+            numeric = (log_probability(theta + shift) - log_probability(theta - shift)) / (2 * step)
+            assert np.abs(score[(..., *index)] - numeric).max() <= bound, (index, score[(..., *index)], numeric)
+        if mdp.P_alt is None:
+            policy_sum = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0)
+            assert np.abs(score - policy_sum).max() <= rounding_bound(4 * horizon, horizon), (score, policy_sum)
+
+    return check_property(ctx, matches, _random_mdps(st.booleans()))
+
+
+@verifier("policy_gradient.policy_dependent_dynamics_counterexample",
+          uses=("objective_gradient", "enumerate_trajectories", "softmax", "tabular_softmax_score",
+                "full_return_weights", "reinforce_gradient"),
+          params=MDPExample)
+def policy_dependent_dynamics_counterexample(ctx: Context) -> dict[str, object]:
+    """When P_θ depends on θ, E[R(τ) Σ_t ∇log π(a_t|s_t)] against the true gradient of J.
+
+    The true gradient is reported twice: impl's exact enumeration (which includes ∇ log P_θ) and
+    the central difference of the verifier's own J (step 1e-4; J is a polynomial of degree at most
+    2T in probabilities of order one, so the difference is off by far less than the printed
+    precision). The policy-only formula is impl's REINFORCE with full-return weights, averaged
+    exactly over the enumerated trajectories.
+    """
+    params = ctx.params
+    mdp, theta = params.mdp(), params.logits()
+    probability, estimates = _enumerated_estimates(ctx, mdp, theta, params.horizon, "full_return_weights",
+                                                   params.gamma)
+    policy_only = np.tensordot(probability, estimates, axes=1)
+    true_gradient = ctx.impl.objective_gradient(mdp, theta, params.horizon, params.gamma)
+    numeric = central_difference(lambda x: _reference_objective(mdp, x, params.horizon, params.gamma), theta, 1e-4)
+    return {"true_gradient": true_gradient.tolist(), "finite_difference_gradient": numeric.tolist(),
+            "policy_score_formula": policy_only.tolist(),
+            "gap_norm": float(np.linalg.norm(true_gradient - policy_only))}
+
+
+# --------------------------------------------------------------------------- 4.1.4
+
+
+# Sixteenths in [-10, 10] and tenths in [0, 1], drawn as integers (st.fractions is slow to draw).
+_exact_rewards = st.integers(-160, 160).map(lambda n: Fraction(n, 16))
+_reward_batches = st.tuples(
+    st.lists(st.tuples(_exact_rewards, _exact_rewards, _exact_rewards), min_size=1, max_size=12),
+    st.integers(0, 10).map(lambda n: Fraction(n, 10)))
+
+
+@verifier("policy_gradient.return_weights_property",
+          uses=("discounted_returns", "discounted_objective_weights", "full_return_weights"))
+def return_weights_property(ctx: Context) -> dict[str, object]:
+    """On random exact rewards [T, 3] and a rational γ in [0, 1], impl's three weights equal their
+    definitions exactly: G_t = Σ_{k>=t} γ^{k-t} r_{k+1}, γ^t G_t, and R(τ) = G_0 at every t; one
+    column alone (shape [T]) gives the same column."""
+
+    def definitions_hold(example: tuple[list[tuple[Fraction, ...]], Fraction]) -> None:
+        rows, gamma = example
+        rewards = np.array(rows, dtype=object)
+        length = len(rows)
+        returns = ctx.impl.discounted_returns(rewards, gamma)
+        literal = ctx.impl.discounted_objective_weights(rewards, gamma)
+        full = ctx.impl.full_return_weights(rewards, gamma)
+        assert list(ctx.impl.discounted_returns(rewards[:, 0], gamma)) == list(returns[:, 0])
+        for column in range(rewards.shape[1]):
+            definition = [sum(gamma ** (k - t) * rewards[k, column] for k in range(t, length)) for t in range(length)]
+            assert list(returns[:, column]) == definition, (column, list(returns[:, column]), definition)
+            assert list(literal[:, column]) == [gamma**t * g for t, g in enumerate(definition)], literal
+            assert list(full[:, column]) == [definition[0]] * length, full
+
+    return check_property(ctx, definitions_hold, _reward_batches)
+
+
+@verifier("policy_gradient.expected_score_symbolic")
+def expected_score_symbolic(ctx: Context) -> dict[str, object]:
+    """Σ_a π_a ∂ log π_a / ∂z_m for a softmax over K symbolic logits, m one of the K categories.
+
+    sympy differentiates log π_a itself; the sum over a is then done symbolically.
+    """
+    categories, k, m, z, pi = _softmax_symbols()
+    score = _piecewise_branch(sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit(), categories >= m)
+    expectation = _piecewise_branch(sp.Sum(pi(k) * score, (k, 1, categories)).doit(), categories >= m)
+    # Summing π_k over k leaves Σ_k exp(z_k), the partition function with another dummy index.
+    j = sp.Symbol("j", integer=True)
+    same_partition = {sp.Sum(sp.exp(z[k]), (k, 1, categories)): sp.Sum(sp.exp(z[j]), (j, 1, categories))}
+    return {"expected_score": sp.simplify(sp.simplify(expectation).subs(same_partition))}
+
+
+@verifier("policy_gradient.expected_score_property", uses=("softmax", "softmax_score"))
+def expected_score_property(ctx: Context) -> dict[str, object]:
+    """Σ_a π(a) (impl's score of a) is zero up to float64 rounding for random logits."""
+
+    def vanishes(example: tuple[np.ndarray, int]) -> None:
+        logits, _ = example
+        categories = len(logits)
+        pi = ctx.impl.softmax(logits)
+        scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
+        expectation = pi @ scores
+        assert np.abs(expectation).max() <= rounding_bound(4 * categories, 1.0), expectation
+
+    return check_property(ctx, vanishes, _logit_vectors)
+
+
+class ExactMDP(BaseModel):
+    """An MDP and a policy table π(a|s), all exact decimals, with a horizon and discounts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    P: list[list[list[float]]]
+    R: list[list[float]]
+    rho: list[float]
+    policy: list[list[float]] = Field(description="π(a|s); each row sums to exactly one")
+    horizon: int = Field(ge=1, le=4)
+    gammas: list[float] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _normalised(self) -> ExactMDP:
+        rows = [*self.policy, self.rho, *(row for block in self.P for row in block)]
+        if any(sum(_exact(p) for p in row) != 1 for row in rows):
+            raise ValueError("every distribution (policy rows, rho, P[s][a]) must sum to exactly one")
+        return self
+
+
+def _as_fractions(values: object) -> np.ndarray:
+    return np.vectorize(_exact, otypes=[object])(np.array(values, dtype=float))
+
+
+def _finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
+                                    gamma: Fraction) -> np.ndarray:
+    """∇_θ J_γ by the finite-horizon policy gradient theorem, without enumerating trajectories.
+
+    Forward: d_t(s) = Pr(s_t = s). Backward: Q_t(s, a) = R(s, a) + γ Σ_s2 P(s2|s, a) V_{t+1}(s2) with
+    V_T = 0 and V_t(s) = Σ_a π(a|s) Q_t(s, a). Then ∇_{θ[s]} J_γ = Σ_t γ^t d_t(s) Σ_a π(a|s) Q_t(s, a)
+    (e_a - π(·|s)) for the tabular softmax policy. Only + - * /, so exact for fractions.
+    """
+    n_states, n_actions = pi.shape
+    state_distribution = [rho]
+    for _ in range(horizon - 1):
+        state_distribution.append(np.einsum("s,sa,sat->t", state_distribution[-1], pi, P))
+    gradient = np.zeros((n_states, n_actions), dtype=object) + Fraction(0)
+    value_next = np.zeros(n_states, dtype=object) + Fraction(0)
+    for t in range(horizon - 1, -1, -1):
+        q = R + gamma * np.einsum("sat,t->sa", P, value_next)
+        advantage = q - (pi * q).sum(axis=1, keepdims=True)
+        gradient = gradient + gamma**t * state_distribution[t][:, None] * pi * advantage
+        value_next = (pi * q).sum(axis=1)
+    return gradient
+
+
+@verifier("policy_gradient.causal_weights_exact",
+          uses=("enumerate_trajectories", "full_return_weights", "discounted_objective_weights",
+                "reinforce_gradient"),
+          params=ExactMDP)
+def causal_weights_exact(ctx: Context) -> dict[str, object]:
+    """E[Σ_t R_γ(τ) ∇log π_t] and E[Σ_t γ^t G_t ∇log π_t] over every trajectory, in rational arithmetic.
+
+    impl enumerates the trajectories with their exact probabilities and forms both weights and
+    the estimator; the tabular softmax score (row s_t of the table is e_{a_t} - π(·|s_t)) is
+    written exactly by the verifier. Weighting trajectory m by M p(τ_m) turns impl's average over
+    the M trajectories into the expectation. With γ = 1, γ^t G_t is the plain reward-to-go. Both
+    are also compared with the gradient from the finite-horizon policy gradient theorem
+    (``_finite_horizon_policy_gradient``), and impl's trajectory probabilities with
+    ρ(s_0) Π_t π(a_t|s_t) P(s_{t+1}|s_t, a_t) computed here.
+    """
+    params = ctx.params
+    mdp = _MDP(_as_fractions(params.P), _as_fractions(params.R), _as_fractions(params.rho))
+    pi = _as_fractions(params.policy)
+    paths = ctx.impl.enumerate_trajectories(mdp, pi, params.horizon)
+    n_states, n_actions = pi.shape
+    definition = [mdp.rho[s[0]] * math.prod(pi[s[t], a[t]] * mdp.P[s[t], a[t], s[t + 1]]
+                                             for t in range(params.horizon))
+                  for s, a in zip(paths.s_t.T, paths.a_t.T, strict=True)]
+    score_t = np.zeros((*paths.a_t.shape, n_states, n_actions), dtype=object) + Fraction(0)
+    for index in np.ndindex(paths.a_t.shape):
+        state, action = paths.s_t[index], paths.a_t[index]
+        score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
+    importance = paths.probability * len(paths.probability)
+    full_minus_causal, causal_minus_theorem, norms = [], [], []
+    for gamma in map(_exact, params.gammas):
+        full = ctx.impl.reinforce_gradient(ctx.impl.full_return_weights(paths.r_t, gamma) * importance, score_t)
+        causal = ctx.impl.reinforce_gradient(ctx.impl.discounted_objective_weights(paths.r_t, gamma) * importance,
+                                             score_t)
+        theorem = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, params.horizon, gamma)
+        full_minus_causal.append(max(abs(d) for d in (full - causal).ravel()))
+        causal_minus_theorem.append(max(abs(d) for d in (causal - theorem).ravel()))
+        norms.append(sum(g * g for g in theorem.ravel()))
+    return {"largest_difference_by_gamma": full_minus_causal,
+            "largest_difference_from_theorem_by_gamma": causal_minus_theorem,
+            "squared_norm_by_gamma": norms,
+            "probabilities_match_definition": list(paths.probability) == definition,
+            "total_probability": paths.probability.sum()}
+
+
+class WeightsProperty(BaseModel):
+    """Which impl weights the enumerated REINFORCE expectation uses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    weights: Literal["full_return_weights", "discounted_objective_weights"]
+
+
+@verifier("policy_gradient.enumerated_gradient_property",
+          uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient",
+                "full_return_weights", "discounted_objective_weights", "objective", "objective_gradient"),
+          params=WeightsProperty)
+def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
+    """On random MDPs with dynamics independent of θ, random logits and γ in [0, 1]: the exact
+    expectation of impl's REINFORCE estimate with the chosen weights, impl's ``objective_gradient``,
+    and the central difference of the verifier's own J_γ agree within the derived bound
+    (``_objective_difference_bound``, step 1e-4, plus the rounding of the enumerated sums); impl's
+    ``objective`` equals the verifier's J_γ up to rounding.
+    """
+    step = 1e-4
+    weights = ctx.params.weights
+
+    def agrees(example: tuple[_MDP, np.ndarray, int, float]) -> None:
+        mdp, theta, horizon, gamma = example
+        probability, estimates = _enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma)
+        expectation = np.tensordot(probability, estimates, axes=1)
+        exact = ctx.impl.objective_gradient(mdp, theta, horizon, gamma)
+        numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, step)
+        largest = _largest_return(mdp.R, horizon, gamma)
+        summation = rounding_bound(len(probability) * (horizon + 4), horizon * largest)
+        bound = _objective_difference_bound(mdp, horizon, gamma, step) + summation
+        assert np.abs(expectation - numeric).max() <= bound, (expectation, numeric, bound)
+        assert np.abs(exact - numeric).max() <= bound, (exact, numeric, bound)
+        objective_gap = abs(ctx.impl.objective(mdp, theta, horizon, gamma)
+                            - _reference_objective(mdp, theta, horizon, gamma))
+        assert objective_gap <= rounding_bound(len(probability) + horizon * (theta.shape[1] + 5), largest), \
+            objective_gap
+
+    return check_property(ctx, agrees, _random_mdps())
+
+
+@verifier("policy_gradient.dropping_discount_counterexample",
+          uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient",
+                "discounted_objective_weights", "discounted_returns"),
+          params=MDPExample)
+def dropping_discount_counterexample(ctx: Context) -> dict[str, object]:
+    """E[Σ_t γ^t G_t ∇log π_t] (the literal objective's gradient) against E[Σ_t G_t ∇log π_t].
+
+    Both are exact expectations over impl's enumeration; the central difference of the verifier's
+    own J_γ (step 1e-4, error bound reported) confirms which of the two is the gradient.
+    """
+    params = ctx.params
+    mdp, theta, horizon, gamma = params.mdp(), params.logits(), params.horizon, params.gamma
+    literal, dropped = (np.tensordot(*_enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma), axes=1)
+                        for weights in ("discounted_objective_weights", "discounted_returns"))
+    numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, 1e-4)
+    return {"literal_gradient": literal.tolist(), "gradient_without_discount_factor": dropped.tolist(),
+            "finite_difference_gradient": numeric.tolist(),
+            "finite_difference_error_bound": _objective_difference_bound(mdp, horizon, gamma, 1e-4),
+            "cosine": _cosine(literal, dropped)}
+
+
+# --------------------------------------------------------------------------- 4.1.5
+
+
+@verifier("policy_gradient.reinforce_montecarlo",
+          uses=("sample_trajectories", "tabular_softmax_score", "reinforce_gradient", *_WEIGHTS),
+          params=MDPEstimator)
+def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
+    """Single-trajectory REINFORCE estimates from impl's sampler, minus the exact gradient of J_γ.
+
+    The exact gradient is the central difference of the verifier's own J_γ (step 1e-4; its error
+    bound is reported and is orders of magnitude below the deviation). Support of each component
+    (s, a): step t adds w_t times a score entry in [-π(a|s), 1 - π(a|s)], with w_t between the
+    smallest and largest value its weight can take given the rewards' range; the sum over t of
+    the corner products bounds the estimate. The number of trajectories detects the deviation
+    over the widest component.
+    """
+    params = ctx.params
+    mdp, theta, horizon, gamma = params.mdp(), params.logits(), params.horizon, params.gamma
+    step = 1e-4
+    gradient = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, step)
+    reward_low, reward_high = float(mdp.R.min()), float(mdp.R.max())
+    low, high = np.zeros_like(theta), np.zeros_like(theta)
+    pi = _softmax(theta)
+    for t in range(horizon):
+        # w_t is a sum of rewards with these total discount weights, so it lies in [low, high] times them.
+        rewards_in_weight = {"full_return_weights": range(horizon), "discounted_returns": range(horizon - t),
+                             "discounted_objective_weights": range(t, horizon)}[params.weights]
+        total_discount = sum(gamma**k for k in rewards_in_weight)
+        corners = np.array([w * s for w in (total_discount * reward_low, total_discount * reward_high)
+                            for s in (-pi, 1 - pi)])
+        low, high = low + corners.min(axis=0), high + corners.max(axis=0)
+    slack = rounding_bound(4 * horizon * theta.shape[1], horizon * _largest_return(mdp.R, horizon, gamma))
+    low, high = low - gradient - slack, high - gradient + slack
+    n = ctx.samples_needed((0.0, float((high - low).max())))
+    trajectories = ctx.impl.sample_trajectories(ctx.rng, mdp, theta, horizon, n)
+    estimates = _per_trajectory_estimates(ctx, theta, trajectories.s_t, trajectories.a_t, trajectories.r_t,
+                                          params.weights, gamma)
+    bias = [[ctx.mean_estimate(estimates[:, s, a] - gradient[s, a], (float(low[s, a]), float(high[s, a])))
+             for a in range(theta.shape[1])] for s in range(theta.shape[0])]
+    return {"bias": bias, "gradient": gradient.tolist(), "trajectories": n,
+            "reference_error_bound": _objective_difference_bound(mdp, horizon, gamma, step)}
+
+
+@verifier("policy_gradient.single_batch_direction_exact",
+          uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient", *_WEIGHTS),
+          params=MDPEstimator)
+def single_batch_direction_exact(ctx: Context) -> dict[str, object]:
+    """The spread of impl's REINFORCE estimate around its mean, exactly, by enumeration.
+
+    For batches of N = 1 and N = 2 independent trajectories: the probability that the estimate
+    has a negative inner product with the gradient g (the mean of the single-trajectory
+    estimates), and for N = 1 the total variance E||ĝ - g||² beside ||g||².
+    """
+    params = ctx.params
+    probability, estimates = _enumerated_estimates(ctx, params.mdp(), params.logits(), params.horizon,
+                                                   params.weights, params.gamma)
+    flat = estimates.reshape(len(probability), -1)
+    gradient = probability @ flat
+    inner = flat @ gradient
+    pair_inner = (inner[:, None] + inner[None, :]) / 2
+    pair_probability = probability[:, None] * probability[None, :]
+    return {
+        "gradient": gradient.reshape(estimates.shape[1:]).tolist(),
+        "gradient_squared_norm": float(gradient @ gradient),
+        "total_variance": float(probability @ ((flat - gradient) ** 2).sum(axis=1)),
+        "probability_negative_single": float(probability[inner < 0].sum()),
+        "probability_negative_pair": float(pair_probability[pair_inner < 0].sum()),
+    }
+
+
+class DiscountedMDP(BaseModel):
+    """An infinite-horizon MDP, a policy table π(a|s) and γ < 1, all exact decimals."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    P: list[list[list[float]]]
+    R: list[list[float]]
+    rho: list[float]
+    policy: list[list[float]]
+    gamma: float = Field(ge=0, lt=1)
+
+
+@verifier("policy_gradient.policy_gradient_theorem_exact", params=DiscountedMDP)
+def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
+    """The policy gradient theorem in its discounted-visitation form, exactly, on one small MDP.
+
+    Left side: J(θ) = ρᵀ (I - γ P_θ)^{-1} r_θ for a tabular softmax policy with symbolic logits θ,
+    differentiated by sympy and evaluated at θ = log π (so π_θ is exactly the claim's table).
+    Right side: with the unnormalised visitation d(s) = Σ_t γ^t Pr(s_t = s) = [ρᵀ (I - γ P_π)^{-1}](s)
+    and Q = R + γ P V, Σ_s d(s) Σ_a π(a|s) Q(s, a) (e_a - π(·|s)). The normalised distribution
+    d_γ = (1 - γ) d gives the same vector divided by 1 - γ, the proportionality constant.
+    """
+    params = ctx.params
+    P = sp.Array([[[sp.Rational(repr(p)) for p in row] for row in block] for block in params.P])
+    R = sp.Matrix([[sp.Rational(repr(r)) for r in row] for row in params.R])
+    rho = sp.Matrix([[sp.Rational(repr(p)) for p in params.rho]])
+    pi = sp.Matrix([[sp.Rational(repr(p)) for p in row] for row in params.policy])
+    gamma = sp.Rational(repr(params.gamma))
+    n_states, n_actions = R.shape
+    theta = sp.Matrix(n_states, n_actions, lambda s, a: sp.Symbol(f"theta_{s}_{a}", real=True))
+
+    def objective_parts(policy: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
+        kernel = sp.Matrix(n_states, n_states,
+                           lambda s, s2: sum(policy[s, a] * P[s, a, s2] for a in range(n_actions)))
+        reward = sp.Matrix(n_states, 1, lambda s, _: sum(policy[s, a] * R[s, a] for a in range(n_actions)))
+        return (sp.eye(n_states) - gamma * kernel).inv(), reward
+
+    softmax = sp.Matrix(n_states, n_actions, lambda s, a: sp.exp(theta[s, a])
+                        / sum(sp.exp(theta[s, b]) for b in range(n_actions)))
+    resolvent, reward = objective_parts(softmax)
+    objective = (rho * resolvent * reward)[0, 0]
+    at_policy = {theta[s, a]: sp.log(pi[s, a]) for s in range(n_states) for a in range(n_actions)}
+    gradient = sp.Matrix(n_states, n_actions, lambda s, a: sp.nsimplify(
+        sp.simplify(sp.diff(objective, theta[s, a]).subs(at_policy))))
+
+    resolvent, reward = objective_parts(pi)
+    visitation = rho * resolvent
+    value = resolvent * reward
+    q = sp.Matrix(n_states, n_actions, lambda s, a: R[s, a] + gamma * sum(P[s, a, s2] * value[s2]
+                                                                         for s2 in range(n_states)))
+    theorem = sp.Matrix(n_states, n_actions, lambda s, a: visitation[s] * sum(
+        pi[s, b] * q[s, b] * (int(a == b) - pi[s, a]) for b in range(n_actions)))
+    normalised_expectation = (1 - gamma) * theorem
+    ratios = {gradient[i] / normalised_expectation[i] for i in range(len(gradient)) if normalised_expectation[i] != 0}
+    return {"residual": max(abs(g - t) for g, t in zip(gradient, theorem, strict=True)),
+            "visitation_total": sum(visitation),
+            "ratio_to_normalised_expectation": ratios.pop() if len(ratios) == 1 else sorted(ratios, key=float),
+            "gradient": [float(g) for g in gradient]}
