@@ -12,6 +12,12 @@ from hypothesis.strategies import SearchStrategy
 from harness._context import Context
 
 EXAMPLES = {"smoke": 200, "full": 2000}
+# Smoke runs want a verdict fast: a failure is reported as found. The full profile also shrinks
+# it to a minimal falsifying example, which can take tens of seconds.
+PHASES = {
+    "smoke": (hypothesis.Phase.explicit, hypothesis.Phase.reuse, hypothesis.Phase.generate),
+    "full": tuple(hypothesis.Phase),
+}
 
 
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
@@ -23,7 +29,7 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     """
     examples = EXAMPLES[ctx.profile]
     settings = hypothesis.settings(
-        max_examples=examples, deadline=None, database=None, print_blob=False,
+        max_examples=examples, deadline=None, database=None, print_blob=False, phases=PHASES[ctx.profile],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
     run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(test)))

@@ -59,15 +59,23 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
 def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every step of every lesson with the statuses of its claims; a step with none is uncovered."""
     coverage = []
+    run_ids = {row["id"] for row in rows}
     for lesson in lessons:
         steps = []
         # Claims of a file whose declared steps are unreadable still need a place in the report.
         undeclared = [row["where"] for row in rows
                       if row["file"] == lesson["file"] and row["where"] not in lesson["steps"]]
         for step in [*lesson["steps"], *dict.fromkeys(step for step in undeclared if step)]:
-            statuses = Counter(row["status"] for row in rows if row["file"] == lesson["file"] and row["where"] == step)
-            steps.append({"step": step, "claims": sum(statuses.values()),
-                          "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}})
+            ran = [row for row in rows if row["file"] == lesson["file"] and row["where"] == step]
+            statuses = Counter(row["status"] for row in ran)
+            step_row = {"step": step, "claims": len(ran),
+                        "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}}
+            # Claims this run did not select (pytest -k) are "not run", never "uncovered".
+            unselected = sum(1 for claim, where in lesson.get("claims", []) if where == step and claim not in run_ids)
+            if unselected:
+                step_row["statuses"]["not run"] = unselected
+                step_row["claims"] += unselected
+            steps.append(step_row)
         coverage.append({"file": lesson["file"], "title": lesson["title"], "steps": steps})
     return coverage
 

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("--impl", default=DEFAULT_IMPL, help="implementation module under test")
     audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
+    zoo = commands.add_parser("zoo", help="run the claims against the bug zoo and print which claims caught what")
+    zoo.add_argument("variants", nargs="*", help="variants to run (default: all)")
+    zoo.add_argument("--workers", type=int, help="variants run at once (default: the number of CPUs)")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
     new.add_argument("--step", help="where the text says it, e.g. 4.2.3 or week16/step-2")
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-            "new": _new, "audit": _audit}[args.command](args)
+            "new": _new, "audit": _audit, "zoo": _zoo}[args.command](args)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -176,6 +179,23 @@ def _audit(args: argparse.Namespace) -> int:
     if args.write:
         args.write.write_text(table, encoding="utf-8")
     return 0 if all(row.ok for row in rows) else 1
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    from zoo import VARIANTS
+    from zoo._run import run_zoo
+
+    caught = run_zoo(args.variants or None, workers=args.workers)
+    escaped = []
+    print(f"{'variant':30} {'step':7} caught by")
+    for name, failed in caught.items():
+        variant = VARIANTS[name]
+        missing = sorted(set(variant.caught_by) - set(failed))
+        escaped += [name] if missing else []
+        print(f"{name:30} {variant.step:7} {', '.join(failed) or 'NOTHING'}"
+              + (f"   [expected too: {', '.join(missing)}]" if missing else ""))
+    print(f"claims zoo: {len(caught) - len(escaped)} of {len(caught)} variants caught by every claim they must fail")
+    return 1 if escaped else 0
 
 
 def _new(args: argparse.Namespace) -> int:

@@ -198,7 +198,8 @@ class _ReportWriter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         payloads = list(self.payloads.values())
         catalogues = [load_catalogue(Path(d)) for d in sorted({p["claims_dir"] for p in payloads})]
-        lessons = [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file]}
+        lessons = [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
+                    "claims": [[entry.id, entry.where] for entry in catalogue.in_file(file)]}
                    for catalogue in catalogues for file in catalogue.files]
         root = catalogues[0].root if catalogues else Path(session.config.rootpath)
         write_reports(self.directory, payloads, lessons, self.options, self.started, root)

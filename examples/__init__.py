@@ -1,0 +1,1 @@
+"""Worked examples of checking an implementation against the claims (``--impl examples.<module>``)."""
