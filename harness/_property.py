@@ -30,6 +30,7 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     examples = EXAMPLES[ctx.profile]
     settings = hypothesis.settings(
         max_examples=examples, deadline=None, database=None, print_blob=False, phases=PHASES[ctx.profile],
+        report_multiple_bugs=False,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
     run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(test)))

@@ -4,6 +4,7 @@ Small pure functions named after the literature. Claims are checked against this
 default; ``--impl other.module`` checks any module that offers the same functions instead.
 """
 
+from impl.actor_critic import Rollout, actor_critic_iteration, collect_rollout, squared_error_value_loss_grad
 from impl.baselines import (
     baseline_advantages,
     group_centered_advantages,
@@ -14,9 +15,18 @@ from impl.baselines import (
 )
 from impl.cartpole import VectorCartPole, VectorStep, cartpole_dynamics, cartpole_reset_states, cartpole_terminated
 from impl.estimators import reinforce_gradient, score_function_gradient
-from impl.gae import gae_advantages, td_errors
+from impl.gae import gae_advantages, n_step_advantages, normalize_advantages, td_errors, value_targets
 from impl.gru import gru_backward, gru_forward, gru_init, gru_sample
-from impl.gru_task import plot_gru_training, train_gru_policy, verifiable_reward
+from impl.gru_task import (
+    answer_rewards,
+    encode_prompts,
+    evaluate_reward,
+    plot_gru_training,
+    target_answer,
+    task_prompts,
+    train_gru_policy,
+    verifiable_reward,
+)
 from impl.kl import kl_k1, kl_k3
 from impl.mdp import (
     TabularMDP,
@@ -44,6 +54,7 @@ from impl.ppo import (
     probability_ratios,
     squared_error_value_loss,
     surrogate_objective,
+    surrogate_objective_grad,
 )
 from impl.ppo_cartpole import (
     PPOConfig,
@@ -64,6 +75,15 @@ from impl.sequence import (
     token_log_probs,
     token_log_probs_vjp,
 )
+from impl.tabular import (
+    action_values,
+    bellman_expectation_operator,
+    bellman_optimality_operator,
+    greedy_policy,
+    policy_action_values,
+    policy_state_values,
+    value_iteration,
+)
 from impl.token_objectives import (
     aggregation_weights,
     kl_penalized_rewards,
@@ -78,17 +98,23 @@ __all__ = [
     "ClipDiagnostics",
     "PPOConfig",
     "PPORun",
+    "Rollout",
     "TabularMDP",
     "Trajectories",
     "VectorCartPole",
     "VectorStep",
+    "action_values",
     "actor_critic_backward",
     "actor_critic_forward",
     "actor_critic_init",
+    "actor_critic_iteration",
     "adam_init",
     "adam_update",
     "aggregation_weights",
+    "answer_rewards",
     "baseline_advantages",
+    "bellman_expectation_operator",
+    "bellman_optimality_operator",
     "bernoulli_logit_score",
     "cartpole_dynamics",
     "cartpole_reset_states",
@@ -98,14 +124,18 @@ __all__ = [
     "clip_active",
     "clip_by_global_norm",
     "clip_diagnostics",
+    "collect_rollout",
     "discounted_objective_weights",
     "discounted_returns",
+    "encode_prompts",
     "enumerate_trajectories",
     "evaluate_greedy",
+    "evaluate_reward",
     "explained_variance",
     "full_return_weights",
     "gae_advantages",
     "global_norm",
+    "greedy_policy",
     "group_centered_advantages",
     "group_mean_advantages",
     "group_normalized_advantages",
@@ -121,11 +151,15 @@ __all__ = [
     "learning_curve_figure",
     "leave_one_out_advantages",
     "log_softmax",
+    "n_step_advantages",
+    "normalize_advantages",
     "objective",
     "objective_gradient",
     "optimal_scalar_baseline",
     "plot_gru_training",
+    "policy_action_values",
     "policy_logits",
+    "policy_state_values",
     "ppo_clip_objective",
     "ppo_clip_objective_grad",
     "ppo_total_loss",
@@ -142,9 +176,13 @@ __all__ = [
     "softmax",
     "softmax_score",
     "squared_error_value_loss",
+    "squared_error_value_loss_grad",
     "state_value_from_q",
     "surrogate_objective",
+    "surrogate_objective_grad",
     "tabular_softmax_score",
+    "target_answer",
+    "task_prompts",
     "td_errors",
     "token_clipped_surrogate",
     "token_log_probs",
@@ -153,5 +191,7 @@ __all__ = [
     "train_ppo_cartpole",
     "trajectory_score",
     "transition_kernel",
+    "value_iteration",
+    "value_targets",
     "verifiable_reward",
 ]

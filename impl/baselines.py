@@ -21,10 +21,13 @@ def group_centered_advantages(r_i: ArrayLike) -> np.ndarray:
       r_i: rewards of each group's G answers, shape [..., G], G >= 1.
 
     Returns:
-      advantages shaped like ``r_i``; they sum to zero within each group.
+      advantages shaped like ``r_i``; they sum to zero within each group, and are exactly zero
+      for a group of equal rewards, in floating point too.
     """
-    r_i = np.asarray(r_i)
-    return r_i - r_i.sum(axis=-1, keepdims=True) / r_i.shape[-1]
+    # Centring the differences from each group's first reward changes nothing in exact arithmetic
+    # and makes a group of equal float rewards give exact zeros, not rounding noise.
+    shifted = _differences_from_first(r_i)
+    return shifted - shifted.sum(axis=-1, keepdims=True) / shifted.shape[-1]
 
 
 def leave_one_out_advantages(r_i: ArrayLike) -> np.ndarray:
@@ -38,14 +41,20 @@ def leave_one_out_advantages(r_i: ArrayLike) -> np.ndarray:
       r_i: rewards of each group's G answers, shape [..., G], G >= 2.
 
     Returns:
-      advantages shaped like ``r_i``.
+      advantages shaped like ``r_i``; exactly zero for a group of equal rewards.
     """
-    r_i = np.asarray(r_i)
-    group_size = r_i.shape[-1]
+    shifted = _differences_from_first(r_i)
+    group_size = shifted.shape[-1]
     if group_size < 2:
         raise ValueError(f"leave-one-out needs at least 2 answers per group, got G = {group_size}")
-    others = r_i.sum(axis=-1, keepdims=True) - r_i
-    return r_i - others / (group_size - 1)
+    others = shifted.sum(axis=-1, keepdims=True) - shifted
+    return shifted - others / (group_size - 1)
+
+
+def _differences_from_first(r_i: ArrayLike) -> np.ndarray:
+    """R_i - R_1 per group: both group baselines are invariant to shifting a group's rewards."""
+    r_i = np.asarray(r_i)
+    return r_i - r_i[..., :1]
 
 
 def baseline_advantages(g_t: ArrayLike, b_t: ArrayLike) -> np.ndarray:
@@ -80,9 +89,9 @@ def group_normalized_advantages(r_i: ArrayLike, eps: float) -> np.ndarray:
     scale makes the estimator's expectation no longer a fixed multiple of the gradient, so this is
     not a plain control variate.
 
-    Centring is done on rewards shifted by the group's first reward (the result is the same in
-    exact arithmetic), so a group of equal rewards gives exactly zero deviations, std 0 and zero
-    advantages: the eps guard then divides 0 by eps, never 0 by 0.
+    A group of equal rewards has exactly zero centred rewards (see
+    :func:`group_centered_advantages`), hence std 0, and the eps guard divides 0 by eps, never 0
+    by 0: its advantages are exactly zero.
 
     Args:
       r_i: rewards of each group's G answers, shape [..., G], G >= 1.
@@ -95,7 +104,7 @@ def group_normalized_advantages(r_i: ArrayLike, eps: float) -> np.ndarray:
     if not eps > 0:
         raise ValueError(f"eps must be > 0 so that a group of equal rewards gives 0/eps, got {eps!r}")
     r_i = np.asarray(r_i, dtype=float)
-    centered = group_centered_advantages(r_i - r_i[..., :1])
+    centered = group_centered_advantages(r_i)
     std = np.sqrt((centered * centered).sum(axis=-1, keepdims=True) / r_i.shape[-1])
     return centered / (std + eps)
 

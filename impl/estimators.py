@@ -38,10 +38,11 @@ def reinforce_gradient(w_t: ArrayLike, score_t: ArrayLike) -> np.ndarray:
 
     Args:
       w_t: weights, time-major, shape [T, N]: step t of trajectory i at ``w_t[t, i]``. Steps past
-        the end of a shorter trajectory carry weight 0.
-      score_t: ∇_θ log π_θ(a_{i,t}|s_{i,t}), shape [T, N, *param_shape].
+        the end of a shorter trajectory carry weight 0. Axes between T and N, [T, ..., N], are
+        independent batches (e.g. [T, M, 1] gives each of M trajectories its own estimate).
+      score_t: ∇_θ log π_θ(a_{i,t}|s_{i,t}), shape [T, ..., N, *param_shape].
 
     Returns:
-      the estimate, shape [*param_shape]. Exact for object arrays of fractions.
+      the estimate, shape [..., *param_shape]. Exact for object arrays of fractions.
     """
     return score_function_gradient(w_t, score_t).sum(axis=0)

@@ -1,16 +1,32 @@
-"""Temporal-difference errors and generalized advantage estimation (GAE).
+"""Temporal-difference errors, n-step estimates and generalized advantage estimation (GAE).
 
 Indexing follows the arrays a rollout buffer stores, one entry per transition t in [0, T):
 ``r_t`` is the reward that followed action a_t (the module writes it r_{t+1}), ``v_t`` is
 V(s_t) and ``v_tp1`` is V(s_{t+1}), the value of the observation that followed a_t. At a
 time-limit truncation that observation is the last one before ``reset()``, which is why
 ``v_tp1`` is its own argument and not ``v_t`` shifted by one.
+
+Two masks keep apart the questions a single ``done`` flag mixes (module step 4.3.4):
+``terminated_t`` says s_{t+1} is a true terminal state, so nothing is bootstrapped from it;
+``trace_cut_t`` says transition t+1 is not part of this trace (a reset follows, or the local
+buffer ends there), so the recursion stops. The end of the array cuts the trace too, unless
+the advantage that follows it is passed in (``carry``, the streaming form).
+
+Arrays are shaped [T] or [T, n_envs] (any trailing shape), time first. Object arrays of
+``fractions.Fraction`` stay exact in every function here: only +, -, * and / are used on them.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import ArrayLike
+from scipy.signal import lfilter
+
+# Fragments are filtered in groups of similar length, each group padded to its longest member;
+# rounding lengths up to a power of two bounds the padding by 2x, and lumping every fragment of
+# at most this many steps into one group bounds the number of groups.
+_SHORTEST_GROUP = 16
 
 
 def td_errors(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: ArrayLike, gamma: float
@@ -31,8 +47,48 @@ def td_errors(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: Ar
     return r_t + gamma * (1 - terminated_t) * v_tp1 - v_t
 
 
+def n_step_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: ArrayLike,
+                      trace_cut_t: ArrayLike, gamma: float, n: int) -> np.ndarray:
+    """Â_t^(n) = Σ_{l=0}^{n-1} γ^l r_{t+l} + γ^n V(s_{t+n}) - V(s_t), stopped at the fragment's end.
+
+    Module step 4.3.2 (with the module's r_{t+l+1} written r_{t+l}); Sutton & Barto's n-step
+    return minus the value. Where the fragment that contains t ends at K < t + n - 1 (a
+    ``trace_cut_t`` or the end of the array), the sum stops at K and the tail is
+    γ^{K-t+1} (1 - terminated_K) V(s_{K+1}): n = 1 is the TD error, and an n that reaches a
+    true terminal gives the Monte Carlo return minus V(s_t).
+
+    Args:
+      r_t, v_t, v_tp1, terminated_t, trace_cut_t: as in :func:`gae_advantages`.
+      gamma: the discount γ.
+      n: the horizon, n >= 1.
+
+    Returns:
+      the n-step advantage estimates, shaped like ``r_t``.
+    """
+    if n < 1:
+        raise ValueError(f"the horizon n must be at least 1, got {n}")
+    r_t, v_t, v_tp1, terminated_t = map(np.asarray, (r_t, v_t, v_tp1, terminated_t))
+    length = r_t.shape[0]
+    ends_here = np.asarray(trace_cut_t) != 0
+    ends_here[-1:] = True
+    exact = object in (r_t.dtype, v_t.dtype, v_tp1.dtype)
+    estimate = (-v_t).astype(object if exact else float)
+    # inside[t]: step t + lag still belongs to the fragment of step t.
+    inside = np.ones(r_t.shape, dtype=bool)
+    for lag in range(min(n, length)):
+        kept = slice(0, length - lag)
+        later = slice(lag, length)
+        stops = inside[kept] & (ends_here[later] | (lag == n - 1))
+        tail = gamma ** (lag + 1) * (1 - terminated_t[later]) * v_tp1[later]
+        estimate[kept] = (estimate[kept] + np.where(inside[kept], gamma**lag * r_t[later], 0)
+                          + np.where(stops, tail, 0))
+        inside[kept] &= ~ends_here[later]
+    return estimate
+
+
 def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: ArrayLike,
-                   trace_cut_t: ArrayLike, gamma: float, lambda_: float) -> np.ndarray:
+                   trace_cut_t: ArrayLike, gamma: float, lambda_: float, *, carry: ArrayLike | None = None
+                   ) -> np.ndarray:
     """Â_t = δ_t + γ λ (1 - trace_cut_t) Â_{t+1}, with separate bootstrap and trace masks.
 
     Schulman et al. (2016), "High-Dimensional Continuous Control Using Generalized Advantage
@@ -40,21 +96,102 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
     masks of step 4.3.4: ``terminated_t`` stops the bootstrap inside δ_t, ``trace_cut_t`` stops
     the recursion. Equivalently Â_t = Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over the uncut fragment.
 
+    Streaming: a long trajectory split into consecutive buffers can be processed from its last
+    buffer to its first, passing ``carry=`` the first advantage of the buffer after this one
+    and leaving this buffer's last ``trace_cut_t`` at 0 where the episode goes on. The pieces
+    then equal GAE over the unsplit trajectory; without ``carry`` (a batch) the trace is cut
+    at the buffer's end and the tail is bootstrapped from V(s_T) inside δ_{T-1} only.
+
     Args:
       r_t, v_t, v_tp1, terminated_t: as in :func:`td_errors`, shape [T] or [T, n_envs].
       trace_cut_t: 1 where Â_{t+1} is not part of this trace: before a reset (termination or
-        truncation) and where a fragment ends. The end of the array always cuts the trace.
+        truncation) and where a fragment ends; any nonzero value cuts.
       gamma: the discount γ.
       lambda_: the GAE parameter λ in [0, 1].
+      carry: Â_T, the advantage of the transition after the last one, shape [] or [n_envs];
+        used only where ``trace_cut_t`` of the last transition is 0. Default: the trace ends.
 
     Returns:
       advantages shaped like ``r_t``.
     """
     delta_t = td_errors(r_t, v_t, v_tp1, terminated_t, gamma)
-    continue_t = gamma * lambda_ * (1 - np.asarray(trace_cut_t))
-    advantage_t = np.empty_like(delta_t)
-    carried = delta_t[0] * 0
-    for t in range(delta_t.shape[0] - 1, -1, -1):
-        carried = delta_t[t] + continue_t[t] * carried
-        advantage_t[t] = carried
-    return advantage_t
+    if delta_t.dtype != object:
+        delta_t = delta_t.astype(float)
+    cut_t = np.asarray(trace_cut_t) != 0
+    if carry is not None:
+        delta_t[-1] = delta_t[-1] + gamma * lambda_ * (1 - cut_t[-1]) * np.asarray(carry)
+    if delta_t.dtype == object or delta_t.shape[0] == 0:
+        return _backward_recursion(delta_t, cut_t, gamma * lambda_)
+    return _fragment_filter(delta_t, cut_t, gamma * lambda_)
+
+
+def value_targets(v_old_t: ArrayLike, advantage_t: ArrayLike) -> np.ndarray:
+    """V̂_t = V_old(s_t) + Â_t, the critic's regression target (module step 4.3.3).
+
+    The target uses the advantages as estimated, never normalised ones: normalisation is a
+    choice about the actor's step size and must not move what the critic learns.
+    """
+    return np.asarray(v_old_t) + np.asarray(advantage_t)
+
+
+def normalize_advantages(advantage_t: ArrayLike, eps: float = 1e-8) -> np.ndarray:
+    """(Â - mean Â) / (std Â + eps) over the whole batch, as a new array.
+
+    A common per-batch rescaling of the actor's coefficients; it leaves ``advantage_t`` itself
+    untouched, so value targets built from it are unaffected.
+
+    Args:
+      advantage_t: advantages, any shape; statistics are over all entries.
+      eps: keeps the division finite for a batch of equal advantages.
+    """
+    advantage_t = np.asarray(advantage_t, dtype=float)
+    return (advantage_t - advantage_t.mean()) / (advantage_t.std() + eps)
+
+
+def _backward_recursion(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
+    """y_t = x_t + discount (1 - cut_t) y_{t+1}, y_T = 0, one step at a time (exact for Fractions)."""
+    continue_t = discount * (1 - cut_t.astype(int))
+    y_t = np.empty_like(x_t)
+    carried = x_t[0] * 0 if len(x_t) else 0
+    for t in range(x_t.shape[0] - 1, -1, -1):
+        carried = x_t[t] + continue_t[t] * carried
+        y_t[t] = carried
+    return y_t
+
+
+def _fragment_filter(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
+    """The same recursion for floats, with ``scipy.signal.lfilter`` run once per group of fragments.
+
+    Every environment's column is reversed in time and the columns are laid end to end, so each
+    fragment (a run of steps between cuts) becomes a contiguous slice that starts where the
+    recursion starts. Fragments of similar length are stacked as rows of one array, each row
+    filtered from a zero state, which performs the loop's additions and multiplications in the
+    loop's order: the result equals :func:`_backward_recursion` bit for bit. A row longer than
+    its fragment holds later data, which only follows the fragment and never feeds back into it.
+    """
+    length = x_t.shape[0]
+    columns = x_t.reshape(length, -1)
+    n_columns = columns.shape[1]
+    size = length * n_columns
+    starts_here = np.empty((n_columns, length), dtype=bool)
+    starts_here[:, 0] = True
+    starts_here[:, 1:] = cut_t.reshape(length, -1)[-2::-1].T
+    starts = np.flatnonzero(starts_here)
+    lengths = np.diff(starts, append=size)
+    reversed_padded = np.zeros(size + int(lengths.max()), dtype=float)
+    reversed_padded[:size].reshape(n_columns, length)[...] = columns[::-1].T
+    groups = np.ceil(np.log2(np.maximum(lengths, _SHORTEST_GROUP))).astype(np.int64)
+    order = np.argsort(groups, kind="stable")
+    counts = np.bincount(groups)
+    row_offset = np.empty_like(starts)
+    filtered = []
+    written = 0
+    for members in np.split(order, np.cumsum(counts[counts > 0])[:-1]):
+        width = int(lengths[members].max())
+        rows = sliding_window_view(reversed_padded, width)[starts[members]]
+        filtered.append(lfilter([1.0], [1.0, -discount], rows, axis=1).reshape(-1))
+        row_offset[members] = written + width * np.arange(members.size)
+        written += width * members.size
+    source = np.repeat(row_offset - starts, lengths) + np.arange(size)
+    reversed_result = np.concatenate(filtered)[source]
+    return reversed_result.reshape(n_columns, length)[:, ::-1].T.reshape(x_t.shape)

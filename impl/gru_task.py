@@ -10,16 +10,14 @@ copy -> s; reverse -> s reversed; count -> one ``a`` per ``a`` in s (unary count
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from impl.gru import gru_backward, gru_forward, gru_init, gru_sample
-from impl.optim import adam_init, adam_update
-from impl.sequence import response_mask, rloo_advantages, token_log_probs, token_log_probs_vjp
-from impl.token_objectives import token_clipped_surrogate
+from impl.gru import gru_sample
 
 EOS, SYMBOL_A, SYMBOL_B, COPY, REVERSE, COUNT, PAD = range(7)
 VOCAB_SIZE = 7
@@ -84,18 +82,19 @@ def answer_rewards(prompts: Sequence[tuple[int, Sequence[int]]], tokens: np.ndar
     ])
 
 
-def evaluate_reward(params: dict, samples_per_prompt: int, max_tokens: int, rng: np.random.Generator) -> float:
-    """Mean checker reward over every task prompt, ``samples_per_prompt`` sampled answers each."""
+def evaluate_reward(params: dict, samples_per_prompt: int, max_tokens: int, rng: np.random.Generator,
+                    sample: Any = gru_sample) -> float:
+    """Mean checker reward over every task prompt, ``samples_per_prompt`` answers each from ``sample``."""
     prompts = task_prompts() * samples_per_prompt
     rows, lengths = encode_prompts(prompts)
-    tokens, generated, truncated = gru_sample(params, rows, lengths, max_tokens, EOS, PAD, rng)
+    tokens, generated, truncated = sample(params, rows, lengths, max_tokens, EOS, PAD, rng)
     return float(answer_rewards(prompts, tokens, lengths, generated, truncated).mean())
 
 
 def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, group_size: int = 4,
                      ppo_epochs: int = 4, epsilon: float = 0.2, learning_rate: float = 0.01,
                      hidden_size: int = 24, max_tokens: int = 5, eval_every: int = 10,
-                     eval_samples_per_prompt: int = 8) -> dict[str, Any]:
+                     eval_samples_per_prompt: int = 8, ops: Any = None) -> dict[str, Any]:
     """Train the GRU policy on the task with RLOO advantages and clipped PPO epochs.
 
     Each iteration samples ``group_size`` answers for each of ``prompts_per_batch`` prompts,
@@ -107,39 +106,43 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
       seed: seeds one generator for initialisation, sampling and evaluation.
       iterations: sampling rounds.
       eval_every: iterations between evaluations with :func:`evaluate_reward`.
+      ops: where the building blocks (GRU, sampling, mask, RLOO, objective, Adam) come from: the
+        implementation under test, so that its bugs show in training (default: this package).
 
     Returns:
       ``{"eval_iterations", "eval_reward", "batch_reward", "truncated_fraction"}``, lists per
       evaluation or per iteration; the first evaluation is of the untrained policy.
     """
+    ops = ops or importlib.import_module("impl")
     rng = np.random.default_rng(seed)
-    params = gru_init(rng, VOCAB_SIZE, hidden_size)
-    adam = adam_init(params)
+    params = ops.gru_init(rng, VOCAB_SIZE, hidden_size)
+    adam = ops.adam_init(params)
     all_prompts = task_prompts()
     history: dict[str, list] = {"eval_iterations": [], "eval_reward": [], "batch_reward": [],
                                 "truncated_fraction": []}
     for iteration in range(iterations + 1):
         if iteration % eval_every == 0 or iteration == iterations:
             history["eval_iterations"].append(iteration)
-            history["eval_reward"].append(evaluate_reward(params, eval_samples_per_prompt, max_tokens, rng))
+            history["eval_reward"].append(evaluate_reward(params, eval_samples_per_prompt, max_tokens, rng,
+                                                          ops.gru_sample))
         if iteration == iterations:
             break
         chosen = rng.integers(len(all_prompts), size=prompts_per_batch)
         prompts = [all_prompts[i] for i in chosen for _ in range(group_size)]
         rows, lengths = encode_prompts(prompts)
-        tokens, generated, truncated = gru_sample(params, rows, lengths, max_tokens, EOS, PAD, rng)
+        tokens, generated, truncated = ops.gru_sample(params, rows, lengths, max_tokens, EOS, PAD, rng)
         rewards = answer_rewards(prompts, tokens, lengths, generated, truncated)
-        advantages = rloo_advantages(rewards, group_size)
-        mask = response_mask(tokens, lengths, generated, EOS)
-        old_logits, _ = gru_forward(params, tokens)
-        log_pi_old = token_log_probs(old_logits, tokens)
+        advantages = ops.rloo_advantages(rewards, group_size)
+        mask = ops.response_mask(tokens, lengths, generated, EOS)
+        old_logits, _ = ops.gru_forward(params, tokens)
+        log_pi_old = ops.token_log_probs(old_logits, tokens)
         for _ in range(ppo_epochs):
-            logits, cache = gru_forward(params, tokens)
-            _, d_log_pi = token_clipped_surrogate(token_log_probs(logits, tokens), log_pi_old, advantages[:, None],
-                                                  mask, epsilon, "token_mean")
-            grads = gru_backward(params, cache, token_log_probs_vjp(logits, tokens, d_log_pi))
+            logits, cache = ops.gru_forward(params, tokens)
+            _, d_log_pi = ops.token_clipped_surrogate(ops.token_log_probs(logits, tokens), log_pi_old,
+                                                      advantages[:, None], mask, epsilon, "token_mean")
+            grads = ops.gru_backward(params, cache, ops.token_log_probs_vjp(logits, tokens, d_log_pi))
             # Adam descends; the surrogate is maximised.
-            params, adam = adam_update(params, {k: -g for k, g in grads.items()}, adam, learning_rate)
+            params, adam = ops.adam_update(params, {k: -g for k, g in grads.items()}, adam, learning_rate)
         history["batch_reward"].append(float(rewards.mean()))
         history["truncated_fraction"].append(float(truncated.mean()))
     return history
@@ -147,9 +150,6 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
 
 def plot_gru_training(histories: Sequence[dict[str, Any]]) -> Any:
     """The training figure: median and interquartile range over seeds of the evaluated reward."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
     iterations = np.asarray(histories[0]["eval_iterations"])

@@ -37,8 +37,12 @@ def actor_critic_init(rng: np.random.Generator, obs_size: int, n_actions: int,
     return params
 
 
-def _layers(params: Params, head: str) -> int:
-    return sum(1 for name in params if name.startswith(f"{head}.w"))
+def _layers(params: Params, head: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    layers, layer = [], 0
+    while f"{head}.w{layer}" in params:
+        layers.append((params[f"{head}.w{layer}"], params[f"{head}.b{layer}"]))
+        layer += 1
+    return layers
 
 
 class ActorCriticOutput(NamedTuple):
@@ -51,13 +55,11 @@ class ActorCriticOutput(NamedTuple):
 
 def _head_forward(params: Params, head: str, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     activations = [x]
-    n_layers = _layers(params, head)
-    for layer in range(n_layers):
-        x = x @ params[f"{head}.w{layer}"] + params[f"{head}.b{layer}"]
-        if layer < n_layers - 1:
-            x = np.tanh(x)
-            activations.append(x)
-    return x, activations
+    *hidden, (w_out, b_out) = _layers(params, head)
+    for w, b in hidden:
+        x = np.tanh(x @ w + b)
+        activations.append(x)
+    return x @ w_out + b_out, activations
 
 
 def actor_critic_forward(params: Params, obs: ArrayLike) -> ActorCriticOutput:
@@ -75,13 +77,14 @@ def policy_logits(params: Params, obs: ArrayLike) -> np.ndarray:
 
 def _head_backward(params: Params, head: str, activations: list[np.ndarray], d_out: np.ndarray,
                    grads: Params) -> None:
-    for layer in range(_layers(params, head) - 1, -1, -1):
+    layers = _layers(params, head)
+    for layer in range(len(layers) - 1, -1, -1):
         x = activations[layer]
         grads[f"{head}.w{layer}"] = x.T @ d_out
         grads[f"{head}.b{layer}"] = d_out.sum(axis=0)
         if layer > 0:
             # tanh' = 1 - tanh², and x is the tanh output of the previous layer.
-            d_out = (d_out @ params[f"{head}.w{layer}"].T) * (1.0 - x * x)
+            d_out = (d_out @ layers[layer][0].T) * (1.0 - x * x)
 
 
 def actor_critic_backward(params: Params, output: ActorCriticOutput, d_logits: ArrayLike, d_values: ArrayLike

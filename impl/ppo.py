@@ -2,8 +2,8 @@
 
 Schulman et al. (2017), "Proximal Policy Optimization Algorithms", eqs. 6, 7 and 9; module
 lesson 4.4. Per-sample functions return one term per sample t in [0, N); the objectives are
-their means over the batch. Functions that use only + - * / and comparisons accept numpy object
-arrays of ``fractions.Fraction`` and stay exact.
+their means over the batch. The surrogates, their gradients and ``clip_active`` use only
++ - * / and comparisons: they accept numpy object arrays of ``fractions.Fraction`` and stay exact.
 """
 
 from __future__ import annotations
@@ -26,18 +26,34 @@ def probability_ratios(log_pi_t: ArrayLike, log_pi_old_t: ArrayLike) -> np.ndarr
     return np.exp(np.asarray(log_pi_t, dtype=float) - np.asarray(log_pi_old_t, dtype=float))
 
 
-def surrogate_objective(ratio_t: ArrayLike, advantage_t: ArrayLike) -> object:
-    """L^PG = (1/N) Σ_t r_t Â_t, the local surrogate of step 4.4.1 (Kakade and Langford, 2002).
+def surrogate_objective(ratio_t: ArrayLike, advantage_t: ArrayLike) -> np.ndarray:
+    """r_t Â_t per sample; the local surrogate L^PG of step 4.4.1 is its mean (Kakade and Langford, 2002).
 
-    Its gradient with respect to log π_θ(a_t|s_t) is r_t Â_t / N, which at θ = θ_old (r = 1) is
-    the REINFORCE weight Â_t / N.
+    At θ = θ_old every r_t is 1, so its gradient (:func:`surrogate_objective_grad`) is the
+    REINFORCE weight Â_t on each ∇ log π_θ(a_t|s_t).
 
     Args:
       ratio_t: r_t for t in [0, N).
       advantage_t: Â_t, estimated under π_old and held fixed, shape [N].
+
+    Returns:
+      the per-sample surrogate, shape [N].
     """
-    ratio_t, advantage_t = np.asarray(ratio_t), np.asarray(advantage_t)
-    return (ratio_t * advantage_t).sum() / ratio_t.shape[0]
+    return np.asarray(ratio_t) * np.asarray(advantage_t)
+
+
+def surrogate_objective_grad(ratio_t: ArrayLike, advantage_t: ArrayLike) -> np.ndarray:
+    """∂/∂ log π_θ(a_t|s_t) of the per-sample surrogate: r_t Â_t, since ∂r_t/∂ log π_θ(a_t|s_t) = r_t.
+
+    Divide by N for the gradient of the mean L^PG.
+
+    Args:
+      ratio_t, advantage_t: as in :func:`surrogate_objective`.
+
+    Returns:
+      the derivative per sample, shape [N].
+    """
+    return np.asarray(ratio_t) * np.asarray(advantage_t)
 
 
 def _clip(ratio_t: np.ndarray, epsilon: object) -> np.ndarray:

@@ -23,7 +23,15 @@ from impl.cartpole import N_ACTIONS, OBSERVATION_SIZE
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """Hyperparameters of one PPO run on CartPole."""
+    """Hyperparameters of one PPO run on CartPole.
+
+    Tuned for wall time on one CPU core, starting from RL Baselines3 Zoo's CartPole-v1 settings
+    (8 environments of 32 steps, γ = 0.98, λ = 0.8, no entropy bonus, a linearly decayed step
+    size, gradient-norm clipping at 0.5): 10 epochs of 2 minibatches instead of 20 epochs of one,
+    a starting step size of 2e-3 instead of 1e-3, ε held at 0.2 instead of decayed, and 32-unit
+    hidden layers instead of 64, whose matrix products stay below the size at which OpenBLAS
+    splits work across threads (threads that only contend on a busy machine).
+    """
 
     total_env_steps: int = 100_000
     """environment steps of training, summed over the parallel environments"""
@@ -53,10 +61,10 @@ class PPOConfig:
     """clip the global gradient norm to this"""
     normalize_advantages: bool = True
     """standardise the advantages within each minibatch"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: tuple[int, ...] = (32, 32)
     """widths of the tanh hidden layers of each head"""
     eval_episodes: int = 10
-    """episodes of the deterministic (greedy) evaluation"""
+    """episodes of the deterministic (greedy) evaluation (0: never evaluate)"""
     eval_every: int = 1
     """evaluate after every this many iterations (0: only at the end)"""
     solved_return: float = 475.0
@@ -73,7 +81,7 @@ class PPOConfig:
         return self.total_env_steps // self.batch_size
 
 
-DIAGNOSTICS = ("env_steps", "seconds", "episode_return", "episode_length", "value_loss", "explained_variance",
+DIAGNOSTICS = ("env_steps", "seconds", "episode_return", "episode_length", "loss", "value_loss", "explained_variance",
                "entropy", "ratio_outside_fraction", "clip_active_fraction", "kl_k3", "advantage_mean",
                "advantage_std", "grad_norm", "eval_return")
 
@@ -83,7 +91,8 @@ class PPORun:
     """The outcome of one run: per-iteration diagnostics, the final evaluation, when it was solved.
 
     ``diagnostics[name][i]`` is measured in iteration i. The clip fractions and k3 KL are those of
-    the whole batch after the iteration's last epoch, i.e. how far the update moved the policy.
+    the whole batch after the iteration's last epoch, i.e. how far the update moved the policy
+    (clipping judged with the advantages standardised over the whole batch).
     ``episode_return`` and ``episode_length`` are means over episodes that ended during the
     iteration's rollout (NaN if none did); ``eval_return`` is NaN where no evaluation ran.
     """
@@ -130,9 +139,7 @@ def _minibatch_loss_grad(ops: Any, params: dict[str, np.ndarray], config: PPOCon
     output = ops.actor_critic_forward(params, batch["obs"])
     log_pi = ops.log_softmax(output.logits)[np.arange(n), batch["actions"]]
     ratio = ops.probability_ratios(log_pi, batch["log_pi_old"])
-    advantage = batch["advantages"]
-    if config.normalize_advantages:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    advantage = ops.normalize_advantages(batch["advantages"]) if config.normalize_advantages else batch["advantages"]
     clip_objective = ops.ppo_clip_objective(ratio, advantage, config.clip_epsilon).mean()
     value_loss = ops.squared_error_value_loss(output.values, batch["returns"])
     entropy = ops.categorical_entropy(output.logits).mean()
@@ -140,7 +147,7 @@ def _minibatch_loss_grad(ops: Any, params: dict[str, np.ndarray], config: PPOCon
     d_log_pi = -ops.ppo_clip_objective_grad(ratio, advantage, config.clip_epsilon) / n
     d_logits = (d_log_pi[:, None] * ops.softmax_score(output.logits, batch["actions"])
                 - config.entropy_coef * ops.categorical_entropy_grad(output.logits) / n)
-    d_values = config.value_coef * (output.values - batch["returns"]) / n
+    d_values = config.value_coef * ops.squared_error_value_loss_grad(output.values, batch["returns"])
     grads = ops.actor_critic_backward(params, output, d_logits, d_values)
     return grads, {"loss": float(loss), "value_loss": float(value_loss), "entropy": float(entropy)}
 
@@ -150,8 +157,8 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any) -> PPORun:
 
     Args:
       config: the hyperparameters.
-      seed: seeds the one generator of the run (initialisation, environments, actions, shuffling,
-        evaluation).
+      seed: seeds the run's two generators: one for initialisation, environments, actions and
+        shuffling, one for the evaluations.
       ops: the implementation to build the loop from: the ``impl`` package, or a module or view
         offering the same functions (``VectorCartPole``, ``actor_critic_*``, ``gae_advantages``,
         the PPO functions, ``adam_*``, ``clip_by_global_norm``, ``kl_k3``...).
@@ -160,7 +167,8 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any) -> PPORun:
       the run's :class:`PPORun`.
     """
     started = time.perf_counter()
-    rng = np.random.default_rng(seed)
+    # Evaluation draws from its own stream, so the evaluation schedule does not change training.
+    rng, eval_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
     params = ops.actor_critic_init(rng, OBSERVATION_SIZE, N_ACTIONS, config.hidden)
     optimizer = ops.adam_init(params)
     env = ops.VectorCartPole(config.n_envs, rng)
@@ -205,7 +213,7 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any) -> PPORun:
         trace_cut = np.maximum(buffer["terminated"], buffer["truncated"])
         advantages = ops.gae_advantages(buffer["rewards"], buffer["values"], buffer["v_tp1"], buffer["terminated"],
                                         trace_cut, config.gamma, config.gae_lambda)
-        returns = advantages + buffer["values"]
+        returns = ops.value_targets(buffer["values"], advantages)
 
         flat = {"obs": buffer["obs"].reshape(-1, OBSERVATION_SIZE), "actions": buffer["actions"].reshape(-1),
                 "log_pi_old": buffer["log_pi_old"].reshape(-1), "advantages": advantages.reshape(-1),
@@ -227,18 +235,21 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any) -> PPORun:
         after = ops.actor_critic_forward(params, flat["obs"])
         log_ratio = (ops.log_softmax(after.logits)[np.arange(config.batch_size), flat["actions"]]
                      - flat["log_pi_old"])
-        clip_stats = ops.clip_diagnostics(ops.probability_ratios(log_ratio, 0.0), flat["advantages"],
-                                          config.clip_epsilon)
+        clip_stats = ops.clip_diagnostics(
+            ops.probability_ratios(log_ratio, 0.0),
+            ops.normalize_advantages(flat["advantages"]) if config.normalize_advantages else flat["advantages"],
+            config.clip_epsilon)
         env_steps = (iteration + 1) * config.batch_size
-        evaluate = iteration == config.n_iterations - 1 or (
-            config.eval_every > 0 and (iteration + 1) % config.eval_every == 0)
-        eval_return = (float(evaluate_greedy(ops, params, rng, config.eval_episodes).mean()) if evaluate
+        evaluate = config.eval_episodes > 0 and (iteration == config.n_iterations - 1 or (
+            config.eval_every > 0 and (iteration + 1) % config.eval_every == 0))
+        eval_return = (float(evaluate_greedy(ops, params, eval_rng, config.eval_episodes).mean()) if evaluate
                        else float("nan"))
         seconds = time.perf_counter() - started
         row = {
             "env_steps": env_steps, "seconds": seconds,
             "episode_return": float(np.mean(finished_returns)) if finished_returns else float("nan"),
             "episode_length": float(np.mean(finished_lengths)) if finished_lengths else float("nan"),
+            "loss": float(np.mean([p["loss"] for p in parts])),
             "value_loss": float(np.mean([p["value_loss"] for p in parts])),
             "explained_variance": explained_variance(buffer["values"].reshape(-1), flat["returns"]),
             "entropy": float(np.mean([p["entropy"] for p in parts])),
@@ -279,11 +290,13 @@ def learning_curve_figure(runs: list[PPORun], title: str = "PPO on CartPole") ->
         if run_steps.size:
             # A run stopped when solved keeps its last evaluation to the end of the axis.
             curves[i, steps > run_steps[-1]] = run.diagnostics["eval_return"][evaluated][-1]
+    evaluated_somewhere = ~np.all(np.isnan(curves), axis=0)
+    steps, curves = steps[evaluated_somewhere], curves[:, evaluated_somewhere]
     low, median, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
     figure = Figure(figsize=(6.4, 4.0))
     axes = figure.add_subplot()
-    axes.fill_between(steps, low, high, alpha=0.3, label="interquartile range")
-    axes.plot(steps, median, label=f"median of {len(runs)} seeds")
+    axes.fill_between(steps, low, high, step="post", alpha=0.3, label="interquartile range")
+    axes.plot(steps, median, drawstyle="steps-post", label=f"median of {len(runs)} seeds")
     axes.axhline(runs[0].config.solved_return, color="grey", linestyle="--", linewidth=1,
                  label=f"solved ({runs[0].config.solved_return:g})")
     axes.set_xlabel("environment steps")

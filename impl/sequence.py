@@ -99,7 +99,7 @@ def sequence_log_prob(log_pi_t: ArrayLike, mask_t: ArrayLike) -> np.ndarray:
     """
     log_pi_t = np.asarray(log_pi_t, dtype=float)
     mask_t = np.asarray(mask_t, dtype=float)
-    return np.where(mask_t > 0, mask_t * log_pi_t, 0.0).sum(axis=-1)
+    return (mask_t * np.where(mask_t > 0, log_pi_t, 0.0)).sum(axis=-1)
 
 
 def _groups(r_i: ArrayLike, group_size: int) -> np.ndarray:

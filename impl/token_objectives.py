@@ -88,7 +88,7 @@ def sequence_clipped_surrogate(log_pi_t: ArrayLike, log_pi_old_t: ArrayLike, a: 
     """
     mask_t = np.asarray(mask_t, dtype=float)
     a = np.asarray(a, dtype=float)
-    log_ratio = np.where(mask_t > 0, mask_t * (np.asarray(log_pi_t, dtype=float) - np.asarray(log_pi_old_t)), 0.0)
+    log_ratio = mask_t * np.where(mask_t > 0, np.asarray(log_pi_t, dtype=float) - np.asarray(log_pi_old_t), 0.0)
     ratio = np.exp(log_ratio.sum(axis=-1))
     unclipped = ratio * a
     clipped = np.clip(ratio, 1 - epsilon, 1 + epsilon) * a
@@ -114,7 +114,7 @@ def kl_penalized_rewards(r: ArrayLike, log_pi_t: ArrayLike, log_ref_t: ArrayLike
       beta: the penalty coefficient.
     """
     mask_t = np.asarray(mask_t, dtype=float)
-    log_ratio = np.where(mask_t > 0, mask_t * (np.asarray(log_pi_t) - np.asarray(log_ref_t)), 0.0)
+    log_ratio = mask_t * np.where(mask_t > 0, np.asarray(log_pi_t) - np.asarray(log_ref_t), 0.0)
     return np.asarray(r, dtype=float) - beta * log_ratio.sum(axis=-1)
 
 

@@ -1,14 +1,29 @@
-"""GAE telescoping (module step 4.3.3)."""
+"""TD errors, n-step estimates and GAE with two masks (module lesson 4.3, steps 4.3.2-4.3.4).
+
+Random rollout buffers here are built from *events*, the rows of the module's table in step
+4.3.4: after each transition the episode goes on (ordinary), reaches a true terminal
+(terminated), is cut by a time limit and reset (truncated), or the buffer stops while the
+episode goes on (buffer edge). The references are computed from the events, never from the
+masks impl receives, so they also check that the masks say what the table says.
+"""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import rounding_bound
+
+ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
+EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
 
 
 @verifier("gae.telescoping_symbolic")
@@ -66,3 +81,555 @@ def telescoping_property(ctx: Context) -> dict[str, object]:
             assert abs(advantages[t] - expected) <= bound, (t, advantages[t], expected, bound)
 
     return check_property(ctx, telescopes, _segments)
+
+
+# Buffers built from events ------------------------------------------------------------------
+
+
+def masks(events: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """terminated_t and trace_cut_t for a buffer column, as the table of step 4.3.4 sets them."""
+    return (np.array([float(event == TERMINATED) for event in events]),
+            np.array([float(event != ORDINARY) for event in events]))
+
+
+def reference_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object,
+                  lambda_: object) -> list:
+    """Â_t = Σ_{k=t}^{e} (γλ)^{k-t} δ_k term by term, from the events alone.
+
+    e is the first step at or after t whose event ends the trace (anything but an ordinary
+    transition) or the column's last step; δ_k bootstraps from V(s_{k+1}) unless event k is a
+    true termination.
+    """
+    advantages = []
+    for t in range(len(events)):
+        total, weight = 0, 1
+        for k in range(t, len(events)):
+            bootstrap = 0 if events[k] == TERMINATED else v_next[k]
+            total = total + weight * (r[k] + gamma * bootstrap - v[k])
+            if events[k] != ORDINARY:
+                break
+            weight = weight * gamma * lambda_
+        advantages.append(total)
+    return advantages
+
+
+def fragment_end(events: Sequence[str], t: int) -> int:
+    """The last step of the trace that contains step t."""
+    return next((k for k in range(t, len(events)) if events[k] != ORDINARY), len(events) - 1)
+
+
+_event_draws = st.sampled_from((ORDINARY, ORDINARY, ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE))
+
+
+def _floats(low: float, high: float) -> st.SearchStrategy:
+    return st.floats(min_value=low, max_value=high, allow_nan=False, allow_infinity=False)
+
+
+# Exact numbers are eighths in [-10, 10] and discounts sixteenths in [0, 1]: st.fractions() is
+# far slower to draw from, and these denominators already make every product exact and distinct.
+_EXACT_NUMBERS = st.integers(-80, 80).map(lambda k: Fraction(k, 8))
+_EXACT_DISCOUNTS = st.integers(0, 16).map(lambda k: Fraction(k, 16))
+_NUMBERS = {False: _floats(-100, 100), True: _EXACT_NUMBERS}
+_DISCOUNTS = {False: _floats(0, 1), True: _EXACT_DISCOUNTS}
+
+
+def _column(length: int, drawn: tuple) -> tuple[list, list, list, list]:
+    """One environment's column in which every event of the table happens before the last step.
+
+    V(s_{t+1}) is the next step's V(s_t) after an ordinary transition; after a truncation it is
+    the last observation before the reset, after a termination a value the GAE must ignore, and
+    at a buffer edge the value of a state the next buffer starts from: all drawn independently.
+    """
+    events, positions, order, numbers = drawn
+    for event, position in zip(order, positions, strict=True):
+        events[position] = event
+    r, v, free = numbers[:length], numbers[length:2 * length], numbers[2 * length:]
+    v_next = [v[t + 1] if events[t] == ORDINARY and t + 1 < length else free[t] for t in range(length)]
+    return events, r, v, v_next
+
+
+@functools.cache
+def _buffers_of_length(length: int, exact: bool) -> st.SearchStrategy:
+    """1 to 3 environments' columns of ``length`` steps, with γ and λ."""
+    column = st.tuples(
+        st.lists(_event_draws, min_size=length, max_size=length),
+        st.lists(st.integers(0, length - 2), min_size=len(EVENTS), max_size=len(EVENTS), unique=True),
+        st.permutations(EVENTS),
+        st.lists(_NUMBERS[exact], min_size=3 * length, max_size=3 * length),
+    ).map(functools.partial(_column, length))
+    return st.tuples(st.lists(column, min_size=1, max_size=3), _DISCOUNTS[exact], _DISCOUNTS[exact])
+
+
+_float_buffers = st.integers(min_value=len(EVENTS) + 1, max_value=24).flatmap(
+    lambda length: _buffers_of_length(length, exact=False))
+_exact_buffers = st.integers(min_value=len(EVENTS) + 1, max_value=10).flatmap(
+    lambda length: _buffers_of_length(length, exact=True))
+
+
+def _stacked(columns: list) -> dict[str, np.ndarray]:
+    """The columns as [T, n_envs] arrays, with their masks; fractions give object arrays and integer masks."""
+    exact = isinstance(columns[0][1][0], Fraction)
+    r, v, v_next = (np.array([column[i] for column in columns], dtype=object if exact else float).T
+                    for i in (1, 2, 3))
+    terminated, trace_cut = (np.array(m, dtype=int if exact else float).T
+                             for m in zip(*(masks(column[0]) for column in columns), strict=True))
+    return {"r_t": r, "v_t": v, "v_tp1": v_next, "terminated_t": terminated, "trace_cut_t": trace_cut}
+
+
+def _column_bound(column: tuple) -> float:
+    """Rounding allowance for one column: every operation on terms bounded by the column's magnitudes."""
+    _, r, v, v_next = column
+    magnitude = float(np.abs(r).sum() + np.abs(v).sum() + np.abs(v_next).sum())
+    return rounding_bound(4 * len(r), magnitude)
+
+
+def _exact(value: float) -> Fraction:
+    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    return Fraction(repr(value))
+
+
+class Discounting(BaseModel):
+    """γ and λ of a GAE check."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gamma: float = Field(gt=0, lt=1, description="the discount γ")
+    gae_lambda: float = Field(gt=0, lt=1, description="the GAE parameter λ")
+
+
+# Step 4.3.2: n-step estimates ------------------------------------------------------------------
+
+
+@verifier("gae.n_step_endpoints_property", uses=("n_step_advantages", "td_errors"))
+def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
+    """On random buffers of exact numbers, impl's n-step estimate is δ_t at n = 1, the Monte Carlo
+    return minus V(s_t) once n reaches a true terminal (n = T + 1 reaches every episode's end),
+    and the definition at n = 1, 2, 3 and T + 1.
+
+    The definition used here stops at the end e of t's fragment: with m = min(n, e - t + 1),
+    Σ_{l<m} γ^l r_{t+l} + γ^m (1 - terminated_{t+m-1}) V(s_{t+m}) - V(s_t).
+    """
+
+    def endpoints(buffer: tuple) -> None:
+        columns, gamma, _ = buffer
+        arrays = _stacked(columns)
+        delta = ctx.impl.td_errors(arrays["r_t"], arrays["v_t"], arrays["v_tp1"], arrays["terminated_t"], gamma)
+        length = len(columns[0][0])
+        estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in (1, 2, 3, length + 1)}
+        assert np.array_equal(estimates[1], delta), ("n = 1", estimates[1], delta)
+        for env, (events, r, v, v_next) in enumerate(columns):
+            for t in range(length):
+                end = fragment_end(events, t)
+                for n, estimate in estimates.items():
+                    m = min(n, end - t + 1)
+                    tail = 0 if events[t + m - 1] == TERMINATED else v_next[t + m - 1]
+                    definition = sum(gamma**lag * r[t + lag] for lag in range(m)) + gamma**m * tail - v[t]
+                    assert estimate[t, env] == definition, (n, t, env, estimate[t, env], definition)
+                if events[end] == TERMINATED:
+                    monte_carlo = sum(gamma ** (k - t) * r[k] for k in range(t, end + 1)) - v[t]
+                    assert estimates[length + 1][t, env] == monte_carlo, ("Monte Carlo", t, env)
+
+    return check_property(ctx, endpoints, _exact_buffers)
+
+
+# Step 4.3.3: the recursion, its sum, λ = 0, the mixture of n-step estimates, value targets ----
+
+
+@verifier("gae.recursion_equals_sum_symbolic")
+def recursion_equals_sum_symbolic(ctx: Context) -> dict[str, object]:
+    """S_L(t) = Σ_{l=0}^{L-1} c^l δ_{t+l} (c = γλ) solves Â_t = δ_t + c Â_{t+1} with Â = 0 past the
+    fragment, by induction on the fragment length L.
+
+    Base: S_1(t) = δ_t and the recursion gives δ_t + c·0. Step: assume S_L(t') = δ_{t'} + c S_{L-1}(t'+1)
+    for every t'. The definition gives S_{L+1}(t) = S_L(t) + c^L δ_{t+L} and
+    S_L(t+1) = S_{L-1}(t+1) + c^{L-1} δ_{t+L}; with S_{L-1}(t+1) an opaque symbol X, a zero residual
+    of S_{L+1}(t) - (δ_t + c S_L(t+1)) proves the step for symbolic L, t and c.
+    """
+    c, rest = sp.symbols("c X")
+    length = sp.Symbol("L", integer=True, positive=True)
+    t = sp.Symbol("t", integer=True)
+    delta = sp.IndexedBase("delta")
+    base = delta[t] - (delta[t] + c * 0)
+    hypothesis_at_t = delta[t] + c * rest
+    next_sum = rest + c ** (length - 1) * delta[t + length]
+    longer_sum = hypothesis_at_t + c**length * delta[t + length]
+    step = longer_sum - (delta[t] + c * next_sum)
+    return {"base_case_residual": sp.simplify(base), "inductive_step_residual": sp.simplify(sp.expand(step))}
+
+
+@functools.cache
+def _masked_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
+    values = hnp.arrays(np.float64, shape, elements=_floats(-100, 100))
+    flags = hnp.arrays(np.float64, shape, elements=st.sampled_from((0.0, 1.0)))
+    return st.tuples(values, values, values, flags, flags, _floats(0, 1), _floats(0, 1))
+
+
+# Arrays shaped [T] or [T, n_envs] with both masks drawn independently, and γ, λ.
+_masked_arrays = st.tuples(st.integers(min_value=1, max_value=30), st.integers(min_value=0, max_value=4)).flatmap(
+    lambda size: _masked_arrays_of_shape(size[:1] if size[1] == 0 else size))
+
+
+def _fragment_sums(r: np.ndarray, v: np.ndarray, v_next: np.ndarray, terminated: np.ndarray,
+                   trace_cut: np.ndarray, gamma: float, lambda_: float) -> np.ndarray:
+    """Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} written out, column by column, with L_t from trace_cut."""
+    delta = r + gamma * (1 - terminated) * v_next - v
+    columns = delta.reshape(len(delta), -1)
+    cuts = trace_cut.reshape(len(delta), -1)
+    sums = np.zeros_like(columns)
+    for env in range(columns.shape[1]):
+        for t in range(len(columns)):
+            end = next((k for k in range(t, len(columns)) if cuts[k, env]), len(columns) - 1)
+            weights = (gamma * lambda_) ** np.arange(end - t + 1)
+            sums[t, env] = weights @ columns[t:end + 1, env]
+    return sums.reshape(delta.shape)
+
+
+def _array_bound(*arrays: np.ndarray) -> float:
+    return rounding_bound(4 * len(arrays[0]), float(sum(np.abs(a).sum() for a in arrays)))
+
+
+@verifier("gae.recursion_equals_sum_property", uses=("gae_advantages",))
+def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
+    """impl's GAE on random [T] and [T, n_envs] arrays with independent random masks equals the
+    explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
+
+    def equals_sum(arrays: tuple) -> None:
+        advantages = ctx.impl.gae_advantages(*arrays)
+        expected = _fragment_sums(*arrays)
+        assert advantages.shape == expected.shape, (advantages.shape, expected.shape)
+        bound = _array_bound(*arrays[:3])
+        assert np.all(np.abs(advantages - expected) <= bound), (advantages, expected, bound)
+
+    return check_property(ctx, equals_sum, _masked_arrays)
+
+
+@verifier("gae.lambda_zero_property", uses=("gae_advantages", "td_errors"))
+def lambda_zero_property(ctx: Context) -> dict[str, object]:
+    """With λ = 0, impl's GAE is the TD error δ_t = r_t + γ (1 - terminated_t) V(s_{t+1}) - V(s_t),
+    both impl's own and the one written out here, whatever the masks."""
+
+    def is_td_error(arrays: tuple) -> None:
+        r, v, v_next, terminated, trace_cut, gamma, _ = arrays
+        advantages = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, 0.0)
+        written_out = r + gamma * (1 - terminated) * v_next - v
+        bound = rounding_bound(4, float(np.abs(r).max() + np.abs(v).max() + np.abs(v_next).max()))
+        assert np.all(np.abs(advantages - written_out) <= bound), (advantages, written_out)
+        impl_delta = ctx.impl.td_errors(r, v, v_next, terminated, gamma)
+        assert np.all(np.abs(advantages - impl_delta) <= bound), (advantages, impl_delta)
+
+    return check_property(ctx, is_td_error, _masked_arrays)
+
+
+_terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
+    lambda length: st.tuples(
+        st.lists(_EXACT_NUMBERS, min_size=length, max_size=length),
+        st.lists(_EXACT_NUMBERS, min_size=length + 1, max_size=length + 1),
+        _EXACT_DISCOUNTS,
+    ))
+
+
+@verifier("gae.terminal_monte_carlo_exact", uses=("gae_advantages",))
+def terminal_monte_carlo_exact(ctx: Context) -> dict[str, object]:
+    """In exact arithmetic, impl's GAE with λ = 1 on an episode that ends in a true terminal is the
+    Monte Carlo return Σ_k γ^k r_{t+k} minus V(s_t), whatever value the terminal state is given."""
+
+    def monte_carlo(episode: tuple) -> None:
+        rewards, values, gamma = episode
+        length = len(rewards)
+        terminated = np.zeros(length, dtype=int)
+        terminated[-1] = 1
+        advantages = ctx.impl.gae_advantages(np.array(rewards, dtype=object), np.array(values[:-1], dtype=object),
+                                             np.array(values[1:], dtype=object), terminated, terminated, gamma, 1)
+        for t in range(length):
+            expected = sum(gamma ** (k - t) * rewards[k] for k in range(t, length)) - values[t]
+            assert advantages[t] == expected, (t, advantages[t], expected)
+
+    return check_property(ctx, monte_carlo, _terminal_episodes)
+
+
+@verifier("gae.mixture_symbolic")
+def mixture_symbolic(ctx: Context) -> dict[str, object]:
+    """The weight of δ_{t+l} in the λ-mixture of n-step estimates is (γλ)^l, for symbolic l and L.
+
+    Â^(n) = Σ_{l<n} γ^l δ_{t+l} on a consistent fragment, so in (1-λ) Σ_{n≥1} λ^{n-1} Â^(n), δ_{t+l}
+    carries γ^l times (1-λ) Σ_{n>l} λ^{n-1}. On a fragment of L steps every n ≥ L gives Â^(L),
+    whose weights sum to λ^{L-1}: the coefficient is (1-λ) Σ_{n=l+1}^{L-1} λ^{n-1} + λ^{L-1}.
+    Both that and the unbounded sum (for 0 < λ < 1) must equal λ^l.
+    """
+    lambda_ = sp.Symbol("lambda", positive=True)
+    n = sp.Symbol("n", integer=True, positive=True)
+    lag = sp.Symbol("l", integer=True, nonnegative=True)
+    length = sp.Symbol("L", integer=True, positive=True)
+    finite = (1 - lambda_) * sp.summation(lambda_ ** (n - 1), (n, lag + 1, length - 1)) + lambda_ ** (length - 1)
+    unbounded = (1 - lambda_) * sp.summation(lambda_ ** (n - 1), (n, lag + 1, sp.oo))
+    below_one = sp.refine(sp.simplify(unbounded), sp.Q.lt(lambda_, 1))
+    return {"finite_fragment_residual": sp.simplify(finite - lambda_**lag),
+            "unbounded_residual": sp.simplify(below_one - lambda_**lag)}
+
+
+@verifier("gae.mixture_property", uses=("gae_advantages", "n_step_advantages"))
+def mixture_property(ctx: Context) -> dict[str, object]:
+    """In exact arithmetic on random buffers with all four events, impl's GAE equals
+    (1-λ) Σ_{n=1}^{L_t-1} λ^{n-1} Â_t^(n) + λ^{L_t-1} Â_t^(L_t) built from impl's n-step estimates,
+    L_t being the number of steps from t to the end of its fragment."""
+
+    def mixes(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        arrays = _stacked(columns)
+        length = len(columns[0][0])
+        advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+        estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in range(1, length + 1)}
+        for env, (events, *_) in enumerate(columns):
+            for t in range(length):
+                steps = fragment_end(events, t) - t + 1
+                mixture = (sum((1 - lambda_) * lambda_ ** (n - 1) * estimates[n][t, env] for n in range(1, steps))
+                           + lambda_ ** (steps - 1) * estimates[steps][t, env])
+                assert advantages[t, env] == mixture, (t, env, advantages[t, env], mixture)
+
+    return check_property(ctx, mixes, _exact_buffers)
+
+
+@verifier("gae.value_targets_property", uses=("gae_advantages", "value_targets", "normalize_advantages"))
+def value_targets_property(ctx: Context) -> dict[str, object]:
+    """impl's value targets are V_old(s_t) + Â_t; normalising the advantages returns a new array with
+    mean 0 and standard deviation at most 1 (1 up to the stabilising epsilon) and leaves Â, hence
+    the targets, exactly as they were."""
+
+    def targets_unchanged(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        arrays = _stacked(columns)
+        advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+        kept = advantages.copy()
+        targets = ctx.impl.value_targets(arrays["v_t"], advantages)
+        bound = rounding_bound(1, float(np.abs(arrays["v_t"]).max() + np.abs(advantages).max()))
+        assert np.all(np.abs(targets - (arrays["v_t"] + advantages)) <= bound), (targets, advantages)
+        normalized = ctx.impl.normalize_advantages(advantages)
+        assert np.array_equal(advantages, kept), "normalisation changed the advantages it was given"
+        assert np.array_equal(ctx.impl.value_targets(arrays["v_t"], advantages), targets), "targets moved"
+        spread = float(np.std(advantages))
+        if spread > 0:
+            bound = rounding_bound(4 * advantages.size, float(np.abs(advantages).max()) / spread)
+            assert abs(float(np.mean(normalized))) <= bound, np.mean(normalized)
+            assert float(np.std(normalized)) <= 1 + bound, np.std(normalized)
+
+    return check_property(ctx, targets_unchanged, _float_buffers)
+
+
+# Step 4.3.4: termination, truncation and the buffer's edge --------------------------------------
+
+
+def _coefficient(change: object, slope: object) -> bool | str:
+    """True if an input moved Â_t by ``slope`` per unit, False if not at all; anything else is shown."""
+    if change == slope:
+        return True
+    return False if change == 0 else f"coefficient {change}"
+
+
+@verifier("gae.four_events_table_exact", uses=("gae_advantages",), params=Discounting)
+def four_events_table_exact(ctx: Context) -> dict[str, object]:
+    """The table of step 4.3.4 read off impl's GAE in exact arithmetic, one row per event.
+
+    A column holds every event at a known step t. Â is affine in the inputs, so raising V(s_{t+1})
+    by 1 moves Â_t by exactly γ if step t bootstraps and 0 if not, and raising r_{t+1} by 1 moves
+    Â_t by exactly γλ if the recursion goes on into step t+1 and 0 if it stops there. A buffer
+    edge is seen twice: inside the array, where the buffer stops and nothing is joined, and at the
+    array's end with the next buffer's first advantage passed as ``carry`` (joined).
+    """
+    gamma, lambda_ = _exact(ctx.params.gamma), _exact(ctx.params.gae_lambda)
+    events = [ORDINARY, TERMINATED, ORDINARY, TRUNCATED, ORDINARY, BUFFER_EDGE, ORDINARY, ORDINARY]
+    at = {event: events.index(event) for event in EVENTS}
+    length = len(events)
+    r, v, v_next = (np.array([Fraction(int(x), 4) for x in ctx.rng.integers(-40, 40, length)], dtype=object)
+                    for _ in range(3))
+    terminated, trace_cut = masks(events)
+
+    def advantages(rewards: np.ndarray = r, next_values: np.ndarray = v_next, **options: object) -> np.ndarray:
+        return ctx.impl.gae_advantages(rewards, v, next_values, terminated.astype(int), trace_cut.astype(int),
+                                       gamma, lambda_, **options)
+
+    base = advantages()
+    observed: dict[str, object] = {}
+    for event, t in at.items():
+        raised_value, raised_reward = v_next.copy(), r.copy()
+        raised_value[t] += 1
+        raised_reward[t + 1] += 1
+        observed[f"{event}_bootstraps"] = _coefficient(advantages(next_values=raised_value)[t] - base[t], gamma)
+        observed[f"{event}_continues_trace"] = _coefficient(advantages(rewards=raised_reward)[t] - base[t],
+                                                            gamma * lambda_)
+    last = length - 1
+    carried, raised_carry = Fraction(3, 2), Fraction(5, 2)
+    joined = advantages(carry=carried)
+    raised_value = v_next.copy()
+    raised_value[last] += 1
+    observed["joined_buffer_edge_bootstraps"] = _coefficient(
+        advantages(next_values=raised_value, carry=carried)[last] - joined[last], gamma)
+    observed["joined_buffer_edge_continues_trace"] = _coefficient(
+        advantages(carry=raised_carry)[last] - joined[last], gamma * lambda_)
+    return observed
+
+
+@verifier("gae.four_events_property", uses=("gae_advantages",))
+def four_events_property(ctx: Context) -> dict[str, object]:
+    """On random buffers of 1 to 3 environments, each column holding all four events, impl's GAE
+    equals the reference written from the events: per-fragment sums Σ (γλ)^l δ_{t+l}, bootstrapping
+    everywhere but at true terminals and stopping after every event other than an ordinary step."""
+
+    def follows_the_table(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        advantages = ctx.impl.gae_advantages(*_stacked(columns).values(), gamma, lambda_)
+        for env, column in enumerate(columns):
+            expected = np.array(reference_gae(*column, gamma, lambda_))
+            bound = _column_bound(column)
+            assert np.all(np.abs(advantages[:, env] - expected) <= bound), (env, advantages[:, env], expected)
+
+    return check_property(ctx, follows_the_table, _float_buffers)
+
+
+def single_done_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object,
+                    lambda_: object) -> list:
+    """The common bug, kept here as the contrast and never in impl: one flag done = terminated or
+    truncated both drops the bootstrap and stops the recursion. Buffer edges are still handled
+    right (bootstrapped, recursion stopped), so every difference comes from the flag."""
+    done = [event in (TERMINATED, TRUNCATED) for event in events]
+    advantages: list = [0] * len(events)
+    carried: object = 0
+    for t in reversed(range(len(events))):
+        delta = r[t] + gamma * (0 if done[t] else v_next[t]) - v[t]
+        carried = delta + (0 if events[t] != ORDINARY else gamma * lambda_ * carried)
+        advantages[t] = carried
+    return advantages
+
+
+class TruncatedStep(BaseModel):
+    """A transition cut by a time limit, and the value of the observation before the reset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    reward: float = Field(description="r_{t+1}, the reward of the truncated transition")
+    gamma: float = Field(gt=0, lt=1, description="the discount γ")
+    gae_lambda: float = Field(ge=0, le=1, description="the GAE parameter λ")
+    next_value: float = Field(description="V(s_{t+1}) of the last observation before reset()")
+    value: float = Field(description="V(s_t) of the truncated transition's state")
+
+
+@verifier("gae.single_done_counterexample", uses=("gae_advantages", "value_targets"), params=TruncatedStep)
+def single_done_counterexample(ctx: Context) -> dict[str, object]:
+    """The value target of a time-limit truncation, in exact arithmetic: impl with its two masks,
+    and the single-``done`` variant above.
+
+    The buffer holds the truncated transition, then the first transition of the next episode
+    (after the reset), which ends the buffer. The removed term is the correct target minus the
+    single-flag one.
+    """
+    params = ctx.params
+    gamma, lambda_ = _exact(params.gamma), _exact(params.gae_lambda)
+    events = [TRUNCATED, ORDINARY]
+    r = np.array([_exact(params.reward), Fraction(1)], dtype=object)
+    v = np.array([_exact(params.value), Fraction(2)], dtype=object)
+    v_next = np.array([_exact(params.next_value), Fraction(3)], dtype=object)
+    terminated, trace_cut = masks(events)
+    advantages = ctx.impl.gae_advantages(r, v, v_next, terminated.astype(int), trace_cut.astype(int), gamma, lambda_)
+    correct = ctx.impl.value_targets(v, advantages)[0]
+    single_flag = v[0] + single_done_gae(events, r, v, v_next, gamma, lambda_)[0]
+    return {"correct_target": correct, "single_done_target": single_flag, "removed_term": correct - single_flag}
+
+
+@verifier("gae.single_done_bias_property", uses=("gae_advantages", "value_targets"))
+def single_done_bias_property(ctx: Context) -> dict[str, object]:
+    """On random buffers with all four events, the single-flag targets differ from impl's exactly on
+    the fragments that end in a truncation at step e, by -γ (γλ)^{e-t} V(s_{e+1}): downward where
+    the continuation value is positive, upward where it is negative, and nowhere else."""
+
+    def biased_at_time_limits(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        arrays = _stacked(columns)
+        targets = ctx.impl.value_targets(arrays["v_t"], ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_))
+        for env, column in enumerate(columns):
+            events, _, v, v_next = column
+            single_flag = np.array(v) + np.array(single_done_gae(*column, gamma, lambda_))
+            bound = _column_bound(column)
+            for t in range(len(events)):
+                end = fragment_end(events, t)
+                bias = single_flag[t] - targets[t, env]
+                expected = -gamma * (gamma * lambda_) ** (end - t) * v_next[end] if events[end] == TRUNCATED else 0.0
+                assert abs(bias - expected) <= bound, (env, t, bias, expected)
+                if abs(expected) > bound:
+                    assert np.sign(bias) == -np.sign(v_next[end]), (env, t, bias, v_next[end])
+
+    return check_property(ctx, biased_at_time_limits, _float_buffers)
+
+
+_split_buffers = st.tuples(_float_buffers, st.lists(st.booleans(), min_size=24, max_size=24))
+
+
+def _pieces(length: int, splits: list[bool]) -> list[slice]:
+    """Consecutive buffers: a new one starts after every step t < T-1 with splits[t]."""
+    starts = [0] + [t + 1 for t in range(length - 1) if splits[t]]
+    return [slice(start, stop) for start, stop in zip(starts, [*starts[1:], length], strict=True)]
+
+
+@verifier("gae.streaming_property", uses=("gae_advantages",))
+def streaming_property(ctx: Context) -> dict[str, object]:
+    """A random buffer with all four events, split into consecutive pieces at random steps and run
+    through impl's GAE from the last piece to the first, each passing its first advantage as the
+    ``carry`` of the piece before, equals impl's GAE over the unsplit buffer. Where a piece ends
+    in an ordinary step its trace_cut stays 0 (the episode goes on into the next piece)."""
+
+    def matches_unsplit(split_buffer: tuple) -> None:
+        (columns, gamma, lambda_), splits = split_buffer
+        arrays = _stacked(columns)
+        whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+        streamed, carry = [], None
+        for piece in reversed(_pieces(len(whole), splits)):
+            part = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_, carry=carry)
+            streamed.insert(0, part)
+            carry = part[0]
+        streamed_whole = np.concatenate(streamed)
+        for env, column in enumerate(columns):
+            bound = _column_bound(column)
+            assert np.all(np.abs(streamed_whole[:, env] - whole[:, env]) <= bound), (env, streamed_whole, whole)
+
+    return check_property(ctx, matches_unsplit, _split_buffers)
+
+
+def truncated_lambda_return_advantages(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence,
+                                       gamma: float, lambda_: float) -> list:
+    """Â_t = G_t^λ - V(s_t) for the λ-return truncated at the end of each trace, by its own recursion:
+    G_t = r_t + γ [(1-λ) V(s_{t+1}) + λ G_{t+1}] inside a trace, G_t = r_t + γ V(s_{t+1}) where the
+    trace stops (the V(s_{t+1}) tail), and G_t = r_t at a true terminal."""
+    returns: list = [0.0] * len(events)
+    for t in reversed(range(len(events))):
+        if events[t] == TERMINATED:
+            returns[t] = r[t]
+        elif events[t] != ORDINARY or t == len(events) - 1:
+            returns[t] = r[t] + gamma * v_next[t]
+        else:
+            returns[t] = r[t] + gamma * ((1 - lambda_) * v_next[t] + lambda_ * returns[t + 1])
+    return [g - value for g, value in zip(returns, v, strict=True)]
+
+
+@verifier("gae.batch_cut_property", uses=("gae_advantages",))
+def batch_cut_property(ctx: Context) -> dict[str, object]:
+    """A random buffer with all four events, split at random steps into pieces run through impl's
+    GAE independently (a batch: each piece's end cuts the trace), gives on each piece the truncated
+    λ-return estimate with the V(s_{e+1}) tail at the piece's end e; inside a trace that the split
+    cut, that is the unsplit GAE minus (γλ)^{e-t+1} times the unsplit Â_{e+1}."""
+
+    def is_truncated_estimate(split_buffer: tuple) -> None:
+        (columns, gamma, lambda_), splits = split_buffer
+        arrays = _stacked(columns)
+        whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+        for piece in _pieces(len(whole), splits):
+            batch = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_)
+            for env, (events, r, v, v_next) in enumerate(columns):
+                part = (events[piece], r[piece], v[piece], v_next[piece])
+                bound = _column_bound((events, r, v, v_next))
+                expected = np.array(truncated_lambda_return_advantages(*part, gamma, lambda_))
+                assert np.all(np.abs(batch[:, env] - expected) <= bound), (env, piece, batch[:, env], expected)
+                end = piece.stop - 1
+                if end + 1 < len(events) and events[end] == ORDINARY:
+                    for t in range(piece.start, end + 1):
+                        if fragment_end(events, t) >= end:
+                            tail = (gamma * lambda_) ** (end - t + 1) * whole[end + 1, env]
+                            difference = whole[t, env] - tail - batch[t - piece.start, env]
+                            assert abs(difference) <= bound, (env, t, difference)
+
+    return check_property(ctx, is_truncated_estimate, _split_buffers)

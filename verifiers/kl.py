@@ -6,6 +6,7 @@ import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import rounding_bound
@@ -96,3 +97,47 @@ def k3_unbiased_property(ctx: Context) -> dict[str, object]:
         assert abs(expectation - kl) <= bound, (expectation, kl, bound)
 
     return check_property(ctx, unbiased, _categoricals)
+
+
+class FiniteBatch(BaseModel):
+    """Two categorical policies over the same actions and one finite batch of actions.
+
+    Any batch of actions with pi_old > 0 is one that pi_old draws with positive probability.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pi_old: list[float] = Field(min_length=2, description="old action probabilities, summing to 1")
+    pi_new: list[float] = Field(min_length=2, description="new action probabilities, summing to 1")
+    actions: list[int] = Field(min_length=1, description="the batch, indices of actions with pi_old > 0")
+
+
+def _finite_batch(ctx: Context) -> tuple[np.ndarray, np.ndarray, float]:
+    """The batch's actions, their log-ratios log pi_new - log pi_old, and the exact KL(pi_old || pi_new)."""
+    p_old, p_new = np.array(ctx.params.pi_old), np.array(ctx.params.pi_new)
+    actions = np.array(ctx.params.actions)
+    log_ratio = np.log(p_new[actions]) - np.log(p_old[actions])
+    return actions, log_ratio, float(p_old @ (np.log(p_old) - np.log(p_new)))
+
+
+@verifier("kl.k3_finite_batch_counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
+def k3_finite_batch_counterexample(ctx: Context) -> dict[str, object]:
+    """On one finite batch of actions from π_old, the sample mean of r - 1 (impl's ratios) is not zero, and
+    the batch mean of impl's k3 is not KL(π_old || π_θ), which is computed here exactly from both
+    distributions: k3 on a batch is a diagnostic, not a measurement."""
+    actions, log_ratio, kl = _finite_batch(ctx)
+    ratio = ctx.impl.probability_ratios(log_ratio, np.zeros_like(log_ratio))
+    k3_mean = float(np.mean(ctx.impl.kl_k3(log_ratio)))
+    return {"mean_ratio_minus_one": float(np.mean(ratio - 1)), "k3_batch_mean": k3_mean, "kl_exact": kl,
+            "k3_minus_kl": k3_mean - kl, "action_counts": np.bincount(actions, minlength=len(ctx.params.pi_old))}
+
+
+@verifier("kl.k1_negative_counterexample", uses=("kl_k1",), params=FiniteBatch)
+def k1_negative_counterexample(ctx: Context) -> dict[str, object]:
+    """impl's k1 = -log r on one sample with r > 1 (the action the new policy prefers), and its
+    mean on a finite batch from π_old: both negative here, although KL(π_old || π_θ) >= 0."""
+    _, log_ratio, kl = _finite_batch(ctx)
+    p_old, p_new = np.array(ctx.params.pi_old), np.array(ctx.params.pi_new)
+    favoured = int(np.argmax(p_new / p_old))
+    single = float(np.asarray(ctx.impl.kl_k1(np.array([np.log(p_new[favoured]) - np.log(p_old[favoured])])))[0])
+    return {"k1_single_sample": single, "k1_batch_mean": float(np.mean(ctx.impl.kl_k1(log_ratio))),
+            "kl_exact": kl}

@@ -1,0 +1,226 @@
+"""Group estimators beyond the Bernoulli example (module steps 4.2.3-4.2.5).
+
+Symbolic statements for any group size G, exact enumeration of a categorical policy with K
+actions (every group of G answers), a calibrated Monte Carlo test of the same case, and
+properties of impl's group advantages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import rounding_bound
+from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
+
+_ADVANTAGES = ("group_centered_advantages", "leave_one_out_advantages")
+
+
+@verifier("baseline_groups.group_estimators_symbolic")
+def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
+    """E[(1/G) Σ_i A_i S_i] for the group-mean and leave-one-out advantages, G symbolic.
+
+    Independent answers give E[R_i S_i] = m and, for j ≠ i, E[R_j S_i] = E[R] E[S] = μ_R μ_S. The
+    group mean contains R_i once and G - 1 other answers; the leave-one-out mean only the G - 1
+    others. The per-answer expectations do not depend on i, so the outer sum is G equal terms.
+    Reported: each expectation minus its closed form (the covariance m - μ_R μ_S, scaled by
+    (G-1)/G for the group mean), and with μ_S = E[S] = 0, the group mean's factor minus (G-1)/G
+    and the leave-one-out expectation minus m.
+    """
+    group_size = sp.Symbol("G", integer=True, positive=True)
+    i, j = sp.symbols("i j", integer=True, positive=True)
+    m, mu_r, mu_s = sp.symbols("m mu_R mu_S", real=True)
+    others = sp.Sum(mu_r * mu_s, (j, 1, group_size - 1)).doit()
+    group_mean = sp.Sum(m - (m + others) / group_size, (i, 1, group_size)).doit() / group_size
+    leave_one_out = sp.Sum(m - others / (group_size - 1), (i, 1, group_size)).doit() / group_size
+    covariance = m - mu_r * mu_s
+    return {
+        "group_mean_residual": sp.simplify(group_mean - (group_size - 1) / group_size * covariance),
+        "leave_one_out_residual": sp.simplify(leave_one_out - covariance),
+        "group_mean_factor_minus_text": sp.simplify(group_mean.subs(mu_s, 0) / m - (group_size - 1) / group_size),
+        "leave_one_out_minus_m": sp.simplify(leave_one_out.subs(mu_s, 0) - m),
+    }
+
+
+@verifier("baseline_groups.variance_ratio_symbolic")
+def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
+    """Var(group-mean estimate) / Var(leave-one-out estimate) for symbolic G.
+
+    Per group the centred advantages are c times the leave-one-out ones, with c derived here from
+    the two definitions (mean R = (R_i + T)/G, T the sum of the others); so the group-mean
+    estimate is c X for the leave-one-out estimate X, and Var(cX) = E[(cX)^2] - E[cX]^2 with
+    E[X] = μ, E[X^2] = ν. Reported: c minus (G-1)/G, the ratio minus c^2, and the ratio minus
+    (G-1)^2/G^2.
+    """
+    group_size, r_i, others = sp.symbols("G R_i T")
+    mu, nu = sp.symbols("mu nu", real=True)
+    centered = r_i - (r_i + others) / group_size
+    leave_one_out = r_i - others / (group_size - 1)
+    factor = sp.simplify(centered / leave_one_out)
+    ratio = sp.simplify((factor**2 * nu - (factor * mu) ** 2) / (nu - mu**2))
+    return {
+        "collinearity_factor_minus_text": sp.simplify(factor - (group_size - 1) / group_size),
+        "variance_ratio_minus_factor_squared": sp.simplify(ratio - factor**2),
+        "variance_ratio_minus_text": sp.simplify(ratio - (group_size - 1) ** 2 / group_size**2),
+    }
+
+
+def _exact(value: float) -> Fraction:
+    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    return Fraction(repr(value))
+
+
+class CategoricalGroup(BaseModel):
+    """A one-step softmax policy over K actions, a reward per action, and the group size."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pi: list[float] = Field(min_length=2, max_length=6, description="action probabilities, summing to 1")
+    rewards: list[float] = Field(min_length=2, max_length=6, description="reward of each action")
+    group_size: int = Field(ge=2, le=5, description="answers per group, G")
+
+    @model_validator(mode="after")
+    def _a_distribution(self) -> CategoricalGroup:
+        if len(self.pi) != len(self.rewards):
+            raise ValueError("pi and rewards need one entry per action")
+        if any(p <= 0 for p in self.pi) or sum(_exact(p) for p in self.pi) != 1:
+            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
+        return self
+
+
+def _group_estimates(ctx: Context, rewards: np.ndarray, scores: np.ndarray) -> dict[str, np.ndarray]:
+    """The three estimates (1/G) Σ_i A_i S_i per group, through impl; rewards [n, G], scores [n, G, K]."""
+    advantages = {
+        "no_baseline": rewards,
+        "group_mean": ctx.impl.group_centered_advantages(rewards),
+        "leave_one_out": ctx.impl.leave_one_out_advantages(rewards),
+    }
+    return {name: ctx.impl.score_function_gradient(a, scores) for name, a in advantages.items()}
+
+
+@verifier("baseline_groups.categorical_estimators_exact", params=CategoricalGroup,
+          uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
+def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
+    """Exact expectations of the three estimators over all K^G groups, in rational arithmetic.
+
+    The gradient with respect to the logits is computed independently from one action:
+    Σ_a π(a) R(a) (e_a - π). Each estimator's expectation is reported as its ratio to that
+    gradient, coordinate by coordinate.
+    """
+    pi = np.array([_exact(p) for p in ctx.params.pi], dtype=object)
+    reward_a = np.array([_exact(r) for r in ctx.params.rewards], dtype=object)
+    scores_a = exact_softmax_scores(pi)
+    gradient = (pi * reward_a) @ scores_a
+    groups = np.array(list(itertools.product(range(len(pi)), repeat=ctx.params.group_size)))
+    probability = np.prod(pi[groups], axis=1)
+    estimates = _group_estimates(ctx, reward_a[groups], scores_a[groups])
+    ratios = {f"{name}_ratio": list((probability @ values) / gradient) for name, values in estimates.items()}
+    return {
+        "gradient": list(gradient),
+        **ratios,
+        "total_probability": probability.sum(),
+        "softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a),
+    }
+
+
+@verifier("baseline_groups.categorical_estimators_montecarlo", params=CategoricalGroup,
+          uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
+def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
+    """Sample independent groups through impl (float scores from impl's softmax score at logits
+    log π) and estimate every coordinate of each estimator's mean with an interval.
+
+    Coordinate k of the score is [a = k] - π_k, so |S_k| <= max(π_k, 1 - π_k); the advantages are
+    bounded by the largest |reward| (no baseline), (G-1)/G of the reward range (group mean) and
+    the whole range (leave-one-out). The number of groups detects the check's deviation over
+    the widest of these supports; the empirical-Bernstein intervals, never wider than Hoeffding's
+    at alpha/2, are much narrower here because the estimates vary far less than their range.
+    """
+    pi = np.array(ctx.params.pi)
+    reward_a = np.array(ctx.params.rewards)
+    group_size = ctx.params.group_size
+    spread = reward_a.max() - reward_a.min()
+    largest_advantage = {"no_baseline": np.abs(reward_a).max(),
+                         "group_mean": spread * (group_size - 1) / group_size,
+                         "leave_one_out": spread}
+    largest_score_k = np.maximum(pi, 1 - pi)
+    widest = max(largest_advantage.values()) * largest_score_k.max()
+    n = ctx.samples_needed((-widest, widest))
+    actions = ctx.rng.choice(len(pi), size=(n, group_size), p=pi)
+    logits = np.broadcast_to(np.log(pi), (n, group_size, len(pi)))
+    estimates = _group_estimates(ctx, reward_a[actions], ctx.impl.softmax_score(logits, actions))
+    observed = {}
+    for name, values in estimates.items():
+        bound_k = largest_advantage[name] * largest_score_k
+        observed[name] = [ctx.mean_estimate(values[:, k], (-bound_k[k], bound_k[k]), "empirical-bernstein")
+                          for k in range(len(pi))]
+    return observed
+
+
+_exact_reward = st.fractions(min_value=-10, max_value=10, max_denominator=64)
+_float_reward = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+_group_sizes = st.integers(min_value=2, max_value=16)
+_exact_groups = _group_sizes.flatmap(lambda g: st.lists(_exact_reward, min_size=g, max_size=g))
+_float_groups = _group_sizes.flatmap(lambda g: st.lists(_float_reward, min_size=g, max_size=g))
+_eps = st.floats(min_value=1e-12, max_value=1.0)
+
+
+@verifier("baseline_groups.centered_sum_zero_property", uses=("group_centered_advantages",))
+def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
+    """impl's group-centred advantages sum to exactly zero on exact rewards, and to zero up to
+    rounding on floats (G subtractions and a G-term sum of values below the reward range)."""
+
+    def sums_to_zero(groups: tuple[list[Fraction], list[float]]) -> None:
+        exact, floats = groups
+        assert sum(ctx.impl.group_centered_advantages(np.array(exact, dtype=object))) == 0, exact
+        centered = ctx.impl.group_centered_advantages(np.array(floats))
+        spread = max(floats) - min(floats)
+        assert abs(centered.sum()) <= rounding_bound(4 * len(floats), len(floats) * spread), (floats, centered)
+
+    return check_property(ctx, sums_to_zero, st.tuples(_exact_groups, _float_groups))
+
+
+_constant_groups = st.tuples(st.integers(min_value=1, max_value=16), _float_reward, _exact_reward, _eps)
+
+
+@verifier("baseline_groups.equal_rewards_property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
+def equal_rewards_property(ctx: Context) -> dict[str, object]:
+    """A group whose rewards are all equal gets advantages that are exactly zero, never NaN, from
+    every group baseline of impl (the std-normalised one with any eps > 0), for float and exact
+    rewards; G = 1 is included where the baseline is defined (leave-one-out needs G >= 2)."""
+
+    def all_zero(case: tuple[int, float, Fraction, float]) -> None:
+        size, value, exact_value, eps = case
+        rewards = np.full(size, value)
+        advantages = [ctx.impl.group_centered_advantages(rewards),
+                      ctx.impl.group_normalized_advantages(rewards, eps),
+                      ctx.impl.group_centered_advantages(np.full(size, exact_value, dtype=object))]
+        if size >= 2:
+            advantages += [ctx.impl.leave_one_out_advantages(rewards),
+                           ctx.impl.leave_one_out_advantages(np.full(size, exact_value, dtype=object))]
+        for values in advantages:
+            assert all(v == 0 for v in values), (size, value, eps, values)
+
+    return check_property(ctx, all_zero, _constant_groups)
+
+
+@verifier("baseline_groups.normalized_advantages_property", uses=("group_normalized_advantages",))
+def normalized_advantages_property(ctx: Context) -> dict[str, object]:
+    """On any float group, impl's std-normalised advantages are finite, sum to zero up to rounding
+    and have mean square at most 1 (the population std makes it std^2/(std + eps)^2)."""
+
+    def standardised(case: tuple[list[float], float]) -> None:
+        rewards, eps = case
+        advantages = ctx.impl.group_normalized_advantages(np.array(rewards), eps)
+        size = len(rewards)
+        assert np.all(np.isfinite(advantages)), (rewards, advantages)
+        # |A_i| <= sqrt(G) since Σ A_i^2 <= G, and the centred rewards carry relative rounding.
+        bound = rounding_bound(4 * size, size**1.5)
+        assert abs(advantages.sum()) <= bound, (rewards, advantages.sum(), bound)
+        assert (advantages**2).mean() <= 1 + bound, (rewards, advantages)
+
+    return check_property(ctx, standardised, st.tuples(_float_groups, _eps))

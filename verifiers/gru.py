@@ -1,0 +1,249 @@
+"""The GRU policy of module lesson 4.5: exact enumeration of its answers, sampling, training.
+
+The GRU is the implementation's; its output layer is set to random values here (the untrained
+policy is uniform) so that enumeration and gradients see a non-trivial distribution.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import log_softmax
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import rounding_bound
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GruPolicy(_Params):
+    """A GRU over a small vocabulary and one prompt."""
+
+    vocab_size: int = Field(ge=2, le=8)
+    hidden_size: int = Field(ge=1, le=32)
+    eos_id: int = Field(ge=0)
+    pad_id: int = Field(ge=0)
+    prompt: list[int] = Field(min_length=1)
+    max_tokens: int = Field(ge=1, le=4)
+
+
+def _random_policy(ctx: Context, vocab_size: int, hidden_size: int) -> dict[str, np.ndarray]:
+    params = ctx.impl.gru_init(ctx.rng, vocab_size, hidden_size)
+    params["w_out"] = ctx.rng.normal(size=params["w_out"].shape)
+    params["b_out"] = ctx.rng.normal(size=params["b_out"].shape)
+    return params
+
+
+def _all_answers(vocab_size: int, eos_id: int, max_tokens: int) -> list[tuple[tuple[int, ...], bool]]:
+    """(answer, truncated): answers ending in EOS with at most max_tokens tokens, and cut ones."""
+    body_tokens = [t for t in range(vocab_size) if t != eos_id]
+    finished = [(*body, eos_id) for n in range(max_tokens) for body in itertools.product(body_tokens, repeat=n)]
+    cut = list(itertools.product(body_tokens, repeat=max_tokens))
+    return [(a, False) for a in finished] + [(a, True) for a in cut]
+
+
+@verifier("gru.answer_distribution_exact",
+          uses=("gru_init", "gru_forward", "token_log_probs", "response_mask", "sequence_log_prob"),
+          params=GruPolicy)
+def answer_distribution_exact(ctx: Context) -> dict[str, object]:
+    """Enumerate every answer of the GRU policy up to max_tokens.
+
+    log π(y|x) comes from impl (one forward pass over prompt + answer + padding, token
+    log-probabilities, response mask, masked sum). The reference is the chain rule computed
+    here: for each t a separate forward pass over the prefix x, y_<t, whose last logits give
+    log π(y_t | x, y_<t) through the verifier's own log-softmax. The probabilities of all answers,
+    the ones cut at max_tokens included, must sum to 1.
+    """
+    params = ctx.params
+    policy = _random_policy(ctx, params.vocab_size, params.hidden_size)
+    answers = _all_answers(params.vocab_size, params.eos_id, params.max_tokens)
+    prompt_length = len(params.prompt)
+    width = prompt_length + params.max_tokens + 1
+    tokens = np.full((len(answers), width), params.pad_id, dtype=int)
+    for row, (answer, _) in enumerate(answers):
+        tokens[row, :prompt_length + len(answer)] = [*params.prompt, *answer]
+    lengths = np.array([len(a) for a, _ in answers])
+    logits, _ = ctx.impl.gru_forward(policy, tokens)
+    mask = ctx.impl.response_mask(tokens, np.full(len(answers), prompt_length), lengths, params.eos_id)
+    log_probs = ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask)
+
+    chain_rule = np.zeros(len(answers))
+    for row, (answer, _) in enumerate(answers):
+        for t, token in enumerate(answer):
+            prefix_logits, _ = ctx.impl.gru_forward(policy, tokens[row:row + 1, :prompt_length + t])
+            chain_rule[row] += log_softmax(prefix_logits[0, -1])[token]
+    magnitude = float(np.abs(chain_rule).max())
+    truncated = np.array([cut for _, cut in answers])
+    total = float(np.exp(log_probs).sum())
+    return {
+        "answers": len(answers),
+        "chain_rule_holds": bool(np.all(np.abs(log_probs - chain_rule)
+                                        <= rounding_bound(4 * width * params.vocab_size, magnitude))),
+        "total_probability": total,
+        "sums_to_one": bool(abs(total - 1.0) <= rounding_bound(len(answers) * width * params.vocab_size, 1.0)),
+        "truncated_probability": float(np.exp(log_probs[truncated]).sum()),
+    }
+
+
+class EqualRewards(GruPolicy):
+    """A group of G sampled answers that all get the same reward, and a KL coefficient."""
+
+    group_size: int = Field(ge=2)
+    reward: float
+    beta: float = Field(gt=0)
+    epsilon: float = Field(gt=0, lt=1)
+
+
+@verifier("gru.equal_rewards_no_signal",
+          uses=("gru_init", "gru_forward", "gru_backward", "gru_sample", "rloo_advantages",
+                "group_mean_advantages", "grpo_advantages", "response_mask", "token_log_probs",
+                "token_log_probs_vjp", "token_clipped_surrogate", "kl_penalty_loss"),
+          params=EqualRewards)
+def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
+    """A group with equal rewards: the advantages, and the parameter gradients of the policy term and a KL term.
+
+    The policy term is the token clipped surrogate at θ = θ_old with the group's RLOO advantages;
+    the KL term is impl's in-loss penalty against a reference GRU with other parameters. Both are
+    backpropagated into the GRU's parameters by impl; the norms are the verifier's.
+    """
+    params = ctx.params
+    policy = _random_policy(ctx, params.vocab_size, params.hidden_size)
+    reference = _random_policy(ctx, params.vocab_size, params.hidden_size)
+    prompts = np.tile(np.array(params.prompt), (params.group_size, 1))
+    lengths = np.full(params.group_size, len(params.prompt))
+    tokens, generated, _ = ctx.impl.gru_sample(policy, prompts, lengths, params.max_tokens, params.eos_id,
+                                               params.pad_id, ctx.rng)
+    rewards = np.full(params.group_size, params.reward)
+    advantages = {"rloo": ctx.impl.rloo_advantages(rewards, params.group_size),
+                  "group_mean": ctx.impl.group_mean_advantages(rewards, params.group_size),
+                  "grpo": ctx.impl.grpo_advantages(rewards, params.group_size, 1e-8)}
+    mask = ctx.impl.response_mask(tokens, lengths, generated, params.eos_id)
+    logits, cache = ctx.impl.gru_forward(policy, tokens)
+    log_pi = ctx.impl.token_log_probs(logits, tokens)
+    _, d_log_pi = ctx.impl.token_clipped_surrogate(log_pi, log_pi, advantages["rloo"][:, None], mask,
+                                                   params.epsilon, "token_mean")
+    policy_grads = ctx.impl.gru_backward(policy, cache, ctx.impl.token_log_probs_vjp(logits, tokens, d_log_pi))
+    reference_logits, _ = ctx.impl.gru_forward(reference, tokens)
+    _, d_scoring_logits = ctx.impl.kl_penalty_loss(logits[:, :-1], reference_logits[:, :-1], mask, params.beta,
+                                                   "token_mean")
+    d_logits = np.zeros_like(logits)
+    d_logits[:, :-1] = d_scoring_logits
+    kl_grads = ctx.impl.gru_backward(policy, cache, d_logits)
+
+    def norm(grads: dict[str, np.ndarray]) -> float:
+        return float(np.sqrt(sum(float((g * g).sum()) for g in grads.values())))
+
+    return {
+        **{f"{name}_largest_advantage": float(np.abs(a).max()) for name, a in advantages.items()},
+        "advantages_finite": bool(all(np.isfinite(a).all() for a in advantages.values())),
+        "policy_term_gradient_norm": norm(policy_grads),
+        "kl_term_gradient_norm": norm(kl_grads),
+    }
+
+
+class SamplerSpec(_Params):
+    """A random GRU for the sampler, and one prompt of the task (its token ids) for the checker."""
+
+    vocab_size: int = Field(ge=2, le=8)
+    hidden_size: int = Field(ge=1, le=32)
+    eos_id: int = Field(ge=0)
+    pad_id: int = Field(ge=0)
+    copy_task: int = Field(ge=0, description="the task's copy token")
+    string: list[int] = Field(min_length=1, description="a string to copy, in the task's symbol tokens")
+
+
+@verifier("gru.eos_and_truncation_property",
+          uses=("gru_init", "gru_sample", "response_mask", "verifiable_reward"), params=SamplerSpec)
+def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
+    """Sampled answers: ``truncated`` exactly when max_tokens tokens were written without an EOS;
+    otherwise the answer ends with its first EOS; the response mask covers every written token
+    (the EOS included). The task's checker gives a correct answer 1 when finished and 0 when cut."""
+    params = ctx.params
+
+    def sampler_consistent(case: tuple[int, int, int, int]) -> None:
+        seed, max_tokens, batch, prompt_length = case
+        rng = np.random.default_rng(seed)
+        policy = ctx.impl.gru_init(rng, params.vocab_size, params.hidden_size)
+        policy["b_out"] = rng.normal(scale=2.0, size=params.vocab_size)
+        prompts = rng.integers(params.vocab_size, size=(batch, prompt_length))
+        lengths = rng.integers(1, prompt_length + 1, size=batch)
+        tokens, generated, truncated = ctx.impl.gru_sample(policy, prompts, lengths, max_tokens, params.eos_id,
+                                                           params.pad_id, rng)
+        mask = ctx.impl.response_mask(tokens, lengths, generated, params.eos_id)
+        for b in range(batch):
+            answer = list(tokens[b, lengths[b]:lengths[b] + generated[b]])
+            has_eos = params.eos_id in answer
+            assert bool(truncated[b]) == (not has_eos and len(answer) == max_tokens), (answer, truncated[b])
+            assert has_eos == (not truncated[b]) and (not has_eos or answer.index(params.eos_id) == len(answer) - 1)
+            assert mask[b].sum() == len(answer) and np.all(mask[b, lengths[b] - 1:lengths[b] - 1 + len(answer)] == 1)
+            assert np.all(tokens[b, lengths[b] + generated[b]:] == params.pad_id)
+
+    result = check_property(ctx, sampler_consistent, st.tuples(
+        st.integers(0, 2**32 - 1), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4)))
+    string = tuple(params.string)
+    return {
+        **result,
+        "finished_correct_reward": ctx.impl.verifiable_reward(params.copy_task, string, (*string, params.eos_id),
+                                                              False),
+        "cut_correct_reward": ctx.impl.verifiable_reward(params.copy_task, string, string, True),
+    }
+
+
+class Training(_Params):
+    """The GRU training protocol: fixed seeds, iterations per profile, hyperparameters."""
+
+    seeds: list[int] = Field(min_length=3)
+    iterations_smoke: int = Field(ge=1)
+    iterations_full: int = Field(ge=1)
+    prompts_per_batch: int = Field(ge=1)
+    group_size: int = Field(ge=2)
+    ppo_epochs: int = Field(ge=1)
+    epsilon: float = Field(gt=0, lt=1)
+    learning_rate: float = Field(gt=0)
+    hidden_size: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)
+    eval_every: int = Field(ge=1)
+
+
+_TRAINING_BLOCKS = ("gru_init", "gru_forward", "gru_backward", "gru_sample", "adam_init", "adam_update",
+                    "rloo_advantages", "response_mask", "token_log_probs", "token_log_probs_vjp",
+                    "token_clipped_surrogate")
+
+
+@verifier("gru.training_experiment", uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS),
+          params=Training)
+def training_experiment(ctx: Context) -> dict[str, object]:
+    """Train the GRU with RLOO and clipped PPO epochs for every seed; median and IQR of the reward.
+
+    The first evaluation of each run is the untrained policy. ``largest_drop`` is the largest fall of
+    one run's evaluated reward between consecutive evaluations, over all runs; ``final_spread`` is
+    the range of the final rewards over seeds.
+    """
+    params = ctx.params
+    iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
+    histories = [ctx.impl.train_gru_policy(seed, iterations, prompts_per_batch=params.prompts_per_batch,
+                                           group_size=params.group_size, ppo_epochs=params.ppo_epochs,
+                                           epsilon=params.epsilon, learning_rate=params.learning_rate,
+                                           hidden_size=params.hidden_size, max_tokens=params.max_tokens,
+                                           eval_every=params.eval_every, ops=ctx.impl)
+                 for seed in params.seeds]
+    curves = np.array([h["eval_reward"] for h in histories])
+    initial, final = curves[:, 0], curves[:, -1]
+    q1, q3 = np.percentile(final, [25, 75])
+    figure = ctx.impl.plot_gru_training(histories)
+    return {
+        "iterations": iterations,
+        "untrained_median": float(np.median(initial)),
+        "trained_median": float(np.median(final)),
+        "trained_iqr": [float(q1), float(q3)],
+        "median_improvement": float(np.median(final - initial)),
+        "smallest_improvement": float((final - initial).min()),
+        "largest_drop": float(-np.diff(curves, axis=1).min()),
+        "final_spread": float(final.max() - final.min()),
+        "figure": ctx.save_figure(figure, f"gru_training_{ctx.profile}"),
+    }
