@@ -1,8 +1,7 @@
 """Benchmarks of the CartPole PPO run: environment steps per second, one PPO iteration, time to solve.
 
-With pytest-benchmark: ``pytest benchmarks/bench_ppo.py --benchmark-only`` (the file name is not
-``test_*``, so name it explicitly or let the bench environment collect ``bench_*.py``). As a
-script, ``python benchmarks/bench_ppo.py [n_seeds]`` prints the time-to-solve table. Measure on one
+With pytest-benchmark: ``tox -e bench`` or ``pytest benchmarks --benchmark-only``. As a script,
+``python benchmarks/test_ppo_speed.py [n_seeds]`` prints the time-to-solve table. Measure on one
 core: ``OPENBLAS_NUM_THREADS=1``; the default network's products are below OpenBLAS's threading
 size anyway, so the variable changes little.
 
