@@ -239,10 +239,18 @@ _VOLATILE_RUN_FIELDS = ("started", "seconds", "revision")
 
 
 def normalized(results: dict[str, Any]) -> dict[str, Any]:
-    """The results without the fields that change from run to run of the same code: timings, revision."""
+    """The results without the fields that change from run to run of the same code: timings, revision.
+
+    A verifier's observation is a timing when its name contains ``seconds`` (an experiment's wall
+    time to solve, say): reported, never compared.
+    """
     run = {key: value for key, value in results["run"].items() if key not in _VOLATILE_RUN_FIELDS}
-    claims = [{**row, "checks": [{k: v for k, v in check.items() if k not in ("seconds", "reused")}
-                                 for check in row["checks"]]} for row in results["claims"]]
+
+    def stable(check: dict[str, Any]) -> dict[str, Any]:
+        observed = {key: value for key, value in check["observed"].items() if "seconds" not in key}
+        return {key: value for key, value in check.items() if key not in ("seconds", "reused")} | {"observed": observed}
+
+    claims = [{**row, "checks": [stable(check) for check in row["checks"]]} for row in results["claims"]]
     return {**results, "run": run, "claims": claims}
 
 
