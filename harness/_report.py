@@ -241,14 +241,19 @@ _VOLATILE_RUN_FIELDS = ("started", "seconds", "revision")
 def normalized(results: dict[str, Any]) -> dict[str, Any]:
     """The results without the fields that change from run to run of the same code: timings, revision.
 
-    A verifier's observation is a timing when its name contains ``seconds`` (an experiment's wall
-    time to solve, say): reported, never compared.
+    A verifier's observation, or a field nested in one, is a timing when its name contains
+    ``seconds`` (an experiment's wall time to solve, say): reported, never compared.
     """
     run = {key: value for key, value in results["run"].items() if key not in _VOLATILE_RUN_FIELDS}
 
+    def without_timings(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: without_timings(item) for key, item in value.items() if "seconds" not in key}
+        return [without_timings(item) for item in value] if isinstance(value, list) else value
+
     def stable(check: dict[str, Any]) -> dict[str, Any]:
-        observed = {key: value for key, value in check["observed"].items() if "seconds" not in key}
-        return {key: value for key, value in check.items() if key not in ("seconds", "reused")} | {"observed": observed}
+        kept = {key: value for key, value in check.items() if key not in ("seconds", "reused")}
+        return kept | {"observed": without_timings(check["observed"])}
 
     claims = [{**row, "checks": [stable(check) for check in row["checks"]]} for row in results["claims"]]
     return {**results, "run": run, "claims": claims}
