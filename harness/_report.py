@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness._html import HTML_FILE, format_value, render_html
+from harness._html import HTML_FILE, figure_paths, format_value, render_html
 from harness._runner import RunOptions
 from harness._schema import KINDS
 
@@ -270,8 +270,11 @@ def snapshot(directory: Path) -> dict[str, Any]:
     for name, text in rendered.items():
         path = directory / name
         state[name] = path.is_file() and path.read_text(encoding="utf-8") == text
-    for figure in sorted((directory / "figures").glob("*.svg")):
-        state[f"figures/{figure.name}"] = figure.read_bytes()
+    # The figures the claims' evidence names; other files in figures/ belong to other commands.
+    named = {path for row in results["claims"] for check in row["checks"] for path in figure_paths(check["observed"])}
+    for path in sorted(named):
+        figure = directory / path
+        state[path] = figure.read_bytes() if figure.is_file() else None
     return state
 
 
