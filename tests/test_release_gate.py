@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from harness.cli import main as claims_main
-from tests.test_loading import claim, claim_file, claims_dir
+from test_loading import claim, claim_file, claims_dir
 
 
 def _verify(*extra: str) -> int:
