@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from harness.cli import main as claims_main
 from test_loading import claim, claim_file, claims_dir
+
+from harness.cli import main as claims_main
 
 
 def _verify(*extra: str) -> int:
