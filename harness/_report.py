@@ -235,11 +235,12 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision")
+# Where and when it ran, not what it found: results that depend on them differ visibly in the claims.
+_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision", "versions")
 
 
 def normalized(results: dict[str, Any]) -> dict[str, Any]:
-    """The results without the fields that change from run to run of the same code: timings, revision.
+    """The results without what changes between runs of the same code: timings, revision, library versions.
 
     A verifier's observation, or a field nested in one, is a timing when its name contains
     ``seconds`` (an experiment's wall time to solve, say): reported, never compared.
