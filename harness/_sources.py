@@ -27,8 +27,10 @@ class Source:
     fields: dict[str, str] = field(default_factory=dict)
 
     @property
-    def identifier(self) -> str | None:
-        return self.fields.get("Identifier")
+    def full_citation(self) -> str:
+        """The citation followed by its identifier (arXiv, DOI or URL), as the reports show it."""
+        identifier = self.fields.get("Identifier")
+        return f"{self.citation} {identifier}." if identifier else self.citation
 
 
 def read_sources(path: Path) -> dict[str, Source]:

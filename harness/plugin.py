@@ -174,7 +174,7 @@ def _claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
     if claim is not None:
         info.update(statement=claim.statement, formula=claim.formula, sources=claim.sources,
                     limitations=claim.limitations, erratum=claim.erratum, checks=len(claim.checks))
-        info["citations"] = {key: catalogue.sources[key].citation for key in claim.sources
+        info["citations"] = {key: catalogue.sources[key].full_citation for key in claim.sources
                              if key in catalogue.sources}
     return {"claims_dir": str(catalogue.root / Path(entry.file).parent), "file": entry.file,
             "title": catalogue.titles.get(entry.file, entry.file), "line": entry.line, "index": entry.index,
