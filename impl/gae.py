@@ -19,14 +19,12 @@ Arrays are shaped [T] or [T, n_envs] (any trailing shape), time first. Object ar
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import ArrayLike
 from scipy.signal import lfilter
 
-# Fragments are filtered in groups of similar length, each group padded to its longest member;
-# rounding lengths up to a power of two bounds the padding by 2x, and lumping every fragment of
-# at most this many steps into one group bounds the number of groups.
-_SHORTEST_GROUP = 16
+# Steps per block when discounted suffix sums are evaluated at a few points: the points cost a
+# window of this many steps each, the whole buffer one matrix product and a filter over blocks.
+_BLOCK = 16
 
 
 def td_errors(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: ArrayLike, gamma: float
@@ -112,11 +110,12 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
         used only where ``trace_cut_t`` of the last transition is 0. Default: the trace ends.
 
     Returns:
-      advantages shaped like ``r_t``.
+      advantages shaped like ``r_t``: exact for Fractions; for floats, within rounding of the
+      step-by-step loop (one vectorized filter, see :func:`_fragment_filter` for the bound).
     """
     delta_t = td_errors(r_t, v_t, v_tp1, terminated_t, gamma)
     if delta_t.dtype != object:
-        delta_t = delta_t.astype(float)
+        delta_t = delta_t.astype(float, copy=False)
     cut_t = np.asarray(trace_cut_t) != 0
     if carry is not None:
         delta_t[-1] = delta_t[-1] + gamma * lambda_ * (1 - cut_t[-1]) * np.asarray(carry)
@@ -160,38 +159,60 @@ def _backward_recursion(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> 
 
 
 def _fragment_filter(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
-    """The same recursion for floats, with ``scipy.signal.lfilter`` run once per group of fragments.
+    """The same recursion for floats, as one ``scipy.signal.lfilter`` pass with the cuts folded into its input.
 
-    Every environment's column is reversed in time and the columns are laid end to end, so each
-    fragment (a run of steps between cuts) becomes a contiguous slice that starts where the
-    recursion starts. Fragments of similar length are stacked as rows of one array, each row
-    filtered from a zero state, which performs the loop's additions and multiplications in the
-    loop's order: the result equals :func:`_backward_recursion` bit for bit. A row longer than
-    its fragment holds later data, which only follows the fragment and never feeds back into it.
+    ``lfilter`` runs y_t = x_t + discount y_{t+1} with no cuts. Cutting the trace after step e
+    means the recursion must not carry discount * y_{e+1} into step e; subtracting exactly that
+    from x_e cancels it. y_{e+1} is the discounted sum over the fragment that starts at e+1,
+    F_{e+1} - discount^{e'-e} F_{e'+1} with e' that fragment's last step and F the cut-free
+    discounted suffix sums, which :func:`_discounted_suffix_sums` evaluates at the few points
+    after cuts. ``x_t`` is overwritten.
+
+    The result differs from the step-by-step loop only by rounding, but that rounding scales with
+    the cut-free sums: per step at most about 4 T eps max_t Σ_{s>=t} discount^{s-t} |x_s| over
+    the rest of the column (T steps), which at discount = 1 is the column's whole absolute sum.
+    A NaN reaches every earlier step of its column, as in the loop, where 0 * NaN is NaN.
     """
     length = x_t.shape[0]
     columns = x_t.reshape(length, -1)
     n_columns = columns.shape[1]
-    size = length * n_columns
-    starts_here = np.empty((n_columns, length), dtype=bool)
-    starts_here[:, 0] = True
-    starts_here[:, 1:] = cut_t.reshape(length, -1)[-2::-1].T
-    starts = np.flatnonzero(starts_here)
-    lengths = np.diff(starts, append=size)
-    reversed_padded = np.zeros(size + int(lengths.max()), dtype=float)
-    reversed_padded[:size].reshape(n_columns, length)[...] = columns[::-1].T
-    groups = np.ceil(np.log2(np.maximum(lengths, _SHORTEST_GROUP))).astype(np.int64)
-    order = np.argsort(groups, kind="stable")
-    counts = np.bincount(groups)
-    row_offset = np.empty_like(starts)
-    filtered = []
-    written = 0
-    for members in np.split(order, np.cumsum(counts[counts > 0])[:-1]):
-        width = int(lengths[members].max())
-        rows = sliding_window_view(reversed_padded, width)[starts[members]]
-        filtered.append(lfilter([1.0], [1.0, -discount], rows, axis=1).reshape(-1))
-        row_offset[members] = written + width * np.arange(members.size)
-        written += width * members.size
-    source = np.repeat(row_offset - starts, lengths) + np.arange(size)
-    reversed_result = np.concatenate(filtered)[source]
-    return reversed_result.reshape(n_columns, length)[:, ::-1].T.reshape(x_t.shape)
+    end, column = np.divmod(np.flatnonzero(cut_t.reshape(length, -1)[:-1]), n_columns)
+    if end.size:
+        by_column = np.lexsort((end, column))
+        end, column = end[by_column], column[by_column]
+        fragment_end = np.empty_like(end)
+        fragment_end[:-1] = end[1:]
+        last_cut_of_column = np.ones(end.size, dtype=bool)
+        last_cut_of_column[:-1] = column[1:] != column[:-1]
+        fragment_end[last_cut_of_column] = length - 1
+        suffix = _discounted_suffix_sums(columns, discount, np.concatenate([end + 1, fragment_end + 1]),
+                                         np.concatenate([column, column]))
+        following_fragment = suffix[:end.size] - discount ** (fragment_end - end) * suffix[end.size:]
+        columns[end, column] -= discount * following_fragment
+    return lfilter([1.0], [1.0, -discount], columns[::-1], axis=0)[::-1].reshape(x_t.shape)
+
+
+def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, at_column: np.ndarray) -> np.ndarray:
+    """F_p = Σ_{s=p}^{T-1} discount^{s-p} x_{s, c} at the points (p, c) of a [T, n] array, p in [0, T], without cuts.
+
+    The discounted sum of every block of ``_BLOCK`` steps is one matrix product; a short
+    ``lfilter`` over the blocks turns them into F at every block's first step; F_p is then the
+    rest of p's block (its steps dotted with the discounts) plus the discounted F of the next block.
+    """
+    length, n_columns = x_t.shape
+    full_blocks, remainder = divmod(length, _BLOCK)
+    n_blocks = full_blocks + (remainder > 0)
+    powers = discount ** np.arange(_BLOCK)
+    block_sums = np.empty((n_blocks, n_columns))
+    block_sums[:full_blocks] = np.matmul(powers, x_t[:full_blocks * _BLOCK].reshape(full_blocks, _BLOCK, n_columns))
+    if remainder:
+        block_sums[full_blocks] = powers[:remainder] @ x_t[full_blocks * _BLOCK:]
+    at_block_start = np.zeros((n_blocks + 2, n_columns))
+    at_block_start[:n_blocks] = lfilter([1.0], [1.0, -discount**_BLOCK], block_sums[::-1], axis=0)[::-1]
+    block = at_t // _BLOCK
+    rest_of_block = np.minimum((block + 1) * _BLOCK, length) - at_t
+    # Row r holds the first r discounts and zeros after them, so steps past the block (or past T) weigh nothing.
+    truncated_powers = np.where(np.arange(_BLOCK) < np.arange(_BLOCK + 1)[:, None], powers, 0.0)
+    steps = np.minimum(at_t[:, None] + np.arange(_BLOCK), length - 1)
+    within_block = np.einsum("ij,ij->i", x_t[steps, at_column[:, None]], truncated_powers[rest_of_block])
+    return within_block + discount**rest_of_block * at_block_start[block + 1, at_column]

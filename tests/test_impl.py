@@ -85,7 +85,9 @@ def test_gae_trace_cut_splits_the_array_into_independent_fragments(rng):
     whole = impl.gae_advantages(r_t, v_t, v_tp1, terminated_t, cut, 0.99, 0.95)
     first = impl.gae_advantages(r_t[:5], v_t[:5], v_tp1[:5], terminated_t[:5], np.zeros(5), 0.99, 0.95)
     second = impl.gae_advantages(r_t[5:], v_t[5:], v_tp1[5:], terminated_t[5:], np.zeros(7), 0.99, 0.95)
-    np.testing.assert_array_equal(whole, np.concatenate([first, second]))
+    # Not bit for bit: impl filters the whole array, so its rounding depends on the steps after the cut.
+    np.testing.assert_allclose(whole, np.concatenate([first, second]), rtol=0, atol=4 * 12 * np.finfo(float).eps
+                               * (np.abs(r_t).sum() + np.abs(v_t).sum() + np.abs(v_tp1).sum()))
 
 
 def test_gae_is_vectorized_over_environments(rng):

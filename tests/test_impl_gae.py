@@ -6,6 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import impl
 
@@ -33,11 +36,45 @@ def _loop_gae(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_):
     return advantage_t
 
 
-@pytest.mark.parametrize("shape", [(1,), (7,), (300,), (50, 1), (64, 5), (20, 2, 3)])
+def _rounding_bound(arrays, gamma, lambda_):
+    """impl's documented bound against the loop: 4 T eps times the largest cut-free discounted sum of |δ|."""
+    r_t, v_t, v_tp1, terminated_t, _ = arrays
+    magnitude_t = np.abs(r_t) + gamma * np.abs(v_tp1) + np.abs(v_t)
+    uncut = np.zeros_like(magnitude_t)
+    suffix = _loop_gae(magnitude_t, np.zeros_like(magnitude_t), np.zeros_like(magnitude_t), uncut, uncut, 1.0,
+                       gamma * lambda_)
+    return 4 * len(r_t) * np.finfo(float).eps * suffix.max()
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (300,), (50, 1), (64, 5), (20, 2, 3), (1000, 2)])
 @pytest.mark.parametrize("cut_rate", [0.0, 0.05, 0.5, 1.0])
-def test_gae_equals_the_backward_loop_bit_for_bit(rng, shape, cut_rate):
+@pytest.mark.parametrize(("gamma", "lambda_"), [(0.99, 0.95), (1.0, 1.0), (0.9, 0.0), (0.5, 1.0)])
+def test_gae_equals_the_backward_loop_up_to_its_rounding_bound(rng, shape, cut_rate, gamma, lambda_):
     arrays = _buffer(rng, shape, cut_rate)
-    np.testing.assert_array_equal(impl.gae_advantages(*arrays, 0.99, 0.95), _loop_gae(*arrays, 0.99, 0.95))
+    error = np.abs(impl.gae_advantages(*arrays, gamma, lambda_) - _loop_gae(*arrays, gamma, lambda_)).max()
+    assert error <= _rounding_bound(arrays, gamma, lambda_)
+
+
+def test_gae_with_lambda_zero_equals_the_td_errors_bit_for_bit(rng):
+    arrays = _buffer(rng, (200, 3), 0.1)
+    np.testing.assert_array_equal(impl.gae_advantages(*arrays, 0.9, 0.0), impl.td_errors(*arrays[:4], 0.9))
+
+
+def test_a_nan_reaches_the_earlier_steps_of_its_column_as_in_the_loop(rng):
+    r_t, v_t, v_tp1, terminated_t, trace_cut_t = _buffer(rng, (60, 2), 0.0)
+    trace_cut_t[[19, 39]] = 1
+    r_t[30, 0] = np.nan
+    advantages = impl.gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, 1.0, 1.0)
+    assert np.isnan(advantages[:31, 0]).all() and np.isfinite(advantages[31:, 0]).all()
+    assert np.isfinite(advantages[:, 1]).all()
+    np.testing.assert_array_equal(np.isnan(advantages),
+                                  np.isnan(_loop_gae(r_t, v_t, v_tp1, terminated_t, trace_cut_t, 1.0, 1.0)))
+
+
+def test_the_rounding_of_a_long_buffer_at_gamma_lambda_one_stays_within_the_bound(rng):
+    arrays = _buffer(rng, (100_000,), 0.005)
+    error = np.abs(impl.gae_advantages(*arrays, 1.0, 1.0) - _loop_gae(*arrays, 1.0, 1.0)).max()
+    assert error <= _rounding_bound(arrays, 1.0, 1.0)
 
 
 def test_gae_of_fractions_is_exact_and_matches_floats(rng):
@@ -65,7 +102,8 @@ def test_streaming_with_carry_equals_the_unsplit_buffer(rng):
     later = impl.gae_advantages(r_t[15:], v_t[15:], v_tp1[15:], terminated_t[15:], trace_cut_t[15:], 0.99, 0.9)
     earlier = impl.gae_advantages(r_t[:15], v_t[:15], v_tp1[:15], terminated_t[:15], trace_cut_t[:15], 0.99, 0.9,
                                   carry=later[0])
-    np.testing.assert_array_equal(np.concatenate([earlier, later]), whole)
+    error = np.abs(np.concatenate([earlier, later]) - whole).max()
+    assert error <= _rounding_bound((r_t, v_t, v_tp1, terminated_t, trace_cut_t), 0.99, 0.9)
 
 
 def test_carry_is_ignored_where_the_last_step_cuts_the_trace(rng):
@@ -113,3 +151,14 @@ def test_value_targets_use_the_raw_advantages_and_normalisation_copies(rng):
     np.testing.assert_array_equal(impl.value_targets(values, advantages), values + kept)
     assert abs(normalized.mean()) < 1e-12
     assert normalized.std() == pytest.approx(1, abs=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), length=st.integers(1, 120), n_envs=st.integers(1, 3),
+       gamma=st.floats(0.0, 1.0), lambda_=st.floats(0.0, 1.0))
+def test_gae_stays_within_its_rounding_bound_on_values_of_mixed_scales(data, length, n_envs, gamma, lambda_):
+    values = hnp.arrays(np.float64, (length, n_envs), elements=st.floats(-1e6, 1e6) | st.floats(-1e-3, 1e-3))
+    masks = hnp.arrays(np.float64, (length, n_envs), elements=st.sampled_from([0.0, 1.0]))
+    arrays = (data.draw(values), data.draw(values), data.draw(values), data.draw(masks), data.draw(masks))
+    error = np.abs(impl.gae_advantages(*arrays, gamma, lambda_) - _loop_gae(*arrays, gamma, lambda_)).max()
+    assert error <= _rounding_bound(arrays, gamma, lambda_)
