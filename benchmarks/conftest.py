@@ -1,7 +1,9 @@
-"""Speed ratios of impl's GAE, printed at the end of ``tox -e bench`` (``pytest benchmarks --benchmark-only``).
+"""Speed ratios, printed at the end of ``tox -e bench`` (``pytest benchmarks --benchmark-only``).
 
-Each benchmark stores its median time under (case, contender); the summary divides medians that
-were measured in the same run, so the ratios do not depend on the machine's absolute speed.
+Each benchmark stores its median time under (case, contender); the summary divides every
+contender's median by the case's reference contender's (impl's GAE, the serial run, the raw
+generator...), medians measured in the same run, so the ratios do not depend on the machine's
+absolute speed.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ from collections import defaultdict
 import pytest
 
 MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
+REFERENCES: dict[str, str] = {}
 
 
 @pytest.fixture
 def record_median():
-    def record(case: str, contender: str, benchmark) -> None:
-        stats = getattr(benchmark, "stats", None)
-        if stats is not None:
-            MEDIANS[case][contender] = stats.stats.median
+    def record(case: str, contender: str, benchmark, reference: str = "impl") -> None:
+        """``benchmark``: the fixture after it ran, or a median in seconds measured otherwise in this run."""
+        REFERENCES[case] = reference
+        if isinstance(benchmark, float):
+            MEDIANS[case][contender] = benchmark
+        elif getattr(benchmark, "stats", None) is not None:
+            MEDIANS[case][contender] = benchmark.stats.stats.median
 
     return record
 
@@ -26,15 +32,21 @@ def record_median():
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not MEDIANS:
         return
-    terminalreporter.section("GAE speed ratios (medians of this run)")
+    terminalreporter.section("Speed ratios (medians of this run)")
     for case, medians in MEDIANS.items():
-        if "impl" not in medians:
+        reference = REFERENCES[case]
+        if reference not in medians:
             continue
-        parts = [f"impl {medians['impl'] * 1e3:.3f} ms"]
+        parts = [f"{reference} {_duration(medians[reference])}"]
         for contender in sorted(medians):
-            if contender == "impl":
+            if contender == reference:
                 continue
-            ratio = medians[contender] / medians["impl"]
-            relation = f"impl is {ratio:.1f}x faster" if ratio >= 1 else f"impl takes {1 / ratio:.2f}x as long"
-            parts.append(f"{contender} {medians[contender] * 1e3:.3f} ms ({relation})")
+            ratio = medians[contender] / medians[reference]
+            relation = (f"{reference} is {ratio:.1f}x faster; {contender} runs at {1 / ratio:.2f} of its speed"
+                        if ratio >= 1 else f"{reference} takes {1 / ratio:.2f}x as long")
+            parts.append(f"{contender} {_duration(medians[contender])} ({relation})")
         terminalreporter.write_line(f"{case}: " + "; ".join(parts))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.3f} ms"

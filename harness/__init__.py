@@ -7,6 +7,7 @@ of observed values; the harness compares those with what the claim file expects.
 from harness import stats
 from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError
+from harness._executor import SeedRun
 from harness._property import check_property
 from harness._registry import NoParams, verifier
 from harness.stats import MeanEstimate
@@ -20,6 +21,7 @@ __all__ = [
     "NoParams",
     "Problem",
     "RegistryError",
+    "SeedRun",
     "VerifierError",
     "check_property",
     "stats",

@@ -6,13 +6,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from harness import stats
 from harness._errors import ImplementationError, VerifierError
+
+if TYPE_CHECKING:
+    from harness._executor import SeedRunner
 
 PROFILES = ("smoke", "full")
 
@@ -49,6 +52,10 @@ class ImplementationView:
                                       f"(needed by claim '{self._claim_id}')")
         return function
 
+    def __reduce__(self) -> Any:
+        raise VerifierError(f"verifier '{self._verifier}' sends ctx.impl to another process; give ctx.map_seeds a "
+                            "function and use the run.impl it receives, imported where the seed runs")
+
 
 @dataclass(frozen=True)
 class Context:
@@ -65,6 +72,7 @@ class Context:
       deviation: the smallest error of a mean a Monte Carlo check must detect, when stated.
       figures_dir: where :meth:`save_figure` writes; ``figures/`` of the report directory when
         a report is being written.
+      seed_runner: where :meth:`map_seeds` runs the seeds (this process, a local pool, Dask).
       shift: added to every sample :meth:`mean_estimate` sees; zero except when ``claims audit``
         measures power by moving each estimated mean by the check's deviation.
     """
@@ -78,7 +86,20 @@ class Context:
     beta: float
     deviation: float | None
     figures_dir: Path
+    seed_runner: SeedRunner
     shift: float = 0.0
+
+    def map_seeds(self, function: Callable[..., Any], seeds: Sequence[int], *args: Any) -> list[Any]:
+        """``[function(run, *args) for each seed]``, the seeds run as independent tasks, maybe in parallel.
+
+        ``run`` is a :class:`harness.SeedRun`: ``run.impl`` (the implementation, imported where the
+        seed runs), ``run.seed``, and ``run.call_reporting(loop, ...)``, which passes a training
+        loop a ``progress`` callback if it takes one. Tasks go to a local process pool or to
+        Dask workers, so ``function`` must be defined at the top level of an importable module
+        and ``args`` and the results must pickle; each seed's result must depend only on the seed
+        and ``args`` (not on ``ctx.rng``), which makes it the same whichever executor ran it.
+        """
+        return self.seed_runner.map(function, seeds, args)
 
     def samples_needed(self, support: tuple[float, float]) -> int:
         """How many independent samples detect ``deviation`` at this check's alpha and beta."""

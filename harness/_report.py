@@ -12,13 +12,56 @@ from pathlib import Path
 from typing import Any
 
 from harness._html import HTML_FILE, figure_paths, format_value, render_html
-from harness._runner import RunOptions
+from harness._loading import Catalogue, ClaimEntry
+from harness._runner import CheckResult, RunOptions
 from harness._schema import KINDS
 
 STATUSES = ("passed", "failed", "error", "skipped")
 RESULTS_FILE = "claims.json"
 MARKDOWN_FILE = "claims_report.md"
 _VERSIONED = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
+
+
+# The evidence of one pytest item, or of one check reused without pytest: JSON text, as it travels from
+# pytest-xdist workers to the controller, so both ways of writing reports read exactly the same values.
+
+
+def claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
+    """What every item of a claim carries about the claim itself."""
+    claim = entry.claim
+    info: dict[str, Any] = {"id": entry.id, "where": entry.where}
+    if claim is not None:
+        info.update(statement=claim.statement, formula=claim.formula, sources=claim.sources,
+                    limitations=claim.limitations, erratum=claim.erratum, checks=len(claim.checks))
+        info["citations"] = {key: catalogue.sources[key].full_citation for key in claim.sources
+                             if key in catalogue.sources}
+    return {"claims_dir": str(catalogue.root / Path(entry.file).parent), "file": entry.file,
+            "title": catalogue.titles.get(entry.file, entry.file), "line": entry.line, "index": entry.index,
+            "claim": info}
+
+
+def file_payload(catalogue: Catalogue, file: str) -> dict[str, Any]:
+    """What the item of a claim file's own problems carries: the file stands in for a claim."""
+    return {"claims_dir": str(catalogue.root / Path(file).parent), "file": file,
+            "title": catalogue.titles.get(file, file), "line": 1, "index": -1, "claim": {"id": file, "where": None}}
+
+
+def check_evidence(payload: dict[str, Any], entry: ClaimEntry, index: int, result: CheckResult) -> str:
+    assert entry.claim is not None
+    expect = entry.claim.checks[index].expect
+    record = result.as_dict() | {"expected": {key: expectation.as_written() for key, expectation in expect.items()}}
+    return json.dumps({**payload, "check_index": index, "check": record})
+
+
+def problems_evidence(payload: dict[str, Any], problems: list[str]) -> str:
+    return json.dumps({**payload, "problems": problems})
+
+
+def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
+    """Every lesson (claim file) with its title, declared steps and claims, for the report's coverage."""
+    return [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
+             "claims": [[entry.id, entry.where] for entry in catalogue.in_file(file)]}
+            for catalogue in catalogues for file in catalogue.files]
 
 
 def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
-import signal
+import os
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -20,6 +18,7 @@ import numpy as np
 from harness._cache import ObservationCache, cache_key
 from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError
+from harness._executor import SeedRunner, time_limit
 from harness._expect import Comparison, compare, to_jsonable
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
@@ -29,33 +28,14 @@ DEFAULT_IMPL = "impl"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 
 
-class CheckTimeout(ClaimsError):
-    """A check ran past its time limit."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raise :class:`CheckTimeout` in the running check after ``seconds`` (main thread, POSIX only)."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise CheckTimeout(f"the check ran past its time limit of {seconds:g} s; make it faster, or state a "
-                           "larger 'timeout' in the claim file if the work is really needed")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 @dataclass(frozen=True)
 class RunOptions:
-    """How a run is configured: the implementation under test, the profile, the global seed."""
+    """How a run is configured: the implementation under test, the profile, the global seed.
+
+    ``scheduler`` and ``workers`` say where experiments' seeds run (a Dask scheduler's address;
+    processes of the local pool, 1 for none), ``progress_dir`` where progress records go; none of
+    the three changes a result, so none is part of the cache key.
+    """
 
     impl: str = DEFAULT_IMPL
     profile: str = "smoke"
@@ -65,11 +45,22 @@ class RunOptions:
     alpha: float | None = None
     shift_in_deviations: float = 0.0
     check_seed: int | None = None
+    scheduler: str | None = None
+    workers: int = 1
+    progress_dir: str | None = None
 
     @property
     def figures_dir(self) -> Path:
         base = Path(self.report_dir) if self.report_dir else Path(tempfile.gettempdir()) / "module4-claims"
         return base / "figures"
+
+
+def resolve_options(impl: str | None, profile: str | None, seed: int | None, **settings: Any) -> RunOptions:
+    """The options of a run, with what the command line left out taken from $CLAIMS_IMPL, $CLAIMS_PROFILE and
+    $CLAIMS_SEED, else the defaults: the reference implementation, the smoke profile, seed 0."""
+    return RunOptions(impl=impl or os.environ.get("CLAIMS_IMPL") or DEFAULT_IMPL,
+                      profile=profile or os.environ.get("CLAIMS_PROFILE") or "smoke",
+                      seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")), **settings)
 
 
 @dataclass
@@ -116,7 +107,21 @@ def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str
             f"--claims-seed {options.seed}")
 
 
-def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions) -> CheckResult:
+class _MustRun(Exception):
+    """The check's observations are not in the cache: only running its verifier can give them."""
+
+
+def reuse_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions) -> CheckResult | None:
+    """The result :func:`run_check` gives, when it needs no verifier to run: a skip, or cached observations
+    compared anew; None otherwise."""
+    try:
+        return run_check(entry, index, verifier, options, reuse_only=True)
+    except _MustRun:
+        return None
+
+
+def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, *, reuse_only: bool = False
+              ) -> CheckResult:
     """Run check ``index`` of a loaded claim; never raises for a misbehaving verifier or impl."""
     assert entry.claim is not None
     check = entry.claim.checks[index]
@@ -135,9 +140,12 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
                         alpha=_alpha_per_comparison(check)) if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
         result.reused = observed is not None
+        if observed is None and reuse_only:
+            raise _MustRun
         if observed is None:
-            with _time_limit(check.timeout or DEFAULT_TIMEOUT[options.profile]):
-                observed = _observe(entry, index, verifier, options, seed)
+            limit = check.timeout or DEFAULT_TIMEOUT[options.profile]
+            with time_limit(limit):
+                observed = _observe(entry, index, verifier, options, seed, limit)
             if cache:
                 cache.store(key, observed, options.figures_dir)
         missing = [key for key in check.expect if key not in observed]
@@ -150,17 +158,18 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.comparisons = [asdict(c) for c in comparisons]
         result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
         result.status = "passed" if all(c.passed for c in comparisons) else "failed"
-    except ClaimsError as error:
-        result.error = str(error)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _MustRun):
         raise
-    except BaseException:  # a verifier's own bug, even sys.exit(), becomes an error row, never a lost or passed check
-        result.error = traceback.format_exc(limit=-8)
+    except BaseException as error:
+        if reuse_only and not result.reused:  # e.g. no cache key: running the check will say what is wrong
+            raise _MustRun from error
+        # A verifier's own bug, even sys.exit(), becomes an error row, never a lost or passed check.
+        result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
     result.seconds = round(time.perf_counter() - started, 4)
     return result
 
 
-def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int
+def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
              ) -> Mapping[str, Any]:
     assert entry.claim is not None
     check = entry.claim.checks[index]
@@ -184,6 +193,8 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         beta=check.beta,
         deviation=check.deviation,
         figures_dir=options.figures_dir,
+        seed_runner=SeedRunner(options.impl, tuple(verifier.uses), verifier.name, entry.id, options.scheduler,
+                               options.workers, time.time() + limit, limit, options.progress_dir),
         shift=options.shift_in_deviations * (check.deviation or 0.0),
     )
     observed = verifier.function(context)

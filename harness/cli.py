@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness._authoring import NewClaim, lint_warnings, validate, write
 from harness._context import PROFILES
 from harness._loading import Catalogue, load_catalogue
+from harness._progress import run_showing_progress
 from harness._registry import VERIFIER_PACKAGE, registered
-from harness._report import RESULTS_FILE, compare_snapshots, snapshot
-from harness._runner import DEFAULT_IMPL, check_names
+from harness._report import RESULTS_FILE, compare_snapshots, lessons_of, snapshot, write_reports
+from harness._reuse import reuse_every_check
+from harness._runner import DEFAULT_IMPL, check_names, resolve_options
 from harness._schema import KINDS, json_schema_text
 from harness._sources import SOURCES_FILE, registry_section, render_registry, with_registry
 
@@ -34,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="full (the release artifact) or smoke (default: $CLAIMS_PROFILE or full)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
+    verify.add_argument("--scheduler", default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
+                        help="run experiments' seeds on this Dask scheduler, e.g. tcp://host:8786 "
+                             "(default: $CLAIMS_SCHEDULER, else a local process pool)")
     verify.add_argument("--no-cache", action="store_true", help="re-run every check, reusing nothing from the cache")
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, apart from timings, from the ones already in --out")
@@ -66,16 +71,46 @@ def main(argv: list[str] | None = None) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     before = snapshot(args.out) if args.check else None
+    catalogue = load_catalogue(args.claims_dir) if args.claims_dir.is_dir() else None
+    # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
+    reusable = catalogue is not None and not (args.no_cache or args.pytest_args)
+    status = _verify_from_cache(args, catalogue) if reusable else None
+    if status is None:  # some check has to run
+        status = _verify_with_pytest(args)
+    print(f"claims verify: reports written to {args.out}/ (exit status {status})")
+    return _report_and_registry(args, catalogue, before, status)
+
+
+def _verify_with_pytest(args: argparse.Namespace) -> int:
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`.
     pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out), "-q", "-rfE"]
     if not args.no_cache:
         pytest_args += ["--claims-cache", str(CACHE_DIR)]
     for option, value in (("--impl", args.impl), ("--profile", args.profile), ("--claims-seed", args.claims_seed),
-                          ("-n", args.numprocesses)):
+                          ("-n", args.numprocesses), ("--claims-scheduler", args.scheduler)):
         if value is not None:
             pytest_args += [option, str(value)]
-    status = subprocess.call(pytest_args + args.pytest_args)
-    print(f"claims verify: reports written to {args.out}/ (exit status {status})")
+    return run_showing_progress(pytest_args + args.pytest_args)
+
+
+def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue) -> int | None:
+    """Write the reports without starting pytest when no check has to run; the exit status, or None."""
+    started = time.time()
+    options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
+                              cache_dir=str(CACHE_DIR))
+    reused = reuse_every_check(catalogue, options)
+    if reused is None:
+        return None
+    write_reports(args.out, reused.evidence, lessons_of([catalogue]), options, started, catalogue.root)
+    for failure in reused.failures:
+        print(failure, end="\n\n")
+    print(f"claims verify: no check had to run; {len(reused.failures)} of {len(reused.evidence)} results failed "
+          "(pytest not started)")
+    return 1 if reused.failures else 0
+
+
+def _report_and_registry(args: argparse.Namespace, catalogue: Catalogue | None, before: dict | None,
+                         status: int) -> int:
     results_file = args.out / RESULTS_FILE
     if not results_file.is_file():
         return status or 1
@@ -84,7 +119,7 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
           f"from {CACHE_DIR}/" + (" (cache off)" if args.no_cache else ""))
     if results["run"]["impl"] == DEFAULT_IMPL:
-        catalogue = load_catalogue(args.claims_dir)
+        catalogue = catalogue or load_catalogue(args.claims_dir)
         sources_file = catalogue.root / SOURCES_FILE
         text = sources_file.read_text(encoding="utf-8")
         sources_file.write_text(with_registry(text, _registry(catalogue, results)), encoding="utf-8")

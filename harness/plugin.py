@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from harness._context import PROFILES
+from harness._executor import default_workers, shutdown_executors
 from harness._loading import Catalogue, ClaimEntry, load_catalogue
-from harness._report import write_reports
-from harness._runner import DEFAULT_IMPL, RunOptions, check_names, failure_text, run_check
+from harness._progress import CHECKS_RECORD, progress_dir, write_record
+from harness._report import check_evidence, claim_payload, file_payload, lessons_of, problems_evidence, write_reports
+from harness._runner import DEFAULT_IMPL, RunOptions, check_names, failure_text, resolve_options, run_check
 from harness._schema import KIND_DESCRIPTIONS
 
 PAYLOAD = "claims_result"
@@ -39,17 +41,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write claims.json, claims_report.md and claims_report.html to DIR after the run")
     group.addoption("--claims-cache", default=None, metavar="DIR",
                     help="reuse observations of checks whose inputs and code did not change, kept in DIR")
+    group.addoption("--claims-scheduler", default=None, metavar="ADDRESS",
+                    help="run experiments' seeds on a Dask scheduler, e.g. tcp://host:8786 (default: "
+                         "$CLAIMS_SCHEDULER, else a local process pool)")
+    group.addoption("--claims-workers", type=int, default=None, metavar="N",
+                    help="processes of the local pool for experiments' seeds; 1 runs them in the checking process "
+                         "(default: $CLAIMS_WORKERS, else the cores divided by the xdist workers)")
 
 
 def run_options(config: pytest.Config) -> RunOptions:
-    seed = config.getoption("claims_seed")
-    return RunOptions(
-        impl=config.getoption("impl") or os.environ.get("CLAIMS_IMPL") or DEFAULT_IMPL,
-        profile=config.getoption("profile") or os.environ.get("CLAIMS_PROFILE") or "smoke",
-        seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")),
+    workers = config.getoption("claims_workers") or int(os.environ.get("CLAIMS_WORKERS", "0"))
+    return resolve_options(
+        config.getoption("impl"), config.getoption("profile"), config.getoption("claims_seed"),
         report_dir=config.getoption("claims_report"),
         cache_dir=config.getoption("claims_cache"),
+        scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
+        workers=workers or default_workers(_xdist_workers(config)),
+        progress_dir=progress_dir(),
     )
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers share this machine with this process (1 without xdist)."""
+    workerinput = getattr(config, "workerinput", None)
+    return int(workerinput.get("workercount", 1)) if workerinput else 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,6 +75,12 @@ def pytest_configure(config: pytest.Config) -> None:
     report_dir = config.getoption("claims_report")
     if report_dir and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_ReportWriter(Path(report_dir), run_options(config)), "claims-report")
+    if progress_dir() and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutdown_executors()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -81,9 +102,7 @@ class ClaimFileNode(pytest.File):
         problems = catalogue.file_problems.get(display, [])
         if problems:
             yield ProblemItem.from_parent(self, name="file-problems", problems=[str(p) for p in problems],
-                                          payload={"claims_dir": str(claims_dir), "file": display,
-                                                   "title": catalogue.titles.get(display, display), "line": 1,
-                                                   "index": -1, "claim": {"id": display, "where": None}})
+                                          payload=file_payload(catalogue, display))
         used: set[str] = set()
         for entry in catalogue.in_file(display):
             name = entry.id if entry.id not in used else f"{entry.id}@{entry.line}"
@@ -100,7 +119,7 @@ class ClaimNode(pytest.Collector):
         self.catalogue = catalogue
 
     def collect(self):
-        payload = _claim_payload(self.entry, self.catalogue)
+        payload = claim_payload(self.entry, self.catalogue)
         if self.entry.broken:
             yield ProblemItem.from_parent(self, name="load-error", problems=[str(p) for p in self.entry.problems],
                                           payload=payload)
@@ -131,10 +150,7 @@ class CheckItem(pytest.Item):
         check = self.entry.claim.checks[self.index]
         verifier = self.parent.catalogue.verifiers[check.verifier]
         self.result = run_check(self.entry, self.index, verifier, options)
-        record = self.result.as_dict()
-        record["expected"] = {key: expectation.as_written() for key, expectation in check.expect.items()}
-        self.user_properties.append((PAYLOAD, json.dumps({**self.payload, "check_index": self.index,
-                                                          "check": record})))
+        self.user_properties.append((PAYLOAD, check_evidence(self.payload, self.entry, self.index, self.result)))
         if self.result.status == "error":
             pytest.fail(failure_text(self.entry, self.index, self.result, options), pytrace=False)
         if self.result.status == "skipped":
@@ -158,7 +174,7 @@ class ProblemItem(pytest.Item):
         self.payload = payload
 
     def setup(self) -> None:
-        self.user_properties.append((PAYLOAD, json.dumps({**self.payload, "problems": self.problems})))
+        self.user_properties.append((PAYLOAD, problems_evidence(self.payload, self.problems)))
         pytest.fail("\n".join(self.problems), pytrace=False)
 
     def runtest(self) -> None:  # setup() always fails first
@@ -166,19 +182,6 @@ class ProblemItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, self.payload["line"] - 1, f"{self.payload['claim']['id']} (cannot be loaded)"
-
-
-def _claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
-    claim = entry.claim
-    info: dict[str, Any] = {"id": entry.id, "where": entry.where}
-    if claim is not None:
-        info.update(statement=claim.statement, formula=claim.formula, sources=claim.sources,
-                    limitations=claim.limitations, erratum=claim.erratum, checks=len(claim.checks))
-        info["citations"] = {key: catalogue.sources[key].full_citation for key in claim.sources
-                             if key in catalogue.sources}
-    return {"claims_dir": str(catalogue.root / Path(entry.file).parent), "file": entry.file,
-            "title": catalogue.titles.get(entry.file, entry.file), "line": entry.line, "index": entry.index,
-            "claim": info}
 
 
 class _ReportWriter:
@@ -198,8 +201,28 @@ class _ReportWriter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         payloads = list(self.payloads.values())
         catalogues = [load_catalogue(Path(d)) for d in sorted({p["claims_dir"] for p in payloads})]
-        lessons = [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
-                    "claims": [[entry.id, entry.where] for entry in catalogue.in_file(file)]}
-                   for catalogue in catalogues for file in catalogue.files]
         root = catalogues[0].root if catalogues else Path(session.config.rootpath)
-        write_reports(self.directory, payloads, lessons, self.options, self.started, root)
+        write_reports(self.directory, payloads, lessons_of(catalogues), self.options, self.started, root)
+
+
+class _CheckCounter:
+    """Writes how many checks are done of how many, in the controlling process, for ``claims verify``'s status line."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.record: dict[str, Any] = {"done": 0, "total": None, "started": time.time()}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._write(total=len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._write(total=len(ids))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self._write(done=self.record["done"] + 1)
+
+    def _write(self, **changes: Any) -> None:
+        self.record.update(changes)
+        write_record(self.directory, CHECKS_RECORD, self.record)

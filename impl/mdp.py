@@ -118,12 +118,20 @@ def enumerate_trajectories(mdp: TabularMDP, pi_sa: ArrayLike, horizon: int) -> T
     return Trajectories(s_t, a_t, np.asarray(mdp.R)[s_t[:-1], a_t], probability)
 
 
-def _sample_rows(rng: np.random.Generator, probabilities: np.ndarray) -> np.ndarray:
-    """One index per row of ``probabilities`` [n, K], by inversion of the row's CDF."""
+def _draw(rng: np.random.Generator, probabilities: np.ndarray, rows: np.ndarray | int, out: np.ndarray) -> None:
+    """Write to ``out`` one index per draw, drawn from row ``rows[i]`` (or row ``rows`` for all) of ``probabilities``.
+
+    By inversion of the row's CDF at a uniform u: the draw is the number of the CDF's first K - 1
+    entries at or below u (so a CDF whose last entry round-off leaves a hair below u still gives
+    the last index). The CDF is summed once per row of the table [R, K] and compared one entry at
+    a time, a gathered column per entry rather than a whole gathered row per draw: several times
+    faster, and the same draws.
+    """
     cdf = np.cumsum(probabilities, axis=-1)
-    u = rng.random(len(probabilities))
-    # Round-off can leave cdf[-1] a hair below u; such a draw belongs to the last index.
-    return np.minimum((cdf <= u[:, None]).sum(axis=-1), probabilities.shape[-1] - 1)
+    u = rng.random(len(out))
+    out[...] = 0
+    for k in range(probabilities.shape[-1] - 1):
+        out += cdf[:, k].take(rows) <= u
 
 
 def sample_trajectories(rng: np.random.Generator, mdp: TabularMDP, theta: ArrayLike, horizon: int, n: int
@@ -142,14 +150,16 @@ def sample_trajectories(rng: np.random.Generator, mdp: TabularMDP, theta: ArrayL
     """
     pi_sa = softmax(theta)
     kernel = transition_kernel(mdp, pi_sa)
-    R = np.asarray(mdp.R)
     s_t = np.empty((horizon + 1, n), dtype=int)
     a_t = np.empty((horizon, n), dtype=int)
-    s_t[0] = _sample_rows(rng, np.broadcast_to(np.asarray(mdp.rho, dtype=float), (n, len(pi_sa))))
+    # s * A + a: the row of P(. | s, a) in the kernel's [S * A, S] view, and the index of R[s, a] in R's flat view.
+    state_action = np.empty((horizon, n), dtype=int)
+    _draw(rng, np.asarray(mdp.rho, dtype=float)[None, :], 0, s_t[0])
     for t in range(horizon):
-        a_t[t] = _sample_rows(rng, pi_sa[s_t[t]])
-        s_t[t + 1] = _sample_rows(rng, kernel[s_t[t], a_t[t]])
-    return Trajectories(s_t, a_t, R[s_t[:-1], a_t])
+        _draw(rng, pi_sa, s_t[t], a_t[t])
+        state_action[t] = s_t[t] * pi_sa.shape[1] + a_t[t]
+        _draw(rng, kernel.reshape(-1, kernel.shape[-1]), state_action[t], s_t[t + 1])
+    return Trajectories(s_t, a_t, np.asarray(mdp.R).ravel().take(state_action))
 
 
 def trajectory_score(mdp: TabularMDP, theta: ArrayLike, s_t: ArrayLike, a_t: ArrayLike) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, verifier
+from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
 
@@ -81,7 +82,7 @@ def variance_montecarlo(ctx: Context) -> dict[str, object]:
     supports = {label: (0.0, 2 * float(((rewards - b) ** 2).max()) * largest_squared_score)
                 for label, b in baselines.items()}
     n = ctx.samples_needed(max(supports.values(), key=lambda support: support[1]))
-    arms = ctx.rng.choice(len(rewards), size=2 * n, p=pi)
+    arms = categorical(ctx.rng, pi, 2 * n)
     scores = ctx.impl.softmax_score(np.broadcast_to(logits, (2 * n, len(rewards))), arms)
     observed = {}
     for label, b in baselines.items():

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import rounding_bound
+from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
 _ADVANTAGES = ("group_centered_advantages", "leave_one_out_advantages")
@@ -150,7 +151,7 @@ def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     largest_score_k = np.maximum(pi, 1 - pi)
     widest = max(largest_advantage.values()) * largest_score_k.max()
     n = ctx.samples_needed((-widest, widest))
-    actions = ctx.rng.choice(len(pi), size=(n, group_size), p=pi)
+    actions = categorical(ctx.rng, pi, (n, group_size))
     logits = np.broadcast_to(np.log(pi), (n, group_size, len(pi)))
     estimates = _group_estimates(ctx, reward_a[actions], ctx.impl.softmax_score(logits, actions))
     observed = {}

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, verifier
+from verifiers._sampling import bernoulli
 
 _USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
          "leave_one_out_advantages")
@@ -99,7 +100,7 @@ def group_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     }
     widest = max(bounds.values())
     n = ctx.samples_needed((-widest, widest))
-    actions = (ctx.rng.random((n, group_size)) < params.p).astype(float)
+    actions = bernoulli(ctx.rng, params.p, (n, group_size))
     rewards = np.where(actions == 1, params.reward_success, params.reward_failure)
     estimates = _estimates(ctx, actions, params.p, rewards)
     return {name: ctx.mean_estimate(values, (-bounds[name], bounds[name]), "empirical-bernstein")

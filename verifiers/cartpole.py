@@ -1,8 +1,9 @@
 """The self-contained CartPole and the PPO run on it (module step 4.4.5, and 4.4.2's ratios in practice).
 
-Training runs through ``ctx.impl``: the verifier calls the implementation's training loop and
+Training runs through the implementation under test: the verifier calls its training loop and
 hands it the same view of the implementation, so every building block of the run (environment,
-network, GAE, PPO objective, optimiser) is the implementation under test's.
+network, GAE, PPO objective, optimiser) is the implementation under test's. Each seed's run is a
+task of ``ctx.map_seeds``, which may run it in another process or on a Dask worker.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, verifier
+from harness import Context, SeedRun, check_property, verifier
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
              "actor_critic_backward", "policy_logits", "log_softmax", "softmax_score", "probability_ratios",
@@ -99,6 +100,12 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return median if math.isfinite(median) else None
 
 
+def _train_ppo(run: SeedRun, total_env_steps: int, eval_every: int) -> object:
+    """One seed's PPO run with the implementation's default hyperparameters, wherever the seed runs."""
+    config = run.impl.PPOConfig(total_env_steps=total_env_steps, eval_every=eval_every)
+    return run.call_reporting(run.impl.train_ppo_cartpole, config, run.seed, run.impl)
+
+
 @verifier("cartpole.ppo_training_experiment", uses=(*LOOP_USES, "learning_curve_figure"), params=TrainingBudget)
 def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     """Train impl's PPO on impl's CartPole once per seed; the final greedy evaluation's median and
@@ -108,7 +115,7 @@ def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     config = ctx.impl.PPOConfig(total_env_steps=params.total_env_steps, eval_every=params.eval_every)
-    runs = [ctx.impl.train_ppo_cartpole(config, seed, ctx.impl) for seed in params.seeds]
+    runs = ctx.map_seeds(_train_ppo, params.seeds, params.total_env_steps, params.eval_every)
     finals = np.array([run.final_eval_return for run in runs])
     q25, median, q75 = (float(q) for q in np.percentile(finals, [25, 50, 75]))
     tracked = ("value_loss", "entropy", "kl_k3", "grad_norm", "explained_variance")
@@ -145,7 +152,7 @@ def ratios_in_training(ctx: Context) -> dict[str, object]:
     """Train impl's PPO briefly and read the run's own diagnostics: after each iteration's epochs,
     the fraction of the batch's ratios outside [1-ε, 1+ε], the fraction clipped, and k3 KL."""
     config = ctx.impl.PPOConfig(total_env_steps=ctx.params.total_env_steps, eval_every=0)
-    run = ctx.impl.train_ppo_cartpole(config, ctx.params.seed, ctx.impl)
+    [run] = ctx.map_seeds(_train_ppo, [ctx.params.seed], ctx.params.total_env_steps, 0)
     outside = run.diagnostics["ratio_outside_fraction"]
     return {
         "epochs_per_iteration": config.n_epochs,

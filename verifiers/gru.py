@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import log_softmax
 
-from harness import Context, check_property, verifier
+from harness import Context, SeedRun, check_property, verifier
 from verifiers._numeric import rounding_bound
 
 
@@ -215,6 +215,15 @@ _TRAINING_BLOCKS = ("gru_init", "gru_forward", "gru_backward", "gru_sample", "ad
                     "token_clipped_surrogate")
 
 
+def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, list]:
+    """One seed's GRU training run, wherever the seed runs."""
+    return run.call_reporting(run.impl.train_gru_policy, run.seed, iterations,
+                              prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
+                              ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
+                              learning_rate=params.learning_rate, hidden_size=params.hidden_size,
+                              max_tokens=params.max_tokens, eval_every=params.eval_every, ops=run.impl)
+
+
 @verifier("gru.training_experiment", uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS),
           params=Training)
 def training_experiment(ctx: Context) -> dict[str, object]:
@@ -226,12 +235,7 @@ def training_experiment(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
-    histories = [ctx.impl.train_gru_policy(seed, iterations, prompts_per_batch=params.prompts_per_batch,
-                                           group_size=params.group_size, ppo_epochs=params.ppo_epochs,
-                                           epsilon=params.epsilon, learning_rate=params.learning_rate,
-                                           hidden_size=params.hidden_size, max_tokens=params.max_tokens,
-                                           eval_every=params.eval_every, ops=ctx.impl)
-                 for seed in params.seeds]
+    histories = ctx.map_seeds(_train_gru, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
     initial, final = curves[:, 0], curves[:, -1]
     q1, q3 = np.percentile(final, [25, 75])

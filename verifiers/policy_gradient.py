@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import central_difference, rounding_bound
+from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
 
@@ -328,7 +329,7 @@ def score_function_montecarlo(ctx: Context) -> dict[str, object]:
     low = (outcome_values - gradient).min(axis=0) - slack
     high = (outcome_values - gradient).max(axis=0) + slack
     n = ctx.samples_needed((0.0, float((high - low).max())))
-    outcomes = ctx.rng.choice(categories, size=n, p=pi)
+    outcomes = categorical(ctx.rng, pi, n)
     estimates = ctx.impl.score_function_gradient(values[outcomes][:, None],
                                                  ctx.impl.softmax_score(logits, outcomes)[:, None])
     bias = [ctx.mean_estimate(estimates[:, i] - gradient[i], (float(low[i]), float(high[i])))

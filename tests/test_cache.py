@@ -1,0 +1,183 @@
+"""Incremental re-verification: what the cache reuses, what invalidates it, and `claims verify` without pytest."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from test_loading import claim, claim_file, claims_dir
+
+from harness import _cache
+from harness._loading import load_catalogue
+from harness._report import MARKDOWN_FILE, RESULTS_FILE
+from harness._reuse import reuse_every_check
+from harness._runner import RunOptions, reuse_check, run_check
+from harness.cli import CACHE_DIR
+from harness.cli import main as claims_main
+
+MONTECARLO = """\
+  - id: bernoulli-sampled
+    where: "4.2.5"
+    statement: Sampled groups agree with the exact expectations.
+    sources: [williams1992]
+    checks:
+      - kind: montecarlo
+        verifier: bernoulli.group_estimators_montecarlo
+        params: {p: 0.35, reward_success: 1, reward_failure: -0.2, group_size: 8}
+        alpha: 1e-6
+        beta: 1e-3
+        deviation: 0.05
+        expect:
+          no_baseline: 0.273
+          leave_one_out: 0.273
+"""
+UNKNOWN_SOURCE = claim("cites-nothing-known").replace("[williams1992]", "[nobody2000]")
+
+
+def _project(root: Path, gradient: str = "0.273", params: str = "p: 0.35") -> Path:
+    text = claim_file(claim("bernoulli-gradient", expect=f"gradient: {gradient}"), MONTECARLO, UNKNOWN_SOURCE)
+    root.mkdir(exist_ok=True)
+    return claims_dir(root, {"a.yaml": text.replace("p: 0.35", params)})
+
+
+def _run_every_check(claims: Path) -> None:
+    """Run every usable check once, in this process, storing observations where `claims verify` looks for them."""
+    catalogue = load_catalogue(claims)
+    options = RunOptions(profile="smoke", cache_dir=str(CACHE_DIR), report_dir="reports")
+    for entry in catalogue.entries:
+        for index, check in enumerate(entry.claim.checks if not entry.broken else []):
+            run_check(entry, index, catalogue.verifiers[check.verifier], options)
+
+
+def _without_timings(value):
+    if isinstance(value, dict):
+        return {key: _without_timings(item) for key, item in value.items() if key not in ("seconds", "started")}
+    return [_without_timings(item) for item in value] if isinstance(value, list) else value
+
+
+def _reports(directory: Path) -> tuple[dict, str]:
+    results = json.loads((directory / RESULTS_FILE).read_text(encoding="utf-8"))
+    markdown = re.sub(r"started \S+; [\d.]+ s|seed (\d+), [\d.]+ s", r"\1", (directory / MARKDOWN_FILE).read_text())
+    return _without_timings(results), markdown
+
+
+def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_every_check(_project(tmp_path))
+
+    assert claims_main(["verify", "--profile", "smoke", "--out", "warm"]) == 1  # the unknown source is an error
+    assert "pytest not started" in capsys.readouterr().out
+    # Any extra pytest argument makes pytest run; every observation is reused there too.
+    assert claims_main(["verify", "--profile", "smoke", "--out", "pytest", "--", "-q"]) == 1
+    assert "pytest not started" not in capsys.readouterr().out
+
+    warm, pytest_run = _reports(tmp_path / "warm"), _reports(tmp_path / "pytest")
+    assert warm == pytest_run
+    checks = [check for row in warm[0]["claims"] for check in row["checks"]]
+    assert [check["reused"] for check in checks] == [True, True]
+    assert "(observations reused from the cache)" in warm[1]
+    assert [row["status"] for row in warm[0]["claims"]] == ["passed", "passed", "error"]
+
+
+def test_an_edited_expected_number_is_compared_anew_without_pytest(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_every_check(_project(tmp_path))
+    (tmp_path / "claims" / "a.yaml").write_text(claim_file(claim("bernoulli-gradient", expect="gradient: 0.274")),
+                                                encoding="utf-8")
+    capsys.readouterr()
+
+    assert claims_main(["verify", "--profile", "smoke"]) == 1
+    out = capsys.readouterr().out
+    assert "pytest not started" in out
+    assert "FAILED gradient: expected 0.274" in out
+    (row,) = json.loads((tmp_path / "reports" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
+    assert (row["status"], row["checks"][0]["reused"]) == ("failed", True)
+
+
+@pytest.fixture
+def cached(tmp_path):
+    """A catalogue whose checks have all run once, storing their observations, and the options that ran them."""
+    options = RunOptions(profile="smoke", cache_dir=str(tmp_path / "cache"), report_dir=str(tmp_path / "reports"))
+    catalogue = load_catalogue(_project(tmp_path / "first"))
+    for entry in catalogue.entries[:2]:
+        run_check(entry, 0, catalogue.verifiers[entry.claim.checks[0].verifier], options)
+    return catalogue, options
+
+
+def _reusable(claims: Path, options: RunOptions) -> list[bool]:
+    catalogue = load_catalogue(claims)
+    return [reuse_check(entry, 0, catalogue.verifiers[entry.claim.checks[0].verifier], options) is not None
+            for entry in catalogue.entries[:2]]
+
+
+def test_reused_until_params_profile_or_seed_change(cached, tmp_path):
+    catalogue, options = cached
+    assert _reusable(catalogue.root / "claims", options) == [True, True]
+    assert _reusable(_project(tmp_path / "edited", gradient="0.2730"), options) == [True, True]
+    assert _reusable(_project(tmp_path / "params", params="p: 0.36"), options) == [False, False]
+    for changed in ({"profile": "full"}, {"seed": 1}, {"impl": "zoo.group_mean_as_loo"}):
+        assert _reusable(catalogue.root / "claims", dataclasses.replace(options, **changed)) == [False, False]
+
+
+def test_every_check_reused_and_every_problem_reported_without_running_anything(cached):
+    catalogue, options = cached
+    reused = reuse_every_check(catalogue, options)
+    assert [item["claim"]["id"] for item in reused.evidence] == ["bernoulli-gradient", "bernoulli-sampled",
+                                                                   "cites-nothing-known"]
+    assert [item["check"]["reused"] for item in reused.evidence[:2]] == [True, True]
+    (failure,) = reused.failures
+    assert "unknown source 'nobody2000'" in failure
+
+
+@pytest.mark.parametrize("edited", ["verifiers.bernoulli", "impl", "harness"])
+def test_an_edited_verifier_implementation_or_harness_invalidates(cached, monkeypatch, edited):
+    catalogue, options = cached
+    digest = _cache.source_digest
+    monkeypatch.setattr(_cache, "source_digest", lambda name: "edited" if name == edited else digest(name))
+    assert _reusable(catalogue.root / "claims", options) == [False, False]
+
+
+def test_a_new_library_version_invalidates(cached, monkeypatch):
+    catalogue, options = cached
+    monkeypatch.setattr(_cache, "_versions", lambda: ("numpy 99",))
+    assert _reusable(catalogue.root / "claims", options) == [False, False]
+
+
+def _package(root: Path, files: dict[str, str]) -> None:
+    (root / "digested").mkdir(exist_ok=True)
+    for name, text in {"__init__.py": "", **files}.items():
+        (root / "digested" / name).write_text(text, encoding="utf-8")
+    _cache.source_digest.cache_clear()
+
+
+def test_source_digest_covers_the_module_and_its_package_helpers_without_importing(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    files = {"check.py": "from digested._helper import draw\nfrom . import other\nimport numpy\n",
+             "_helper.py": "def draw(): return 1\n", "other.py": "X = 1\n", "unrelated.py": "Y = 1\n"}
+    _package(tmp_path, files)
+    first = _cache.source_digest("digested.check")
+    assert "digested" not in sys.modules
+
+    _package(tmp_path, {**files, "unrelated.py": "Y = 2\n"})
+    assert _cache.source_digest("digested.check") == first
+    _package(tmp_path, {**files, "_helper.py": "def draw(): return 2\n"})
+    assert _cache.source_digest("digested.check") != first
+    _package(tmp_path, {**files, "other.py": "X = 2\n"})
+    assert _cache.source_digest("digested.check") != first
+    package = _cache.source_digest("digested")
+    _package(tmp_path, {**files, "unrelated.py": "Y = 3\n"})
+    assert _cache.source_digest("digested") != package  # an implementation package: every file counts
+    _cache.source_digest.cache_clear()
+
+
+def test_a_package_in_the_working_directory_that_pytest_would_import_instead_means_pytest_runs(cached, tmp_path,
+                                                                                             monkeypatch):
+    catalogue, options = cached
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "impl").mkdir()
+    (tmp_path / "impl" / "__init__.py").write_text("", encoding="utf-8")
+    assert reuse_every_check(catalogue, options) is None
