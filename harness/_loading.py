@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from harness._errors import Problem, did_you_mean
 from harness._expect import ExpectationError, FloatLiteral
 from harness._registry import Verifier, registered
-from harness._schema import Check, Claim, ClaimFile
+from harness._schema import Check, Claim, ClaimFile, Statement
 from harness._sources import SOURCES_FILE, Source, read_sources
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
@@ -45,6 +45,15 @@ class ClaimEntry:
         return self.claim is None or bool(self.problems)
 
 
+@dataclass(frozen=True)
+class StatementEntry:
+    """One statement of a ledger, with the file and line that state it."""
+
+    file: str
+    line: int
+    statement: Statement
+
+
 @dataclass
 class Catalogue:
     """Every claim of a claims directory, with the sources and verifiers they refer to."""
@@ -57,10 +66,47 @@ class Catalogue:
     steps: dict[str, list[str]]
     sources: dict[str, Source]
     verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
+    statements: dict[str, StatementEntry] = field(default_factory=dict)
 
     def problems(self) -> list[Problem]:
         found = [p for problems in self.file_problems.values() for p in problems]
         found += [p for entry in self.entries for p in entry.problems]
+        return sorted(found, key=lambda p: (p.file, p.line or 0))
+
+    def covering(self) -> dict[str, list[ClaimEntry]]:
+        """Every ledger statement's id with the usable claims that say they check it."""
+        covering: dict[str, list[ClaimEntry]] = {key: [] for key in self.statements}
+        for entry in self.entries:
+            if entry.claim is not None:
+                for key in entry.claim.covers:
+                    covering.setdefault(key, []).append(entry)
+        return covering
+
+    def ledger_problems(self) -> list[Problem]:
+        """What keeps the ledger from being whole: a statement neither checked nor excused, a claim covering nothing.
+
+        These do not stop a claim from running (its checks still say what they say); ``claims lint``
+        and the release gate refuse them.
+        """
+        found = []
+        covering = self.covering()
+        for key, stated in self.statements.items():
+            claims = covering[key]
+            if not claims and stated.statement.not_checkable is None:
+                found.append(Problem(stated.file, stated.line, f"statement '{key}' ({stated.statement.where}) is "
+                                     "checked by no claim", field="statements",
+                                     hint=f"add '{key}' to the 'covers' of a claim that checks it, or give the "
+                                          "statement 'not_checkable:' with the reason"))
+            elif claims and stated.statement.not_checkable is not None:
+                found.append(Problem(stated.file, stated.line, f"statement '{key}' is marked not_checkable but "
+                                     f"claim '{claims[0].id}' covers it", field="statements.not_checkable",
+                                     hint="drop 'not_checkable' or drop the statement from the claim's 'covers'"))
+        for entry in self.entries:
+            if entry.claim is not None and not entry.claim.covers:
+                found.append(Problem(entry.file, entry.line, f"claim '{entry.id}' covers no ledger statement",
+                                     claim_id=entry.id, field="covers",
+                                     hint="list the ids of the statements it checks under 'covers:' "
+                                          "(each lesson's 'statements' is its ledger)"))
         return sorted(found, key=lambda p: (p.file, p.line or 0))
 
     def in_file(self, file: str) -> list[ClaimEntry]:
@@ -85,16 +131,49 @@ def load_catalogue(claims_dir: Path) -> Catalogue:
     for path in claim_files(claims_dir):
         display = path.relative_to(root).as_posix()
         catalogue.files.append(display)
-        entries, problems, header = _load_file(path, display)
+        entries, problems, header, statements = _load_file(path, display)
         catalogue.file_problems[display] = problems
         catalogue.titles[display] = header.title if header else path.stem
         catalogue.steps[display] = header.steps if header else []
+        for stated in statements:
+            problems.extend(_check_statement(stated, catalogue))
+            catalogue.statements.setdefault(stated.statement.id, stated)
         for entry in entries:
             if entry.claim is not None:
                 entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display])
                 seen.setdefault(entry.id, entry)
             catalogue.entries.append(entry)
+    catalogue.entries = [_check_covers(entry, catalogue.statements) for entry in catalogue.entries]
     return catalogue
+
+
+def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Problem]:
+    statement = stated.statement
+    problems = []
+    first = catalogue.statements.get(statement.id)
+    if first is not None:
+        problems.append(Problem(stated.file, stated.line, f"duplicate statement id '{statement.id}'",
+                                field="statements.id",
+                                hint=f"first defined at {first.file}:{first.line}; statement ids are unique across files"))
+    steps = catalogue.steps[stated.file]
+    if steps and statement.where not in steps:
+        problems.append(Problem(stated.file, stated.line, f"statement '{statement.id}': step '{statement.where}' is "
+                                "not one of this file's steps", field="statements.where",
+                                hint=f"use one of {', '.join(steps)}, or move it to the ledger of its lesson"))
+    return problems
+
+
+def _check_covers(entry: ClaimEntry, statements: Mapping[str, StatementEntry]) -> ClaimEntry:
+    if entry.claim is None:
+        return entry
+    unknown = [key for key in entry.claim.covers if key not in statements]
+    if not unknown:
+        return entry
+    problems = tuple(Problem(entry.file, entry.line, f"covers unknown statement '{key}'{did_you_mean(key, statements)}",
+                             claim_id=entry.id, field="covers",
+                             hint="name a statement id of a lesson's 'statements' ledger") for key in unknown)
+    return ClaimEntry(entry.file, entry.line, entry.index, entry.id, entry.where, entry.claim,
+                      entry.check_lines, (*entry.problems, *problems))
 
 
 def _cross_check(
@@ -140,11 +219,13 @@ def _cross_check(
                       entry.check_lines, tuple(problems))
 
 
-def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None]:
-    """The file's claims, its file-level problems, and its header (title, steps) if readable."""
+def _load_file(path: Path, display: str
+               ) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None, list[StatementEntry]]:
+    """The file's claims, its file-level problems, its header (title, steps) if readable, and its ledger."""
 
-    def file_problem(message: str, line: int | None = None, hint: str | None = None) -> tuple[list, list, None]:
-        return [], [Problem(display, line, message, hint=hint)], None
+    def file_problem(message: str, line: int | None = None, hint: str | None = None
+                     ) -> tuple[list, list, None, list]:
+        return [], [Problem(display, line, message, hint=hint)], None, []
 
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
@@ -178,7 +259,7 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
                                 hint=f"start the file with '{MODELINE}' so editors validate it"))
     if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
         message = "the file must be a mapping with 'title', 'steps' and 'claims'"
-        return [], [*problems, Problem(display, 1, message + _tag_note(root))], None
+        return [], [*problems, Problem(display, 1, message + _tag_note(root))], None, []
     first_lines: dict[str, int] = {}
     for key, node in _pairs(root):
         if key in first_lines:
@@ -187,25 +268,48 @@ def _load_file(path: Path, display: str) -> tuple[list[ClaimEntry], list[Problem
                                     hint="merge the two: YAML would silently keep only the last"))
         first_lines.setdefault(key, _line(node))
     seen: set[int] = set()
-    fields = {key: value for key, value in _pairs(root) if key != "claims"}
+    fields = {key: value for key, value in _pairs(root) if key not in ("claims", "statements")}
     claims_node = dict(_pairs(root)).get("claims")
+    statements, statement_problems = _load_statements(dict(_pairs(root)).get("statements"), display, seen,
+                                                      loader.alias_lines)
+    problems.extend(statement_problems)
     header = None
     try:
         for value in fields.values():
             _refuse_aliases(value, seen, loader.alias_lines)
-        header = ClaimFile.model_validate({**_construct(fields), "claims": []})
+        header = ClaimFile.model_validate({**_construct(fields), "claims": [], "statements": []})
     except (ValidationError, _UnsafeYaml) as error:
         problems.extend(_problems(error, display, root, ClaimFile))
     if claims_node is None:
         problems.append(Problem(display, 1, "missing required field 'claims'", hint="add 'claims:' with a list"))
-        return [], problems, header
+        return [], problems, header, statements
     if not isinstance(claims_node, yaml.SequenceNode) or claims_node.tag != _SEQ:
         message = "'claims' must be a list of claims" + _tag_note(claims_node)
         problems.append(Problem(display, _line(claims_node), message))
-        return [], problems, header
+        return [], problems, header, statements
     entries = [_load_claim(node, index, display, seen, loader.alias_lines)
                for index, node in enumerate(claims_node.value)]
-    return entries, problems, header
+    return entries, problems, header, statements
+
+
+def _load_statements(node: yaml.Node | None, display: str, seen: set[int], alias_lines: dict[int, list[int]]
+                     ) -> tuple[list[StatementEntry], list[Problem]]:
+    """The ledger's statements one by one, so that one malformed statement never hides the others."""
+    if node is None:
+        return [], []
+    if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
+        return [], [Problem(display, _line(node), "'statements' must be a list of statements" + _tag_note(node),
+                            field="statements")]
+    statements, problems = [], []
+    for item in node.value:
+        try:
+            _refuse_aliases(item, seen, alias_lines)
+            statements.append(StatementEntry(display, _line(item), Statement.model_validate(_construct(item))))
+        except (ValidationError, _UnsafeYaml) as error:
+            for found in _problems(error, display, item, Statement):
+                problems.append(Problem(found.file, found.line, found.message, field=f"statements.{found.field}"
+                                        if found.field else "statements", hint=found.hint))
+    return statements, problems
 
 
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"

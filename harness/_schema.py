@@ -23,6 +23,22 @@ KIND_DESCRIPTIONS = {
 }
 
 ClaimId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+StatementId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+Shape = Literal["general", "instance", "negative", "empirical"]
+SHAPE_DESCRIPTIONS = {
+    "general": "holds for every input of a class (an identity, a theorem, a property of a function): "
+               "strongly covered by a passed symbolic or property check",
+    "instance": "a worked example or printed number: strongly covered by a passed symbolic, exact or montecarlo check",
+    "negative": "'not in general', 'can', 'is not': strongly covered by a passed counterexample "
+                "(or an exact or symbolic witness)",
+    "empirical": "a statement about training runs: strongly covered by a passed experiment or montecarlo check",
+}
+STRONG_KINDS: dict[str, frozenset[str]] = {
+    "general": frozenset({"symbolic", "property"}),
+    "instance": frozenset({"symbolic", "exact", "montecarlo"}),
+    "negative": frozenset({"counterexample", "exact", "symbolic"}),
+    "empirical": frozenset({"experiment", "montecarlo"}),
+}
 Where = Annotated[str, StringConstraints(pattern=r"^(\d+\.\d+\.\d+|week\d+/step-\d+)$")]
 VerifierName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
 
@@ -72,6 +88,16 @@ class Check(_Strict):
         description="the profiles this check runs in; in any other it is reported as skipped, with the reason",
     )
     note: str | None = Field(None, description="why this check exists, when its name does not say")
+    rejects: str | None = Field(
+        None, min_length=1,
+        description="one concrete wrong implementation (or wrong formula) this check turns red, e.g. "
+                    "'a GAE that bootstraps from V(s_T) on a terminated step'",
+    )
+    harness_chosen: list[str] = Field(
+        default_factory=list,
+        description="keys of 'expect' whose value the harness chose (a witness, a threshold, a corrected value), "
+                    "not the text; every other expected value is the text's",
+    )
 
     @field_validator("expect", mode="after")
     @classmethod
@@ -82,6 +108,10 @@ class Check(_Strict):
     def _statistics_are_stated(self) -> Check:
         if self.kind == "montecarlo" and self.deviation is None:
             raise ValueError("a montecarlo check must state 'deviation', the smallest error of a mean it must detect")
+        unknown = [key for key in self.harness_chosen if key not in self.expect]
+        if unknown:
+            raise ValueError(f"harness_chosen names {', '.join(map(repr, unknown))}, which 'expect' does not have; "
+                             f"name keys of expect ({', '.join(self.expect)})")
         return self
 
 
@@ -96,6 +126,13 @@ class Claim(_Strict):
     limitations: str | None = Field(None, description="what the claim does not say")
     erratum: str | None = Field(
         None, description="where the text's own wording or number is wrong or imprecise, and what is true instead"
+    )
+    origin: Literal["text", "harness"] = Field(
+        "text", description="'text' when the course text makes the claim; 'harness' for a claim the harness adds "
+                            "(a consequence or a caveat the text does not state), said so in the report",
+    )
+    covers: list[StatementId] = Field(
+        default_factory=list, description="ids of the ledger statements (any file's 'statements') this claim checks"
     )
     checks: list[Check] = Field(min_length=1)
 
@@ -119,11 +156,27 @@ class Claim(_Strict):
         return formula
 
 
+class Statement(_Strict):
+    """One checkable statement of the text, in the ledger of its step: covered by claims, or not checkable."""
+
+    id: StatementId = Field(description="kebab-case, stable, unique across all claim files")
+    where: Where = Field(description="the step that says it")
+    says: str = Field(min_length=1, description="the statement in one line of your own English")
+    shape: Shape = Field("general", description="; ".join(f"{k}: {v}" for k, v in SHAPE_DESCRIPTIONS.items()))
+    not_checkable: str | None = Field(
+        None, min_length=1,
+        description="why no check can refute or confirm it (a historical attribution, a pointer to another module)",
+    )
+
+
 class ClaimFile(_Strict):
     """One YAML file of claims: one lesson of the module, or the syllabus."""
 
     title: str = Field(min_length=1, description="the lesson's title")
     steps: list[Where] = Field(min_length=1, description="every step of the lesson, claimed or not: the coverage map")
+    statements: list[Statement] = Field(
+        default_factory=list, description="the ledger: every checkable statement of the lesson's steps"
+    )
     # Claims are validated one by one, so that one broken claim never hides the others.
     claims: list[dict[str, Any]] = Field(description="the claims of this lesson")
 

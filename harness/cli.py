@@ -155,7 +155,11 @@ def _lint(args: argparse.Namespace) -> int:
         print(f"{args.claims_dir}: no such directory; run from the project root or pass --claims-dir", file=sys.stderr)
         return 2
     catalogue = load_catalogue(args.claims_dir)
-    problems = [str(problem) for problem in catalogue.problems()]
+    problems = [str(problem) for problem in [*catalogue.problems(), *catalogue.ledger_problems()]]
+    problems += [f"{entry.file}:{entry.line}: claim '{entry.id}', check {index + 1}, field 'rejects': missing; name "
+                 "one concrete wrong implementation this check turns red (and make sure it does)"
+                 for entry in catalogue.entries if entry.claim
+                 for index, check in enumerate(entry.claim.checks) if check.rejects is None]
     cited = {key for entry in catalogue.entries if entry.claim for key in entry.claim.sources}
     problems += [f"{SOURCES_FILE}:{source.line}: source '{key}' is cited by no claim; cite it where it backs a "
                  "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
