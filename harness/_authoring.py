@@ -93,11 +93,14 @@ def claim_skeleton(new: NewClaim) -> str:
       TODO: the claim in your own English words.
     formula: 'TODO: LaTeX, or delete this line'
     sources: [TODO-source-key]
+    covers: [todo-statement-id]  # ids of the statements it checks, from a lesson's `statements:` ledger
     limitations: >-
       TODO: what the claim does not say.
     checks:
       - kind: {new.kind}
         verifier: {new.verifier}
+        rejects: >-
+          TODO: one concrete wrong implementation or formula this check turns red (plant it and see it fail).
         expect:
           TODO_observed_name: 0.0
 """

@@ -11,6 +11,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 HTML_FILE = "claims_report.html"
+HARNESS_ORIGIN = ("added by the harness, not stated by the text: a consequence or a caveat of what the text says, "
+                  "checked like the text's own claims")
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"
 # Presentation MathML only: nothing here can run script or load anything.
 _MATHML_ELEMENTS = {
@@ -50,11 +52,17 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
     environment.filters["mathml"] = formula_to_mathml
     environment.filters["value"] = format_value
     environment.filters["plain"] = lambda text: text.replace("*", "")
+    environment.filters["css"] = lambda status: status.replace(" ", "-")
     environment.filters["figures"] = lambda observed: [
         svg for path in figure_paths(observed) if (svg := _inline_svg(report_dir / path)) is not None]
     claims = results["claims"]
+    ledger = [statement for lesson in results["coverage"] for step in lesson["steps"]
+              for statement in step["statements"]]
     return environment.get_template("report.html.j2").render(
         run=results["run"], summary=results["summary"], coverage=results["coverage"], claims=claims,
+        criterion=results["coverage_criterion"], uncovered=results["uncovered"],
+        excused=[statement for statement in ledger if statement["status"] == "not checkable"],
+        harness_origin=HARNESS_ORIGIN,
         failures=[row for row in claims if row["status"] in ("failed", "error")],
         lessons=[lesson["title"] for lesson in results["coverage"]],
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],

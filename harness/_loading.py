@@ -154,7 +154,8 @@ def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Probl
     if first is not None:
         problems.append(Problem(stated.file, stated.line, f"duplicate statement id '{statement.id}'",
                                 field="statements.id",
-                                hint=f"first defined at {first.file}:{first.line}; statement ids are unique across files"))
+                                hint=f"first defined at {first.file}:{first.line}; "
+                                     "statement ids are unique across files"))
     steps = catalogue.steps[stated.file]
     if steps and statement.where not in steps:
         problems.append(Problem(stated.file, stated.line, f"statement '{statement.id}': step '{statement.where}' is "

@@ -78,7 +78,24 @@ def _verify(args: argparse.Namespace) -> int:
     if status is None:  # some check has to run
         status = _verify_with_pytest(args)
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
-    return _report_and_registry(args, catalogue, before, status)
+    status = _report_and_registry(args, catalogue, before, status)
+    incomplete = _ledger_gate(catalogue)
+    return status or incomplete
+
+
+def _ledger_gate(catalogue: Catalogue | None) -> int:
+    """1 when the statement ledger is incomplete: a green report must mean every statement was checked.
+
+    Checks still run and the reports still say what they found (``pytest claims/`` never fails on
+    the ledger); only ``claims verify``, and so the release gate, refuses to call the result done.
+    """
+    problems = catalogue.ledger_problems() if catalogue is not None else []
+    for problem in problems:
+        print(f"claims verify: {problem}", file=sys.stderr)
+    if problems:
+        print(f"claims verify: the statement ledger is incomplete ({len(problems)} problems, as 'claims lint' "
+              "lists them); cover each statement with a claim or give it 'not_checkable:'", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _verify_with_pytest(args: argparse.Namespace) -> int:

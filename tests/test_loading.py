@@ -33,17 +33,29 @@ def claim(claim_id: str, expect: str = "gradient: 0.273", extra: str = "") -> st
     where: "4.2.5"
     statement: The one-step Bernoulli policy's logit gradient is 0.273.
     sources: [williams1992]
+    covers: [425-bernoulli-gradient]
 {extra}    checks:
       - kind: exact
         verifier: bernoulli.group_estimators_exact
         params: {{p: 0.35, reward_success: 1, reward_failure: -0.2, group_size: 8}}
+        rejects: a logit gradient without the factor p(1-p)
         expect:
           {expect}
 """
 
 
-def claim_file(*claims: str) -> str:
-    return MODELINE + 'title: "Lesson T"\nsteps: ["4.2.5"]\nclaims:\n' + "".join(claims)
+LEDGER = """\
+statements:
+  - id: 425-bernoulli-gradient
+    where: "4.2.5"
+    says: The one-step Bernoulli policy's logit gradient is 0.273.
+    shape: instance
+"""
+
+
+def claim_file(*claims: str, ledger: str = LEDGER) -> str:
+    """A lesson of one step; its ledger (one statement, which ``claim`` covers) unless another file has it."""
+    return MODELINE + 'title: "Lesson T"\nsteps: ["4.2.5"]\n' + ledger + "claims:\n" + "".join(claims)
 
 
 def claims_dir(root: Path, files: dict[str, str], schema: bool = True) -> Path:
@@ -205,7 +217,7 @@ BROKEN_FILES = {
         claim("bad-source").replace("[williams1992]", "[nosuchpaper2031]"),
     ),
     "b.yaml": MODELINE + 'title: "B"\nsteps: ["4.2.5"]\nclaims: [\n',
-    "c.yaml": claim_file(claim("not-finite", expect="gradient: .nan")),
+    "c.yaml": claim_file(claim("not-finite", expect="gradient: .nan"), ledger=""),
 }
 
 
