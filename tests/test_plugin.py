@@ -375,8 +375,8 @@ def perturbed_project(project: Project) -> str:
     project.copy_real(BASELINES)
     path = project.claims / "4.2-baselines.yaml"
     text = path.read_text(encoding="utf-8")
-    assert text.count("gradient: 0.273") == 1
-    path.write_text(text.replace("gradient: 0.273", "gradient: 0.283"), encoding="utf-8")
+    assert text.count("gradient: {exact: 0.273}") == 1
+    path.write_text(text.replace("gradient: {exact: 0.273}", "gradient: {exact: 0.283}"), encoding="utf-8")
     return text
 
 
@@ -386,9 +386,9 @@ def test_perturbed_expected_number_fails_its_check(project):
     run.result.assert_outcomes(failed=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     assert run.failed == [f"{BERNOULLI}::exact"]
     text = run.text
-    assert "FAILED gradient: expected 0.283" in text
+    assert "FAILED gradient: expected exactly 0.283" in text
     assert "observed 0.273" in text
-    assert "ok     no_baseline: expected 0.273" in text
+    assert "ok     no_baseline: expected exactly 0.273" in text
     assert re.search(r"reproduce: pytest 'claims/4\.2-baselines\.yaml::bernoulli-group-estimators::exact' "
                      r"--impl impl .*--claims-seed 0", text)
 
@@ -467,7 +467,7 @@ def test_loo_as_centered_fails_exactly_the_two_loo_checks(project, buggy_impl):
     assert f"{LOO}::symbolic" in passing
     assert any(node.split("::")[1] in CONTROL_CLAIMS for node in passing)
     assert sorted(run.passed) == passing
-    assert "FAILED leave_one_out: expected 0.273" in run.text
+    assert "FAILED leave_one_out: expected exactly 0.273" in run.text
     assert "implementation 'loo_as_centered'" in run.text
 
 

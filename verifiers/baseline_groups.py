@@ -172,12 +172,15 @@ _eps = st.floats(min_value=1e-12, max_value=1.0)
 
 @verifier("baseline_groups.centered_sum_zero_property", uses=("group_centered_advantages",))
 def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
-    """impl's group-centred advantages sum to exactly zero on exact rewards, and to zero up to
-    rounding on floats (G subtractions and a G-term sum of values below the reward range)."""
+    """impl's group-centred advantages are R_i - (1/G) Σ_j R_j on exact rewards and sum to exactly zero
+    there, and sum to zero up to rounding on floats (G subtractions and a G-term sum of values below
+    the reward range)."""
 
     def sums_to_zero(groups: tuple[list[Fraction], list[float]]) -> None:
         exact, floats = groups
-        assert sum(ctx.impl.group_centered_advantages(np.array(exact, dtype=object))) == 0, exact
+        advantages = list(ctx.impl.group_centered_advantages(np.array(exact, dtype=object)))
+        assert advantages == [r - sum(exact) / len(exact) for r in exact], (exact, advantages)
+        assert sum(advantages) == 0, exact
         centered = ctx.impl.group_centered_advantages(np.array(floats))
         spread = max(floats) - min(floats)
         assert abs(centered.sum()) <= rounding_bound(4 * len(floats), len(floats) * spread), (floats, centered)

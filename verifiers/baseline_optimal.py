@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
@@ -22,6 +22,21 @@ def _symbols() -> tuple[sp.Symbol, sp.Symbol, sp.Symbol, sp.IndexedBase, sp.Inde
             sp.IndexedBase("n", positive=True))
 
 
+def optimal_baseline_formula(pi: sp.IndexedBase, q: sp.IndexedBase, n: sp.IndexedBase, a: sp.Symbol,
+                             categories: sp.Basic) -> sp.Basic:
+    """The boxed b* = Σ_a π_a Q_a n_a / Σ_a π_a n_a with n_a = ||g(a)||^2, as the symbolic checks test it.
+
+    Its own function, like :func:`state_value_formula`, so that a test can put a wrong formula in its
+    place and watch those checks fail.
+    """
+    return sp.Sum(pi[a] * q[a] * n[a], (a, 1, categories)) / sp.Sum(pi[a] * n[a], (a, 1, categories))
+
+
+def state_value_formula(pi: sp.IndexedBase, q: sp.IndexedBase, a: sp.Symbol, categories: sp.Basic) -> sp.Basic:
+    """V = Σ_a π_a Q_a / Σ_a π_a, which is E_π[Q] once Σ_a π_a = 1."""
+    return sp.Sum(pi[a] * q[a], (a, 1, categories)) / sp.Sum(pi[a], (a, 1, categories))
+
+
 @verifier("baseline_optimal.second_moment_symbolic")
 def second_moment_symbolic(ctx: Context) -> dict[str, object]:
     """M(b) = E||(Q(A) - b) g(A)||^2 = Σ_a π_a (Q_a - b)^2 n_a with n_a = ||g(a)||^2, K symbolic.
@@ -33,7 +48,7 @@ def second_moment_symbolic(ctx: Context) -> dict[str, object]:
     categories, a, b, pi, q, n = _symbols()
     moment = sp.Sum(pi[a] * (q[a] - b) ** 2 * n[a], (a, 1, categories))
     weight = sp.Sum(pi[a] * n[a], (a, 1, categories))
-    optimal = sp.Sum(pi[a] * q[a] * n[a], (a, 1, categories)) / weight
+    optimal = optimal_baseline_formula(pi, q, n, a, categories)
     stationary = sp.solve(sp.factor_terms(sp.expand(sp.diff(moment, b))), b)
     second = sp.diff(moment, b, 2)
     gap = moment - moment.subs(b, optimal) - (b - optimal) ** 2 * weight
@@ -48,13 +63,14 @@ def second_moment_symbolic(ctx: Context) -> dict[str, object]:
 @verifier("baseline_optimal.constant_norm_symbolic")
 def constant_norm_symbolic(ctx: Context) -> dict[str, object]:
     """b* - V when ||g(a)||^2 = c for every action: Σ π Q c / Σ π c - Σ π Q, zero once Σ π = 1."""
-    categories, a, _, pi, q, _ = _symbols()
+    categories, a, _, pi, q, n = _symbols()
     constant = sp.Symbol("c", positive=True)
     total = sp.Sum(pi[a], (a, 1, categories))
-    value = sp.Sum(pi[a] * q[a], (a, 1, categories))
-    optimal = sp.factor_terms(sp.Sum(pi[a] * q[a] * constant, (a, 1, categories))) / sp.factor_terms(
-        sp.Sum(pi[a] * constant, (a, 1, categories)))
-    return {"optimal_minus_value_when_normalised": sp.simplify((optimal - value).subs(total, 1))}
+    optimal = optimal_baseline_formula(pi, q, n, a, categories).xreplace({n[a]: constant})
+    # Pull the constant norm out of each sum, so that it can cancel.
+    optimal = optimal.replace(lambda e: isinstance(e, sp.Sum), sp.factor_terms)
+    difference = optimal - state_value_formula(pi, q, a, categories)
+    return {"optimal_minus_value_when_normalised": sp.simplify(difference.subs(total, 1))}
 
 
 _weights = st.integers(min_value=1, max_value=20)
@@ -154,3 +170,182 @@ def uniform_policy_exact(ctx: Context) -> dict[str, object]:
         "optimal_minus_value": optimal - value,
         "softmax_score_agrees": softmax_score_agrees(ctx, pi, scores),
     }
+
+
+@verifier("baseline_optimal.value_gap_symbolic")
+def value_gap_symbolic(ctx: Context) -> dict[str, object]:
+    """b* - V = Cov_π(Q, ||g||^2) / E_π||g||^2 for K symbolic actions, with n_a = ||g(a)||^2.
+
+    The covariance is E[Q n] - E[Q] E[n] with E = Σ_a π_a (.), Σ π = 1. The denominator is positive,
+    so b* = V exactly when the covariance is zero (both directions), and b* lies above V when actions
+    with larger score norms have larger Q.
+    """
+    categories, a, _, pi, q, n = _symbols()
+
+    def mean(term: sp.Basic) -> sp.Basic:
+        return sp.Sum(pi[a] * term, (a, 1, categories))
+
+    weight = mean(n[a])
+    covariance = mean(q[a] * n[a]) - mean(q[a]) * mean(n[a])
+    gap = optimal_baseline_formula(pi, q, n, a, categories) - state_value_formula(pi, q, a, categories)
+    return {
+        "optimal_minus_value_minus_covariance_over_weight": sp.simplify(
+            (gap - covariance / weight).subs(mean(1), 1)),
+        "weight_positive": bool(weight.is_positive),
+    }
+
+
+def _exact_fractions(values: list[str]) -> np.ndarray:
+    return np.array([Fraction(v) for v in values], dtype=object)
+
+
+class ExactSoftmaxState(BaseModel):
+    """An exact softmax policy at one state (π, fractions such as '1/3') and the action values there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pi: list[str] = Field(min_length=2, description="π(a|s) per action, exact fractions summing to 1")
+    q: list[str] = Field(min_length=2, description="Q(s, a) per action, exact")
+
+    @model_validator(mode="after")
+    def _a_distribution(self) -> ExactSoftmaxState:
+        if len(self.pi) != len(self.q):
+            raise ValueError("pi and q need one entry per action")
+        probabilities = [Fraction(p) for p in self.pi]
+        if any(p <= 0 for p in probabilities) or sum(probabilities) != 1:
+            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
+        return self
+
+
+@verifier("baseline_optimal.value_gap_exact", params=ExactSoftmaxState,
+          uses=("softmax_score", "state_value_from_q", "optimal_scalar_baseline"))
+def value_gap_exact(ctx: Context) -> dict[str, object]:
+    """impl's b* and V for a softmax policy over its logits (exact scores e_a - π, checked against impl's
+    softmax score), with the verifier's own squared score norms and the covariance Cov_π(Q, ||g||^2)
+    computed from its definition; all in fractions."""
+    pi, q = _exact_fractions(ctx.params.pi), _exact_fractions(ctx.params.q)
+    scores = exact_softmax_scores(pi)
+    norms = (scores * scores).sum(axis=1)
+    covariance = pi @ (q * norms) - (pi @ q) * (pi @ norms)
+    value = ctx.impl.state_value_from_q(pi, q)
+    optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)
+    return {
+        "squared_score_norms": list(norms),
+        "score_norm_constant": len(set(norms)) == 1,
+        "covariance": covariance,
+        "value": value,
+        "optimal_baseline": optimal,
+        "optimal_minus_value": optimal - value,
+        "gap_minus_covariance_over_weight": optimal - value - covariance / (pi @ norms),
+        "softmax_score_agrees": softmax_score_agrees(ctx, pi, scores),
+    }
+
+
+class ReparameterisedState(ExactSoftmaxState):
+    """The same policy and action values, and the per-logit scales of a second, scaled-logit parameterisation."""
+
+    logit_scales: list[int] = Field(min_length=2, description="c in π = softmax(c ⊙ θ), one positive scale per logit")
+
+    @model_validator(mode="after")
+    def _one_scale_per_logit(self) -> ReparameterisedState:
+        if len(self.logit_scales) != len(self.pi) or any(c <= 0 for c in self.logit_scales):
+            raise ValueError("logit_scales needs one positive integer per action")
+        return self
+
+
+def _scores_at(probabilities: list[sp.Basic], theta: tuple[sp.Symbol, ...], point: dict[sp.Symbol, sp.Basic]
+               ) -> tuple[list[Fraction], np.ndarray]:
+    """π(θ) and the score ∂ log π(a) / ∂θ of every action at ``point``, differentiated by sympy, as fractions."""
+
+    def exact(expr: sp.Basic) -> Fraction:
+        value = sp.nsimplify(sp.simplify(expr.subs(point)))
+        assert value.is_Rational, f"{expr} is not rational at {point}"
+        return Fraction(int(value.p), int(value.q))
+
+    policy = [exact(p) for p in probabilities]
+    scores = np.array([[exact(sp.diff(sp.log(p), t)) for t in theta] for p in probabilities], dtype=object)
+    return policy, scores
+
+
+@verifier("baseline_optimal.parameterisation_exact", params=ReparameterisedState,
+          uses=("state_value_from_q", "optimal_scalar_baseline"))
+def parameterisation_exact(ctx: Context) -> dict[str, object]:
+    """One policy π over K actions written three ways, and impl's b* for each with the Euclidean norm of
+    that parameterisation's score:
+
+    * logits θ, π = softmax(θ), at θ = log π;
+    * scaled logits θ, π = softmax(c ⊙ θ), at θ = log π / c: the logits of a network layer whose
+      coordinates have different scales, equivalently the logits with the weighted norm Σ_k c_k^2 g_k^2;
+    * probability coordinates θ = (π_1, ..., π_{K-1}), π_K = 1 - Σ θ, at θ = (π_1, ..., π_{K-1}).
+
+    Each π(θ) and its score are differentiated by sympy and evaluated exactly; the three policies
+    must be the same π. V does not depend on the parameterisation.
+    """
+    pi, q = [Fraction(p) for p in ctx.params.pi], _exact_fractions(ctx.params.q)
+    categories = len(pi)
+    theta = sp.symbols(f"theta1:{categories + 1}", real=True)
+    exp_logits = [sp.exp(t) for t in theta]
+    scaled = [sp.exp(c * t) for c, t in zip(ctx.params.logit_scales, theta, strict=True)]
+    coordinates = theta[:-1]
+    exact_pi = [sp.Rational(p.numerator, p.denominator) for p in pi]
+    writings = {
+        "logits": ([e / sum(exp_logits) for e in exp_logits], theta,
+                   {t: sp.log(p) for t, p in zip(theta, exact_pi, strict=True)}),
+        "scaled_logits": ([e / sum(scaled) for e in scaled], theta,
+                          {t: sp.log(p) / c for t, p, c in zip(theta, exact_pi, ctx.params.logit_scales, strict=True)}),
+        "probabilities": ([*coordinates, 1 - sum(coordinates)], coordinates,
+                          dict(zip(coordinates, exact_pi[:-1], strict=True))),
+    }
+    observed: dict[str, object] = {}
+    same_policy = True
+    for name, (probabilities, parameters, point) in writings.items():
+        policy, scores = _scores_at(probabilities, parameters, point)
+        same_policy &= policy == pi
+        observed[f"optimal_baseline_{name}"] = ctx.impl.optimal_scalar_baseline(np.array(policy, dtype=object), q,
+                                                                                scores)
+    observed["value"] = ctx.impl.state_value_from_q(np.array(pi, dtype=object), q)
+    observed["same_policy"] = same_policy
+    return observed
+
+
+@verifier("baseline_optimal.regression_target_symbolic")
+def regression_target_symbolic(ctx: Context) -> dict[str, object]:
+    """The squared error E_π[(Q(A) - v)^2] = Σ_a π_a (Q_a - v)^2 of a constant prediction v, K symbolic.
+
+    Reports the stationary points of its derivative in v minus V = Σ π_a Q_a (once Σ π = 1), and the
+    residual of E(v) = E(V) + (v - V)^2 Σ π_a, which makes V the global minimum: least-squares
+    regression on sampled returns targets V.
+    """
+    categories, a, v, pi, q, _ = _symbols()
+    total = sp.Sum(pi[a], (a, 1, categories))
+    value = state_value_formula(pi, q, a, categories)
+    error = sp.Sum(pi[a] * (q[a] - v) ** 2, (a, 1, categories))
+    stationary = sp.solve(sp.factor_terms(sp.expand(sp.diff(error, v))), v)
+    gap = error - error.subs(v, value) - (v - value) ** 2 * total
+    return {
+        "stationary_points_minus_value": [sp.simplify(point - value) for point in stationary],
+        "quadratic_decomposition_residual": sp.simplify(sp.factor_terms(sp.expand(gap))),
+    }
+
+
+_regression_cases = st.integers(min_value=1, max_value=6).flatmap(lambda k: st.tuples(
+    st.lists(_weights, min_size=k, max_size=k), st.lists(_rational, min_size=k, max_size=k), _rational))
+
+
+@verifier("baseline_optimal.regression_target_property", uses=("state_value_from_q",))
+def regression_target_property(ctx: Context) -> dict[str, object]:
+    """For random exact policies, action values and predictions v, the squared error E_π[(Q - v)^2],
+    computed here from its definition, exceeds that of impl's V by exactly (v - V)^2: impl's V is the
+    least-squares regression target."""
+
+    def minimises(case: tuple[list[int], list[Fraction], Fraction]) -> None:
+        weights, values, prediction = case
+        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        q = np.array(values, dtype=object)
+
+        def squared_error(v: Fraction) -> Fraction:
+            return (pi * (q - v) ** 2).sum()
+
+        value = ctx.impl.state_value_from_q(pi, q)
+        assert squared_error(prediction) - squared_error(value) == (prediction - value) ** 2, (value, prediction)
+
+    return check_property(ctx, minimises, _regression_cases)

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import rounding_bound
@@ -120,43 +120,147 @@ def state_baseline_unbiased_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, unbiased, _two_step_mdps)
 
 
+def compensating_term(pi: sp.Function, baseline: sp.IndexedBase, a: sp.Symbol, theta: sp.Symbol,
+                      categories: sp.Basic) -> sp.Basic:
+    """Σ_a b(s, a) ∂_θ π(a|s): the term an action-dependent control variate must add back (module step 4.2.1).
+
+    Its own function so that a test can replace it with a wrong term and watch the symbolic check fail.
+    """
+    return sp.Sum(baseline[a] * sp.diff(pi(a, theta), theta), (a, 1, categories))
+
+
+_SOFTMAX_ACTIONS = 3
+
+
+@verifier("baseline_state.action_dependent_compensated_symbolic")
+def action_dependent_compensated_symbolic(ctx: Context) -> dict[str, object]:
+    """E_a[(Q(a) - b(a)) ∇ log π(a)] + Σ_a b(a) ∇π(a) - ∇ Σ_a π(a) Q(a), for K symbolic actions.
+
+    General form: π(a, θ) is an undefined function of one parameter coordinate θ, Q and b arbitrary
+    symbols per action, so the residual covers every parameterisation and every b(s, a). Without
+    the compensating term the estimator's bias is -∂_θ Σ_a π(a, θ) b(a), reported as a residual
+    against that formula. Softmax form: three symbolic logits and baselines b_1, b_2, b_3, the score
+    derived by sympy; the uncompensated bias is -π_k (b_k - Σ_a π_a b_a) in coordinate k, which is
+    not identically zero and vanishes when every b_a is the same value c.
+    """
+    categories = sp.Symbol("K", integer=True, positive=True)
+    a = sp.Symbol("a", integer=True)
+    theta = sp.Symbol("theta", real=True)
+    pi = sp.Function("pi")
+    q, baseline = sp.IndexedBase("Q", real=True), sp.IndexedBase("b", real=True)
+    uncompensated = sp.simplify(sp.Sum(pi(a, theta) * (q[a] - baseline[a]) * sp.diff(sp.log(pi(a, theta)), theta),
+                                       (a, 1, categories)))
+    gradient = sp.Derivative(sp.Sum(pi(a, theta) * q[a], (a, 1, categories)), theta).doit()
+    compensated = uncompensated + compensating_term(pi, baseline, a, theta, categories)
+    bias_formula = -sp.Derivative(sp.Sum(pi(a, theta) * baseline[a], (a, 1, categories)), theta).doit()
+
+    logits = sp.symbols(f"z1:{_SOFTMAX_ACTIONS + 1}", real=True)
+    values = sp.symbols(f"Q1:{_SOFTMAX_ACTIONS + 1}", real=True)
+    baselines = sp.symbols(f"b1:{_SOFTMAX_ACTIONS + 1}", real=True)
+    partition = sum(sp.exp(z) for z in logits)
+    probabilities = [sp.exp(z) / partition for z in logits]
+    actions = range(_SOFTMAX_ACTIONS)
+    softmax_gradient = [sp.diff(sum(p * v for p, v in zip(probabilities, values, strict=True)), z) for z in logits]
+    softmax_bias = [sp.simplify(sum(probabilities[i] * (values[i] - baselines[i])
+                                    * sp.diff(sp.log(probabilities[i]), z) for i in actions) - truth)
+                    for z, truth in zip(logits, softmax_gradient, strict=True)]
+    mean_baseline = sum(p * b for p, b in zip(probabilities, baselines, strict=True))
+    softmax_bias_formula = [-p * (b - mean_baseline) for p, b in zip(probabilities, baselines, strict=True)]
+    constant = sp.Symbol("c", real=True)
+    return {
+        "compensated_minus_gradient": sp.simplify(compensated - gradient),
+        "uncompensated_bias_minus_formula": sp.simplify(uncompensated - gradient - bias_formula),
+        "softmax_uncompensated_bias_minus_formula": [sp.simplify(bias - formula) for bias, formula
+                                                     in zip(softmax_bias, softmax_bias_formula, strict=True)],
+        "softmax_uncompensated_bias_identically_zero": all(bias == 0 for bias in softmax_bias),
+        "softmax_bias_of_constant_baseline": [sp.simplify(bias.subs(dict.fromkeys(baselines, constant)))
+                                              for bias in softmax_bias],
+    }
+
+
+_exact_probability_vectors = st.integers(min_value=2, max_value=5).flatmap(lambda k: st.tuples(
+    st.lists(st.integers(min_value=1, max_value=20), min_size=k, max_size=k),
+    st.lists(_value, min_size=k, max_size=k),
+    st.lists(_value, min_size=k, max_size=k)))
+
+
+@verifier("baseline_state.action_dependent_compensated_property",
+          uses=("baseline_advantages", "score_function_gradient"))
+def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
+    """For random exact softmax policies at one state, action values Q(a) and baselines b(a), with
+    impl's advantages Q(a) - b(a) and one-sample estimates (Q(a) - b(a)) (e_a - π):
+
+    * the π-weighted estimate plus the compensating term Σ_a b(a) ∇π(a), with ∇_z π(a) = π(a)(e_a - π),
+      equals the true gradient Σ_a π(a) Q(a) (e_a - π), exactly;
+    * without the term the bias is zero exactly when b takes the same value for every action.
+    """
+
+    def compensated(case: tuple[list[int], list[Fraction], list[Fraction]]) -> None:
+        weights, values, baselines = case
+        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        q, b = np.array(values, dtype=object), np.array(baselines, dtype=object)
+        scores = exact_softmax_scores(pi)
+        advantages = ctx.impl.baseline_advantages(q, b)
+        estimates = ctx.impl.score_function_gradient(advantages[:, None], scores[:, None, :])
+        expected = pi @ estimates
+        gradient = (pi * q) @ scores
+        compensation = (pi * b) @ scores
+        assert list(expected + compensation) == list(gradient), (list(expected + compensation), list(gradient))
+        unbiased = all(v == 0 for v in expected - gradient)
+        assert unbiased == (len(set(baselines)) == 1), (baselines, list(expected - gradient))
+
+    return check_property(ctx, compensated, _exact_probability_vectors)
+
+
 class ActionBaseline(BaseModel):
-    """A softmax policy at one state, its action values and an action-dependent baseline b(s, a)."""
+    """An exact softmax policy at one state, its action values and an action-dependent baseline b(s, a)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    logits: list[float] = Field(min_length=2, description="z, one logit per action")
+    pi: list[str] = Field(min_length=2, description="π(a|s) per action, exact fractions such as '1/2', summing to 1")
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
     b: list[float] = Field(min_length=2, description="b(s, a) per action")
 
+    @model_validator(mode="after")
+    def _one_entry_per_action(self) -> ActionBaseline:
+        if not len(self.pi) == len(self.q) == len(self.b):
+            raise ValueError("pi, q and b need one entry per action")
+        probabilities = [Fraction(p) for p in self.pi]
+        if any(p <= 0 for p in probabilities) or sum(probabilities) != 1:
+            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
+        return self
+
 
 @verifier("baseline_state.action_dependent_bias", params=ActionBaseline,
-          uses=("softmax", "softmax_score", "baseline_advantages", "score_function_gradient"))
+          uses=("softmax_score", "baseline_advantages", "score_function_gradient"))
 def action_dependent_bias(ctx: Context) -> dict[str, object]:
-    """Σ_a π(a) [(Q(a) - b(a)) - Q(a)] ∇ log π(a): the bias an action-dependent baseline adds.
+    """Σ_a π(a) [(Q(a) - b(a)) - Q(a)] ∇ log π(a): the bias an action-dependent baseline adds, exactly.
 
-    Every single-action estimate goes through impl (advantage, score, one-sample estimator); the
-    expectation is the π-weighted sum over the actions. ``state_baseline_bias`` repeats it with
-    the action-independent baseline mean_a b(a), which must give zero.
+    Every single-action estimate goes through impl (advantage, one-sample estimator) in rational
+    arithmetic, with the exact softmax score e_a - π checked against impl's float softmax score; the
+    expectation is the π-weighted sum over the actions. ``state_baseline_bias`` repeats it with the
+    action-independent baseline Σ_a π(a) b(a).
     """
-    logits, q, b = (np.array(v, dtype=float) for v in (ctx.params.logits, ctx.params.q, ctx.params.b))
-    actions = np.arange(len(logits))
-    pi = ctx.impl.softmax(logits)
-    scores = ctx.impl.softmax_score(np.broadcast_to(logits, (len(actions), len(logits))), actions)
+    pi = np.array([Fraction(p) for p in ctx.params.pi], dtype=object)
+    q, b = (np.array([Fraction(repr(v)) for v in values], dtype=object) for values in (ctx.params.q, ctx.params.b))
+    scores = exact_softmax_scores(pi)
 
     def expected_gradient(baseline: np.ndarray) -> np.ndarray:
         advantages = ctx.impl.baseline_advantages(q, baseline)
         estimates = ctx.impl.score_function_gradient(advantages[:, None], scores[:, None, :])
         return pi @ estimates
 
-    bias = expected_gradient(b) - expected_gradient(np.zeros_like(b))
-    state_bias = expected_gradient(np.full_like(b, b.mean())) - expected_gradient(np.zeros_like(b))
-    magnitude = float(np.abs(q).max() + np.abs(b).max())
+    no_baseline = expected_gradient(np.zeros_like(b) + Fraction(0))
     return {
-        "bias": bias,
-        "bias_norm": float(np.linalg.norm(bias)),
-        "state_baseline_bias_within_rounding": bool(np.all(np.abs(state_bias) <= rounding_bound(8 * len(q),
-                                                                                                 magnitude))),
+        "bias": list(expected_gradient(b) - no_baseline),
+        "state_baseline_bias": list(expected_gradient(np.full_like(b, pi @ b)) - no_baseline),
+        "softmax_score_agrees": softmax_score_agrees(ctx, pi, scores),
     }
+
+
+def state_value_sum(pi: sp.IndexedBase, q: sp.IndexedBase, index: sp.Symbol, categories: sp.Basic) -> sp.Basic:
+    """V = Σ_c π_c Q_c, the baseline of the advantage check; its own function so that a test can put a
+    wrong value in its place and watch that check fail."""
+    return sp.Sum(pi[index] * q[index], (index, 1, categories))
 
 
 @verifier("baseline_state.advantage_mean_zero_symbolic")
@@ -164,35 +268,40 @@ def advantage_mean_zero_symbolic(ctx: Context) -> dict[str, object]:
     """E_{a~π}[Q(a) - V] with V = Σ_b π(b) Q(b): Σ_a π_a Q_a - V Σ_a π_a, zero once Σ_a π_a = 1.
 
     K is a symbol; ``expectation`` is reported with Σ π left as a sum, and
-    ``expectation_when_normalised`` after substituting Σ π = 1.
+    ``expectation_when_normalised`` after substituting Σ π = 1. V's summation index c is renamed to
+    a once the outer sum is expanded, so two sums cancel only when they are the same sum.
     """
     categories = sp.Symbol("K", integer=True, positive=True)
     a, c = sp.symbols("a c", integer=True)
     pi, q = sp.IndexedBase("pi", positive=True), sp.IndexedBase("Q", real=True)
-    value = sp.Sum(pi[c] * q[c], (c, 1, categories))
-    expectation = sp.factor_terms(sp.expand(sp.Sum(pi[a] * (q[a] - value), (a, 1, categories))))
-    expectation = expectation.subs(sp.Sum(pi[a] * q[a], (a, 1, categories)), value)
+    value = state_value_sum(pi, q, c, categories)
+    expectation = sp.factor_terms(sp.expand(sp.Sum(pi[a] * (q[a] - value), (a, 1, categories)))).xreplace({c: a})
     normalised = expectation.subs(sp.Sum(pi[a], (a, 1, categories)), 1)
     return {"expectation": expectation, "expectation_when_normalised": sp.simplify(normalised)}
 
 
 _policies_and_values = st.integers(min_value=1, max_value=8).flatmap(lambda k: st.tuples(
     st.lists(st.integers(min_value=1, max_value=20), min_size=k, max_size=k),
-    st.lists(_value, min_size=k, max_size=k)))
+    st.lists(_value, min_size=k, max_size=k),
+    st.fractions(min_value=-1000, max_value=1000, max_denominator=10)))
 
 
 @verifier("baseline_state.advantage_mean_zero_property", uses=("state_value_from_q", "baseline_advantages"))
 def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
-    """For random exact policies and action values, impl's V equals Σ_a π(a) Q(a) and impl's
-    advantages Q - V have π-mean exactly zero."""
+    """For random exact policies and action values, impl's V equals Σ_a π(a) Q(a), impl's advantages
+    Q - V have π-mean exactly zero, and adding one constant c to every Q(a) (every completion earns
+    c more) leaves the advantages exactly as they were."""
 
-    def mean_zero(case: tuple[list[int], list[Fraction]]) -> None:
-        weights, values = case
+    def mean_zero(case: tuple[list[int], list[Fraction], Fraction]) -> None:
+        weights, values, offset = case
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q = np.array(values, dtype=object)
         value = ctx.impl.state_value_from_q(pi, q)
         assert value == sum(p * v for p, v in zip(pi, q, strict=True)), value
         advantages = ctx.impl.baseline_advantages(q, value)
         assert (pi * advantages).sum() == 0, list(advantages)
+        shifted = q + offset
+        shifted_advantages = ctx.impl.baseline_advantages(shifted, ctx.impl.state_value_from_q(pi, shifted))
+        assert list(shifted_advantages) == list(advantages), (offset, list(shifted_advantages), list(advantages))
 
     return check_property(ctx, mean_zero, _policies_and_values)

@@ -4,7 +4,8 @@ A ~ Bernoulli(p) with reward ``reward_success`` for A = 1 and ``reward_failure``
 the score with respect to the logit is S = A - p. Each group of G independent actions yields
 one estimate (1/G) Σ_i A_i S_i for three choices of the advantage A_i: the reward itself
 (no baseline), the reward minus the group mean, and the leave-one-out advantage. Besides their
-expectations: their exact variances (step 4.2.5), and the std-normalised estimator (step 4.2.3).
+expectations: their exact variances (step 4.2.5), the std-normalised estimator (step 4.2.3), and
+the score S = A - p itself, derived by sympy.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, verifier
+from harness import Context, check_property, verifier
 from verifiers._sampling import bernoulli
 
 _USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
@@ -30,6 +33,44 @@ class BernoulliGroup(BaseModel):
     reward_success: float = Field(description="reward for action 1")
     reward_failure: float = Field(description="reward for action 0")
     group_size: int = Field(ge=2, le=16, description="answers per group, G")
+
+
+def logit_score_formulas() -> dict[int, sp.Basic]:
+    """∂/∂z log π(a) for a = 0, 1 with π(1) = σ(z), differentiated by sympy and rewritten in p = σ(z)."""
+    z = sp.Symbol("z", real=True)
+    p = sp.Symbol("p", positive=True)
+    sigmoid = 1 / (1 + sp.exp(-z))
+    log_pi = {1: sp.log(sigmoid), 0: sp.log(1 - sigmoid)}
+    return {a: sp.simplify(sp.diff(log_prob, z).subs(z, sp.log(p / (1 - p)))) for a, log_prob in log_pi.items()}
+
+
+@verifier("bernoulli.logit_score_symbolic")
+def logit_score_symbolic(ctx: Context) -> dict[str, object]:
+    """The derivative of log π(a) in the logit z, minus a - p, for both actions (sympy, p = σ(z) symbolic)."""
+    p = sp.Symbol("p", positive=True)
+    return {"score_minus_action_minus_p": [sp.simplify(formula - (a - p))
+                                           for a, formula in sorted(logit_score_formulas().items())]}
+
+
+_probabilities = st.fractions(min_value=Fraction(1, 1000), max_value=Fraction(999, 1000), max_denominator=1000)
+
+
+@verifier("bernoulli.logit_score_property", uses=("bernoulli_logit_score",))
+def logit_score_property(ctx: Context) -> dict[str, object]:
+    """For random exact p and arrays of actions, impl's Bernoulli logit score equals the sympy derivative
+    of log π(a) in the logit, evaluated exactly at p."""
+    p_symbol = sp.Symbol("p", positive=True)
+    formulas = logit_score_formulas()
+
+    def agrees(case: tuple[Fraction, list[int]]) -> None:
+        p, actions = case
+        exact_p = sp.Rational(p.numerator, p.denominator)
+        expected = [Fraction(str(formulas[a].subs(p_symbol, exact_p))) for a in actions]
+        observed = ctx.impl.bernoulli_logit_score(np.array(actions, dtype=object), p)
+        assert list(observed) == expected, (p, actions, list(observed), expected)
+
+    return check_property(ctx, agrees, st.tuples(_probabilities, st.lists(st.sampled_from((0, 1)), min_size=1,
+                                                                          max_size=8)))
 
 
 def _exact(value: float) -> Fraction:
@@ -122,6 +163,7 @@ def group_estimator_variances_exact(ctx: Context) -> dict[str, object]:
     return {
         **{f"{name}_variance": value for name, value in variances.items()},
         "no_baseline_minus_leave_one_out": variances["no_baseline"] - variances["leave_one_out"],
+        "no_baseline_minus_group_mean": variances["no_baseline"] - variances["group_mean"],
         "group_mean_over_leave_one_out": variances["group_mean"] / variances["leave_one_out"],
         "collinear_in_every_group": bool(np.all(
             estimates["group_mean"] == Fraction(group_size - 1, group_size) * estimates["leave_one_out"])),
