@@ -1,11 +1,13 @@
-"""The three-armed bandit step and discounting of the week-16 syllabus, step 1.
+"""The three-armed bandit and discounting of the week-16 syllabus, steps 1 and 2.
 
 The bandit: one state, K arms, π = softmax(θ). One REINFORCE step after drawing arm a with
-reward R is θ ← θ + η R (e_a - π), the cross-entropy (SFT) step on label a scaled by R.
+reward R is θ ← θ + η R (e_a - π), the cross-entropy (SFT) step on label a scaled by R. Step 2's
+baselines for a batch of N arms drawn from π are the batch mean and the mean of the other N - 1.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -13,10 +15,11 @@ import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import central_difference, rounding_bound
+from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 from verifiers.policy_gradient import reference_log_softmax
 
 
@@ -123,27 +126,47 @@ def cross_entropy_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, same_step, _steps)
 
 
-@verifier("syllabus_bandit.reward_sign_exact", uses=("softmax", "softmax_score"), params=BanditStep)
+def _reinforce_step(ctx: Context, logits: np.ndarray, arm: int, reward: float, step_size: float) -> np.ndarray:
+    """η times impl's one-sample REINFORCE estimate R ∇ log π(a), from impl's estimator and score."""
+    score = ctx.impl.softmax_score(logits, arm)
+    return step_size * ctx.impl.score_function_gradient(np.array([reward]), score[None, :])
+
+
+def _reference_step(logits: np.ndarray, arm: int, reward: float, step_size: float) -> np.ndarray:
+    """η R (e_a - π), with the verifier's own softmax."""
+    return step_size * reward * (np.eye(len(logits))[arm] - np.exp(reference_log_softmax(logits)))
+
+
+def _reference_pi(logits: np.ndarray, arm: int) -> float:
+    return float(np.exp(reference_log_softmax(logits))[arm])
+
+
+@verifier("syllabus_bandit.reward_sign_exact", uses=("softmax_score", "score_function_gradient"), params=BanditStep)
 def reward_sign_exact(ctx: Context) -> dict[str, object]:
-    """The bandit step at θ = 0 with the claim's reward, with reward 0, and with minus the reward."""
+    """The bandit step at θ = 0 with reward R, 0 and -R, through impl's estimator and score.
+
+    Each step must equal the verifier's own η R (e_a - π) up to float64 rounding; π(a) before and
+    after is the verifier's softmax of the logits impl's step produced.
+    """
     params = ctx.params
     theta = np.zeros(params.arms)
-    score = ctx.impl.softmax_score(theta, params.drawn_arm)
+    rewards = {"positive": abs(params.reward), "zero": 0.0, "negative": -abs(params.reward)}
+    steps = {label: _reinforce_step(ctx, theta, params.drawn_arm, r, params.step_size) for label, r in rewards.items()}
+    bound = rounding_bound(8 * params.arms, params.step_size * abs(params.reward))
+    matches = all(np.abs(steps[label] - _reference_step(theta, params.drawn_arm, r, params.step_size)).max() <= bound
+                  for label, r in rewards.items())
+    return {"steps_match_reference": bool(matches),
+            "step_with_zero_reward_is_zero": bool(np.all(steps["zero"] == 0)),
+            "pi_drawn_before": _reference_pi(theta, params.drawn_arm),
+            "pi_drawn_after_positive_reward": _reference_pi(theta + steps["positive"], params.drawn_arm),
+            "pi_drawn_after_negative_reward": _reference_pi(theta + steps["negative"], params.drawn_arm)}
 
-    def pi_drawn_after(reward: float) -> float:
-        return float(ctx.impl.softmax(theta + params.step_size * reward * score)[params.drawn_arm])
 
-    zero_step = params.step_size * 0.0 * score
-    return {"largest_step_with_zero_reward": float(np.abs(zero_step).max()),
-            "pi_drawn_before": float(ctx.impl.softmax(theta)[params.drawn_arm]),
-            "pi_drawn_after_positive_reward": pi_drawn_after(abs(params.reward)),
-            "pi_drawn_after_negative_reward": pi_drawn_after(-abs(params.reward))}
-
-
-@verifier("syllabus_bandit.reward_sign_property", uses=("softmax", "softmax_score"))
+@verifier("syllabus_bandit.reward_sign_property", uses=("softmax_score", "score_function_gradient"))
 def reward_sign_property(ctx: Context) -> dict[str, object]:
-    """For random logits, arm a, reward R and step size η > 0, the step θ + η R (score of a) raises
-    π(a) if R > 0, lowers it if R < 0 and leaves θ unchanged if R = 0.
+    """For random logits, arm a, reward R (zero, positive or negative) and step size η > 0: impl's
+    step η R ∇ log π(a) equals the verifier's η R (e_a - π) up to rounding, is exactly zero for
+    R = 0, and raises π(a) (the verifier's softmax) if R > 0 and lowers it if R < 0.
 
     Along the direction v = e_a - π(θ) the derivative of log π(a) is v_a - E_π[v] > 0, because v_a
     is the largest entry of v; so the sign holds for every step size, not only small ones. Logits
@@ -152,12 +175,15 @@ def reward_sign_property(ctx: Context) -> dict[str, object]:
 
     def sign_follows(example: tuple[np.ndarray, int, float, float]) -> None:
         logits, arm, reward, step_size = example
-        after = logits + step_size * reward * ctx.impl.softmax_score(logits, arm)
-        before_pi, after_pi = ctx.impl.softmax(logits)[arm], ctx.impl.softmax(after)[arm]
+        step = _reinforce_step(ctx, logits, arm, reward, step_size)
+        reference = _reference_step(logits, arm, reward, step_size)
+        bound = rounding_bound(8 * len(logits), abs(step_size * reward))
+        assert np.abs(step - reference).max() <= bound, (step, reference, bound)
         if reward == 0:
-            assert np.array_equal(after, logits), (logits, after)
+            assert np.all(step == 0), step
         else:
-            assert np.sign(after_pi - before_pi) == np.sign(reward), (before_pi, after_pi, reward)
+            change = _reference_pi(logits + step, arm) - _reference_pi(logits, arm)
+            assert np.sign(change) == np.sign(reward), (change, reward)
 
     return check_property(ctx, sign_follows, _steps)
 
@@ -245,3 +271,83 @@ def discounted_return_bound_property(ctx: Context) -> dict[str, object]:
         assert np.all(np.abs(returns) <= bound + rounding_bound(2 * len(rewards), bound)), (returns.max(), bound)
 
     return check_property(ctx, bounded, _long_rewards)
+
+
+class BanditBatch(BaseModel):
+    """Rewards of the arms of a uniform bandit (θ = 0) and the number of arms drawn per batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rewards: list[float] = Field(min_length=2, max_length=6, description="R(a) per arm")
+    batch_size: int = Field(ge=2, le=6, description="N, the arms drawn independently for one batch")
+
+
+@verifier("syllabus_bandit.batch_baselines_exact", params=BanditBatch,
+          uses=("group_centered_advantages", "leave_one_out_advantages", "score_function_gradient", "softmax_score"))
+def batch_baselines_exact(ctx: Context) -> dict[str, object]:
+    """The batch estimator (1/N) Σ_i (R_i - b_i) ∇ log π(a_i) with no baseline, the batch mean
+    (impl's group-centred advantages over the batch) and the mean of the other N - 1 rewards
+    (impl's leave-one-out advantages), by enumerating all K^N batches in Fractions.
+
+    Reported for each: the expected gradient and the total variance (trace of the covariance).
+    ``batch_mean_factor`` is c with E[batch-mean estimator] = c ∇J, when the two are parallel
+    (None otherwise); the true gradient ∇J = Σ_a π_a R_a (e_a - π) and the exact scores e_a - π
+    are the verifier's, the latter checked against impl's softmax score.
+    """
+    arms, n = len(ctx.params.rewards), ctx.params.batch_size
+    pi = np.array([Fraction(1, arms)] * arms, dtype=object)
+    reward_a = np.array([Fraction(repr(r)) for r in ctx.params.rewards], dtype=object)
+    scores_a = exact_softmax_scores(pi)
+    true_gradient = pi * reward_a @ scores_a
+    advantages = {"no_baseline": lambda r: r, "batch_mean": ctx.impl.group_centered_advantages,
+                  "leave_one_out": ctx.impl.leave_one_out_advantages}
+    means = {label: np.zeros(arms, dtype=object) * Fraction(0) for label in advantages}
+    squares = dict.fromkeys(advantages, Fraction(0))
+    probability = Fraction(1, arms**n)
+    for batch in itertools.product(range(arms), repeat=n):
+        rewards = reward_a[list(batch)]
+        for label, advantage in advantages.items():
+            estimate = ctx.impl.score_function_gradient(advantage(rewards), scores_a[list(batch)])
+            means[label] = means[label] + probability * estimate
+            squares[label] += probability * (estimate @ estimate)
+    observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a),
+                                   "true_gradient": list(true_gradient)}
+    for label in advantages:
+        observed[f"expected_gradient_{label}"] = list(means[label])
+        observed[f"total_variance_{label}"] = squares[label] - means[label] @ means[label]
+    factor = (means["batch_mean"] @ true_gradient) / (true_gradient @ true_gradient)
+    parallel = all(m == factor * g for m, g in zip(means["batch_mean"], true_gradient, strict=True))
+    observed["batch_mean_factor"] = factor if parallel else None
+    observed["batch_mean_keeps_direction"] = bool(parallel and factor > 0)
+    return observed
+
+
+class ActionBaselines(BaseModel):
+    """Rewards of the arms of a uniform bandit (θ = 0) and a baseline b(a) per arm."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rewards: list[float] = Field(min_length=2, description="R(a) per arm")
+    action_baselines: list[float] = Field(min_length=2, description="b(a) per arm, subtracted from that arm's reward")
+
+    @model_validator(mode="after")
+    def _one_baseline_per_arm(self) -> ActionBaselines:
+        if len(self.rewards) != len(self.action_baselines):
+            raise ValueError("rewards and action_baselines need one entry per arm")
+        return self
+
+
+@verifier("syllabus_bandit.action_baseline_bias_exact", params=ActionBaselines,
+          uses=("baseline_advantages", "score_function_gradient", "softmax_score"))
+def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
+    """Σ_a π(a) (R(a) - b(a)) (e_a - π) at the uniform policy, each one-sample update through impl
+    (advantage and estimator; exact scores checked against impl's), against the true gradient
+    Σ_a π(a) R(a) (e_a - π) computed here. ``bias`` is their difference."""
+    arms = len(ctx.params.rewards)
+    pi = np.array([Fraction(1, arms)] * arms, dtype=object)
+    reward_a = np.array([Fraction(repr(r)) for r in ctx.params.rewards], dtype=object)
+    baseline_a = np.array([Fraction(repr(b)) for b in ctx.params.action_baselines], dtype=object)
+    scores_a = exact_softmax_scores(pi)
+    advantages = ctx.impl.baseline_advantages(reward_a, baseline_a)
+    expected = pi @ ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])
+    true_gradient = pi * reward_a @ scores_a
+    return {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a), "true_gradient": list(true_gradient),
+            "expected_gradient_action_baseline": list(expected), "bias": list(expected - true_gradient)}

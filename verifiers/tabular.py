@@ -1,10 +1,13 @@
-"""Tabular values and the Bellman operators (week-16 syllabus step 1; module step 4.3.2).
+"""Tabular values and the Bellman operators (week-16 syllabus steps 1-2; module step 4.3.2).
 
 Random MDPs here have exact rational entries, so every identity is checked with ``==``: the
 transition rows are integer weights divided by their sum, rewards are eighths, the discount a
-sixteenth below 1. The syllabus's two-state example is built from its description: in s1 the
-action "stay" keeps s1 and "go" moves to s2; s2 has a single action that keeps s2, written as
-two identical actions so that the arrays stay rectangular.
+sixteenth below 1. Episodic MDPs only move to higher-numbered states until an absorbing terminal,
+so their episodes can be enumerated. The references (V^π by sympy's solve, V* by policy
+iteration on it, synchronous backups) are computed here, never by impl. The syllabus's
+two-state example is built from its description: in s1 the action "stay" keeps s1 and "go"
+moves to s2; s2 has a single action that keeps s2, written as two identical actions so that the
+arrays stay rectangular.
 """
 
 from __future__ import annotations
@@ -234,21 +237,286 @@ def policy_evaluation_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, solves_the_equation, _exact_mdps)
 
 
+def exact_action_values(P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction) -> np.ndarray:
+    """Q_V(s, a) = R(s, a) + γ Σ_{s2} P(s2|s, a) V(s2), computed here in exact arithmetic."""
+    return R + gamma * (P * values).sum(axis=-1)
+
+
+def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple[np.ndarray, np.ndarray]:
+    """An optimal deterministic policy and V*, by policy iteration computed here, independently of impl.
+
+    Each policy is evaluated with sympy (:func:`exact_policy_values`); a state switches to the
+    lowest-index best action only when that is strictly better than its current action, so no
+    policy repeats and the loop ends at an optimal policy (Puterman 1994, thm. 6.4.2).
+    """
+    n_states, n_actions = R.shape
+    policy = np.zeros(n_states, dtype=int)
+    for _ in range(n_actions**n_states + 1):
+        values = exact_policy_values(P, R, _one_hot(policy, n_actions), gamma)
+        q_values = exact_action_values(P, R, values, gamma)
+        best = [max(q_values[s]) for s in range(n_states)]
+        improved = np.array([policy[s] if q_values[s, policy[s]] == best[s] else list(q_values[s]).index(best[s])
+                             for s in range(n_states)])
+        if np.array_equal(improved, policy):
+            return policy, values
+        policy = improved
+    raise AssertionError("policy iteration did not settle")
+
+
 @verifier("tabular.optimal_residual_property",
-          uses=("td_errors", "policy_state_values", "greedy_policy", "bellman_optimality_operator", "action_values"))
+          uses=("td_errors", "greedy_policy", "bellman_optimality_operator", "action_values"))
 def optimal_residual_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, with V* from exact policy iteration on impl, V* is a fixed point of
-    impl's optimality operator, and the expected Bellman residual of impl's TD error at (s, a) is
-    A*(s, a) = Q*(s, a) - V*(s): at most 0, and 0 for the greedy action."""
+    """On random exact MDPs, with V* and Q* = R + γ P V* computed here (:func:`exact_optimal_values`):
+    impl's optimality operator leaves V* unchanged, impl's Q_{V*} is Q*, the expected Bellman
+    residual of impl's TD error at (s, a) is A*(s, a) = Q*(s, a) - V*(s), and impl's greedy action
+    has A* = 0; A* itself is at most 0 everywhere."""
 
     def is_optimal_advantage(mdp: dict) -> None:
         P, R, gamma = (mdp[k] for k in ("P", "R", "gamma"))
-        policy, optimal = exact_policy_iteration(ctx, P, R, gamma)
-        assert np.array_equal(ctx.impl.bellman_optimality_operator(P, R, optimal, gamma), optimal), "not fixed"
-        advantages = ctx.impl.action_values(P, R, optimal, gamma) - optimal[:, None]
+        _, optimal = exact_optimal_values(P, R, gamma)
+        advantages = exact_action_values(P, R, optimal, gamma) - optimal[:, None]
+        assert np.array_equal(ctx.impl.bellman_optimality_operator(P, R, optimal, gamma), optimal), "T V* != V*"
+        assert np.array_equal(ctx.impl.action_values(P, R, optimal, gamma) - optimal[:, None], advantages), "Q*"
         expected = expected_td_errors(ctx, P, R, optimal, gamma)
         assert np.array_equal(expected, advantages), (expected, advantages)
         assert all(a <= 0 for a in advantages.reshape(-1)), advantages
-        assert all(advantages[s, policy[s]] == 0 for s in range(len(policy))), (advantages, policy)
+        greedy = ctx.impl.greedy_policy(P, R, optimal, gamma)
+        assert all(advantages[s, greedy[s]] == 0 for s in range(len(greedy))), (advantages, greedy)
 
     return check_property(ctx, is_optimal_advantage, _exact_mdps)
+
+
+# --------------------------------------------------- value iteration: synchronous, and from any start
+
+
+def synchronous_backups(P: np.ndarray, R: np.ndarray, gamma: Fraction, v_0: np.ndarray, n: int) -> np.ndarray:
+    """V_n from V_0 by V_k(s) = max_a Q_{V_{k-1}}(s, a): every state reads the previous sweep's values."""
+    values = v_0
+    for _ in range(n):
+        values = exact_action_values(P, R, values, gamma).max(axis=-1)
+    return values
+
+
+def in_place_sweep(P: np.ndarray, R: np.ndarray, gamma: Fraction, v_0: np.ndarray) -> np.ndarray:
+    """One Gauss-Seidel sweep in index order: each state reads the values already updated in this sweep."""
+    values = v_0.copy()
+    for s in range(len(values)):
+        values[s] = max(R[s] + gamma * (P[s] * values).sum(axis=-1))
+    return values
+
+
+_sweeps = st.integers(1, 4)
+
+
+@verifier("tabular.value_iteration_synchronous_property", uses=("value_iteration",))
+def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs, from a random V_0, impl's n iterations equal n synchronous backups
+    computed here (:func:`synchronous_backups`), exactly.
+
+    An in-place (Gauss-Seidel) sweep gives other numbers as soon as a state's backup reads a
+    state updated before it in the same sweep, which random MDPs with two or more states and
+    dense transitions do almost always.
+    """
+
+    def synchronous(mdp: dict, n: int) -> None:
+        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+        observed = ctx.impl.value_iteration(P, R, gamma, n, v_0)
+        expected = synchronous_backups(P, R, gamma, v_0, n)
+        assert np.array_equal(observed, expected), (n, observed, expected)
+
+    return check_property(ctx, synchronous, _exact_mdps, _sweeps)
+
+
+@verifier("tabular.value_iteration_relabelled_two_states", uses=("value_iteration",), params=TwoStates)
+def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
+    """The syllabus's two-state example with the states numbered the other way (s2 first), exactly.
+
+    Synchronous iterations do not depend on how the states are numbered; an in-place sweep in
+    index order does: it backs up s2 first and then lets s1 read the new V(s2). Reported in the
+    text's naming (s1, s2): impl's first two iterations from V = (0, 0), and the in-place sweep's
+    first V(s1), computed here, which shows that this numbering separates the two.
+    """
+    P, R, gamma = two_state_mdp(ctx.params)
+    order = [S2, S1]
+    P_relabelled, R_relabelled = P[order][:, :, order], R[order]
+    zeros = np.array([Fraction(0)] * 2, dtype=object)
+    observed: dict[str, object] = {}
+    for k in (1, 2):
+        values = ctx.impl.value_iteration(P_relabelled, R_relabelled, gamma, k, zeros)
+        observed[f"iteration_{k}"] = [values[order.index(S1)], values[order.index(S2)]]
+    observed["in_place_sweep_iteration_1_s1"] = in_place_sweep(P_relabelled, R_relabelled, gamma, zeros)[
+        order.index(S1)]
+    return observed
+
+
+_iterations = st.integers(0, 5)
+
+
+@verifier("tabular.value_iteration_convergence_property", uses=("value_iteration",))
+def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs, from a random start V_0, impl's V_n is within γ^n |V_0 - V*|_∞ of V*,
+    with V* computed here (:func:`exact_optimal_values`): the contraction makes value iteration
+    converge from any start, and no slower than γ^n. Exact, so the bound is tested with <=."""
+
+    def converges(mdp: dict, n: int) -> None:
+        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+        _, optimal = exact_optimal_values(P, R, gamma)
+        error = _max_norm(ctx.impl.value_iteration(P, R, gamma, n, v_0) - optimal)
+        assert error <= gamma**n * _max_norm(v_0 - optimal), (n, error, gamma**n * _max_norm(v_0 - optimal))
+
+    return check_property(ctx, converges, _exact_mdps, _iterations)
+
+
+# ----------------------------------------------------- episodic MDPs: V = E[G], and G_t - V(s_t) estimates A
+
+
+@functools.cache
+def _episodic_mdps_of_size(n_live: int, n_actions: int) -> st.SearchStrategy:
+    n_states = n_live + 1
+    weights = st.lists(st.integers(0, 3), min_size=n_states, max_size=n_states)
+    table = st.lists(weights, min_size=n_live * n_actions, max_size=n_live * n_actions)
+    eighths = st.lists(st.integers(-40, 40), min_size=n_live * n_actions, max_size=n_live * n_actions)
+    policy = st.lists(st.lists(st.integers(0, 3), min_size=n_actions, max_size=n_actions),
+                      min_size=n_states, max_size=n_states)
+    start = st.lists(st.integers(0, 3), min_size=n_live, max_size=n_live)
+    return st.tuples(table, eighths, policy, start, st.integers(0, 15)).map(
+        functools.partial(_episodic_mdp, n_live, n_actions))
+
+
+def _episodic_mdp(n_live: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    """States 0..n_live-1 move only to higher-numbered states; state n_live is the absorbing terminal.
+
+    So every episode ends within n_live steps, and E[G] is a finite sum over the enumerated
+    episodes. The terminal state has reward 0 (a true terminal, as impl's tabular functions expect).
+    """
+    table, eighths, policy, start, gamma_sixteenths = drawn
+    terminal = n_live
+    weights = np.array(table).reshape(n_live, n_actions, n_live + 1)
+    for s in range(n_live):
+        weights[s, :, : s + 1] = 0
+        weights[s, :, terminal] += weights[s].sum(axis=-1) == 0
+    P = np.concatenate([_normalized_rows(weights), np.zeros((1, n_actions, n_live + 1), dtype=int).astype(object)])
+    P[terminal, :, terminal] = 1
+    R = np.array([Fraction(k, 8) for k in eighths] + [Fraction(0)] * n_actions, dtype=object).reshape(
+        n_live + 1, n_actions)
+    start_weights = np.array(start + [0])
+    return {"P": P, "R": R, "pi": _normalized_rows(np.array(policy)), "gamma": Fraction(gamma_sixteenths, 16),
+            "rho": _normalized_rows(start_weights), "horizon": n_live}
+
+
+_episodic_mdps = st.tuples(st.integers(1, 3), st.integers(1, 2)).flatmap(lambda size: _episodic_mdps_of_size(*size))
+
+
+def episodes(P: np.ndarray, pi: np.ndarray, first_states: dict[int, Fraction], horizon: int
+             ) -> list[tuple[list[int], list[int], Fraction]]:
+    """Every (states s_0..s_H, actions a_0..a_{H-1}, probability) of positive probability, enumerated here."""
+    paths = [([s], [], p) for s, p in first_states.items() if p > 0]
+    for _ in range(horizon):
+        paths = [(states + [s2], actions + [a], p * pi[states[-1], a] * P[states[-1], a, s2])
+                 for states, actions, p in paths
+                 for a in range(pi.shape[1]) for s2 in range(P.shape[2])
+                 if pi[states[-1], a] * P[states[-1], a, s2] > 0]
+    return paths
+
+
+@verifier("tabular.value_is_expected_return_property", uses=("policy_state_values",))
+def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
+    """On random episodic MDPs (:func:`_episodic_mdp`) and policies, impl's V^π(s) equals the
+    expected discounted return E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode, exactly.
+
+    impl solves the Bellman equation; the enumeration uses only the definition of V, so the two
+    agree only if the value obeys the Bellman rule (reward now plus γ times the value of where the
+    step leads)."""
+
+    def is_expected_return(mdp: dict) -> None:
+        P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
+        values = ctx.impl.policy_state_values(P, R, pi, gamma)
+        for s in range(len(R)):
+            expected = sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
+                           for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
+            assert values[s] == expected, (s, values[s], expected)
+
+    return check_property(ctx, is_expected_return, _episodic_mdps)
+
+
+def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tuple[int, int, int], Fraction]:
+    """E[G - V^π(s_t) | s_t, a_t] for every (t, s_t, a_t) of positive probability, from ρ.
+
+    G is impl's reward-to-go G_t of the episode, or, with ``total_return``, impl's G_0 (the whole
+    episode's discounted return R(τ)); V^π is impl's, and the difference is impl's baseline_advantages.
+    """
+    P, R, pi, gamma, rho, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "rho", "horizon"))
+    values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    mass: dict[tuple[int, int, int], Fraction] = {}
+    weighted: dict[tuple[int, int, int], Fraction] = {}
+    for states, actions, p in episodes(P, pi, dict(enumerate(rho)), horizon):
+        rewards = np.array([R[s, a] for s, a in zip(states[:-1], actions, strict=True)], dtype=object)
+        returns = ctx.impl.discounted_returns(rewards, gamma)
+        if total_return:
+            returns = np.full(horizon, returns[0], dtype=object)
+        estimates = ctx.impl.baseline_advantages(returns, values[np.array(states[:-1])])
+        for t in range(horizon):
+            key = (t, states[t], actions[t])
+            mass[key] = mass.get(key, 0) + p
+            weighted[key] = weighted.get(key, 0) + p * estimates[t]
+    return {key: weighted[key] / mass[key] for key in mass}
+
+
+@verifier("tabular.return_minus_value_property",
+          uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
+def return_minus_value_property(ctx: Context) -> dict[str, object]:
+    """On random episodic MDPs, policies and start distributions: for every step t and every
+    (s_t, a_t) an episode can reach, the mean of G_t - V^π(s_t) over the episodes through (s_t, a_t)
+    equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
+
+    G_t is impl's reward-to-go of each enumerated episode and the difference impl's baseline
+    advantage; A^π is computed here from V^π solved with sympy, Q^π = R + γ P V^π.
+    """
+
+    def estimates_advantage(mdp: dict) -> None:
+        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        values = exact_policy_values(P, R, pi, gamma)
+        advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+        for (t, s, a), mean in _conditional_means(ctx, mdp, total_return=False).items():
+            assert mean == advantages[s, a], (t, s, a, mean, advantages[s, a])
+
+    return check_property(ctx, estimates_advantage, _episodic_mdps)
+
+
+class RewardBefore(BaseModel):
+    """A two-step episode: one action in s0 with a reward, then a choice in s1, then the terminal."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gamma: float = Field(ge=0, lt=1)
+    reward_before: float = Field(description="reward of the single action in s0")
+    rewards_after: list[float] = Field(min_length=2, description="reward of each action in s1")
+    pi_after: list[float] = Field(min_length=2, description="the policy in s1")
+
+
+@verifier("tabular.total_return_minus_value_exact",
+          uses=("policy_state_values", "discounted_returns", "baseline_advantages"), params=RewardBefore)
+def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
+    """At t = 1 of a two-step episode that collected a reward at t = 0: the conditional means of
+    G_1 - V(s_1) and of R(τ) - V(s_1) = G_0 - V(s_1) given (s_1, a_1), with A(s_1, a_1) computed here.
+
+    States: s0 (one action, ``reward_before``, to s1), s1 (the actions of ``rewards_after``, to the
+    terminal), and the terminal; every episode starts in s0. Everything through impl as in
+    :func:`_conditional_means`; exact.
+    """
+    params = ctx.params
+    n_actions = len(params.rewards_after)
+    P = np.zeros((3, n_actions, 3), dtype=int).astype(object)
+    P[0, :, 1] = P[1, :, 2] = P[2, :, 2] = 1
+    R = np.array([[_exact(params.reward_before)] * n_actions, [_exact(r) for r in params.rewards_after],
+                  [Fraction(0)] * n_actions], dtype=object)
+    first_action_only = [Fraction(1)] + [Fraction(0)] * (n_actions - 1)
+    pi = np.array([first_action_only, [_exact(p) for p in params.pi_after], first_action_only], dtype=object)
+    gamma = _exact(params.gamma)
+    mdp = {"P": P, "R": R, "pi": pi, "gamma": gamma, "rho": [Fraction(1), Fraction(0), Fraction(0)], "horizon": 2}
+    values = exact_policy_values(P, R, pi, gamma)
+    advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+    to_go = _conditional_means(ctx, mdp, total_return=False)
+    total = _conditional_means(ctx, mdp, total_return=True)
+    return {"advantage": [advantages[1, a] for a in range(n_actions)],
+            "reward_to_go_minus_value": [to_go[(1, 1, a)] for a in range(n_actions)],
+            "total_return_minus_value": [total[(1, 1, a)] for a in range(n_actions)]}
