@@ -1,4 +1,9 @@
-"""The critic's loss, explained variance and the on-policy actor-critic loop (module steps 4.3.1, 4.3.5).
+"""The critic and the on-policy actor-critic loop (module steps 4.3.1, 4.3.2, 4.3.5).
+
+Step 4.3.1: the critic's loss, what a critic fitted to wrong targets learns, explained variance,
+a critic that raises the variance of the actor's update, and the gradient routes of a shared
+trunk. Step 4.3.2: the bias of the TD error and of n-step estimates with an approximate critic,
+and their variance, by exact enumeration on a chain. Step 4.3.5: the loop.
 
 The loop runs on a small corridor: states 0..n-1 and a terminal goal n, start in state 0;
 "left" and "right" move one step, slipping the other way with a small probability; every step
@@ -10,6 +15,7 @@ discounted task is computed here by a linear solve, independently of impl.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -19,6 +25,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import rounding_bound
+from verifiers.tabular import exact_policy_values
+
+
+def _exact(value: float) -> Fraction:
+    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    return Fraction(repr(value))
+
+
+def _mean_and_variance(probability: np.ndarray, x: np.ndarray) -> tuple[Fraction, Fraction]:
+    """E[x] and Var[x] = E[(x - E x)^2] of a finite distribution, exactly; for x of shape [M, ...], E|x - E x|^2."""
+    weights = probability.reshape(probability.shape + (1,) * (x.ndim - 1))
+    mean = (weights * x).sum(axis=0)
+    deviation = x - mean
+    return mean, (weights * deviation * deviation).sum()
+
 
 # Central differences of a quadratic are exact in exact arithmetic for any step h.
 _exact_batches = st.integers(min_value=1, max_value=8).flatmap(
@@ -79,6 +100,213 @@ def explained_variance_property(ctx: Context) -> dict[str, object]:
         assert abs(constant_critic) <= bound, (constant_critic, bound)
 
     return check_property(ctx, endpoints, _targets)
+
+
+_fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
+    lambda size: st.tuples(st.lists(st.integers(0, size[0] - 1), min_size=size[1], max_size=size[1]),
+                           st.lists(st.integers(-80, 80), min_size=size[1], max_size=size[1]),
+                           st.lists(st.integers(-40, 40), min_size=size[1], max_size=size[1]),
+                           st.integers(1, 16)))
+
+
+@verifier("actor_critic.critic_fits_target_errors_property",
+          uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
+def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
+    """On random exact batches of visited states, targets V̂_t and target errors ε_t, a tabular
+    critic V_φ(s) = φ[s] trained on impl's loss ends where the loss is least: in each state, at the
+    mean of that state's targets. So the critic fitted to the corrupted targets V̂ + ε is the one
+    fitted to V̂ plus the per-state mean of ε: it inherits the errors' bias one for one.
+
+    Checked through impl: the gradient in φ (impl's per-prediction gradient summed over the steps
+    in each state, the chain rule written here) is exactly zero at the per-state means, impl's loss
+    is larger when any visited state's value moves off its mean, and where the errors do not
+    average to zero in a state the fit to the clean targets is not a stationary point of the
+    corrupted loss.
+    """
+
+    def fitted_to_the_mean(batch: tuple) -> None:
+        states, targets, errors, sixteenths = batch
+        s = np.array(states)
+        clean = np.array([Fraction(k, 8) for k in targets], dtype=object)
+        corrupted = clean + np.array([Fraction(k, 8) for k in errors], dtype=object)
+        visited = sorted(set(states))
+
+        def fit(target: np.ndarray) -> np.ndarray:
+            phi = np.array([Fraction(0)] * (max(states) + 1), dtype=object)
+            for state in visited:
+                phi[state] = sum(target[s == state]) / int((s == state).sum())
+            return phi
+
+        def gradient(phi: np.ndarray, target: np.ndarray) -> np.ndarray:
+            per_step = ctx.impl.squared_error_value_loss_grad(phi[s], target)
+            return np.array([sum(per_step[s == state]) for state in range(len(phi))], dtype=object)
+
+        step = Fraction(sixteenths, 16)
+        for target in (clean, corrupted):
+            phi = fit(target)
+            assert all(g == 0 for g in gradient(phi, target)), ("not stationary at the means", gradient(phi, target))
+            least = ctx.impl.squared_error_value_loss(phi[s], target)
+            for state in visited:
+                for moved in (phi[state] + step, phi[state] - step):
+                    other = phi.copy()
+                    other[state] = moved
+                    assert ctx.impl.squared_error_value_loss(other[s], target) > least, ("not least", state)
+        inherited = fit(corrupted) - fit(clean)
+        for state in visited:
+            error_mean = sum((corrupted - clean)[s == state]) / int((s == state).sum())
+            assert inherited[state] == error_mean, (state, inherited[state], error_mean)
+            assert (gradient(fit(clean), corrupted)[state] == 0) == (error_mean == 0), ("clean fit", state)
+
+    return check_property(ctx, fitted_to_the_mean, _fits)
+
+
+class OneStepCritics(BaseModel):
+    """One-step episodes from equally likely start states, the uniform policy, and a critic's values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rewards: list[list[float]] = Field(min_length=1, description="R[s][a]: the reward of action a in start state s")
+    bad_critic: list[float] = Field(min_length=1, description="V̂(s) of the bad critic, one per start state")
+
+
+@verifier("actor_critic.bad_critic_variance_exact", uses=("gae_advantages", "score_function_gradient",
+                                                           "softmax_score"), params=OneStepCritics)
+def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
+    """The exact variance of the actor's one-sample update Â ∇_θ log π_θ(a|s), with Â from impl's
+    GAE (one step to a true terminal: Â = r - V̂(s)) and impl's score-function estimate, for three
+    critics: none (V̂ = 0), the exact one (V̂ = V^π), and the bad one of the claim.
+
+    The policy is the uniform tabular softmax; its score e_a - π is exact here and impl's softmax
+    score must agree with it. Every (s, a) is enumerated with probability 1/(S A). The variance is
+    E|g - E g|^2 over the S x A entries of the update g. The expected update is the same for every
+    critic (a state baseline adds nothing to it, step 4.2.1); only the variance moves.
+    """
+    rewards = np.array([[_exact(r) for r in row] for row in ctx.params.rewards], dtype=object)
+    n_states, n_actions = rewards.shape
+    if len(ctx.params.bad_critic) != n_states:
+        raise ValueError(f"bad_critic needs one value per start state ({n_states}), got {len(ctx.params.bad_critic)}")
+    pi = np.full(n_actions, Fraction(1, n_actions), dtype=object)
+    scores = np.array([[Fraction(int(a == k)) - pi[k] for k in range(n_actions)] for a in range(n_actions)],
+                      dtype=object)
+    impl_scores = ctx.impl.softmax_score(np.zeros((n_actions, n_actions)), np.arange(n_actions))
+    score_agrees = bool(np.all(np.abs(impl_scores - scores.astype(float)) <= rounding_bound(4 * n_actions, 1.0)))
+    s, a = (index.reshape(-1) for index in np.indices((n_states, n_actions)))
+    samples = len(s)
+    # The score of the tabular policy: row s holds e_a - π, every other row zero.
+    table_scores = np.zeros((samples, 1, n_states, n_actions), dtype=object)
+    for i in range(samples):
+        table_scores[i, 0, s[i]] = scores[a[i]]
+    values = {"none": np.zeros(n_states, dtype=object) + Fraction(0),
+              "exact": rewards.sum(axis=1) * pi[0],
+              "bad": np.array([_exact(v) for v in ctx.params.bad_critic], dtype=object)}
+    probability = np.full(samples, Fraction(1, samples), dtype=object)
+    one = np.ones((1, samples), dtype=int)
+    means, variances = {}, {}
+    for name, critic in values.items():
+        advantages = ctx.impl.gae_advantages(rewards[s, a][None, :], critic[s][None, :],
+                                             np.zeros((1, samples), dtype=object) + Fraction(0), one, one,
+                                             Fraction(1), Fraction(1))
+        updates = ctx.impl.score_function_gradient(advantages.reshape(samples, 1), table_scores)
+        means[name], variances[name] = _mean_and_variance(probability, updates)
+    return {
+        "softmax_score_agrees": score_agrees,
+        "mean_update_unchanged": bool(np.array_equal(means["none"], means["bad"])
+                                      and np.array_equal(means["none"], means["exact"])),
+        "variance_without_critic": variances["none"],
+        "variance_exact_critic": variances["exact"],
+        "variance_bad_critic": variances["bad"],
+        "variance_change_exact_critic": variances["exact"] - variances["none"],
+        "variance_change_bad_critic": variances["bad"] - variances["none"],
+    }
+
+
+class SharedTrunk(BaseModel):
+    """The size of the actor-critic network and of its batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    batch_size: int = Field(ge=1, le=256, description="observations in the batch")
+    obs_size: int = Field(ge=1, le=16, description="entries of an observation")
+    n_actions: int = Field(ge=2, le=8, description="actions of the policy head")
+    hidden: int = Field(ge=1, le=64, description="width of the one hidden layer, the shared trunk")
+
+
+def _shared_layer_gradient(grads: dict[str, np.ndarray]) -> np.ndarray:
+    """The gradient of the tied first layer: the sum over its two uses, in the policy head and in the value head."""
+    return np.concatenate([(grads["policy.w0"] + grads["value.w0"]).ravel(),
+                           (grads["policy.b0"] + grads["value.b0"]).ravel()])
+
+
+@verifier("actor_critic.shared_trunk_routes_property",
+          uses=("actor_critic_init", "actor_critic_forward", "actor_critic_backward"), params=SharedTrunk)
+def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
+    """impl's actor-critic network with the first layers of its two heads tied into one shared
+    trunk h = tanh(x W + b): the gradient routes of L = L_actor + L_V with the advantages held fixed.
+
+    L_actor = -(1/B) Σ_i Â_i log π(a_i|x_i) with Â_i = V̂_i - V(x_i) as fixed numbers, and
+    L_V = (1/2B) Σ_i (V(x_i) - V̂_i)^2. The verifier runs its own forward pass and backpropagates
+    by hand to the trunk: the actor's route is (∂L/∂logits) W_π^T, the critic's (∂L/∂V) w_V^T,
+    both through tanh' = 1 - h^2. impl's backward, given the two upstream gradients together or one
+    at a time, must match each: the trunk's gradient is the sum of the actor's and the critic's
+    branches, and the critic's branch is not zero (stopping the advantage's gradient does not
+    stop the critic's route into the trunk). The actor's branch alone must leave the value head's
+    own parameters exactly untouched; without the stop-gradient, ∂L_actor/∂V_i = log π(a_i|x_i)/B
+    would reach them, and impl's backward of that upstream gradient must show it does.
+
+    Parameters are impl's initialisation plus noise of scale 0.3, so the policy's logits (whose
+    initial gain is 0.01) carry a gradient of their own; observations are standard normal.
+    """
+    p = ctx.params
+
+    def routes(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        network = ctx.impl.actor_critic_init(rng, p.obs_size, p.n_actions, (p.hidden,))
+        network = {key: value + rng.normal(scale=0.3, size=np.shape(value)) for key, value in network.items()}
+        network["value.w0"], network["value.b0"] = network["policy.w0"].copy(), network["policy.b0"].copy()
+        x = rng.normal(size=(p.batch_size, p.obs_size))
+        actions = rng.integers(p.n_actions, size=p.batch_size)
+        targets = rng.normal(size=p.batch_size)
+
+        trunk = np.tanh(x @ network["policy.w0"] + network["policy.b0"])
+        logits = trunk @ network["policy.w1"] + network["policy.b1"]
+        values = (trunk @ network["value.w1"] + network["value.b1"])[:, 0]
+        output = ctx.impl.actor_critic_forward(network, x)
+        argument = float((np.abs(x) @ np.abs(network["policy.w0"]) + np.abs(network["policy.b0"])).max())
+        forward_bound = rounding_bound(4 * (p.obs_size + p.hidden), float(
+            (np.abs(trunk) @ np.abs(np.hstack([network["policy.w1"], network["value.w1"]]))).max()) * (1 + argument))
+        assert np.abs(output.logits - logits).max() <= forward_bound, "impl's logits differ from the tied network's"
+        assert np.abs(output.values - values).max() <= forward_bound, "impl's values differ from the tied network's"
+
+        log_pi = logits - logits.max(axis=1, keepdims=True)
+        log_pi = log_pi - np.log(np.exp(log_pi).sum(axis=1, keepdims=True))
+        advantages = targets - values
+        d_logits = -(advantages / p.batch_size)[:, None] * (np.eye(p.n_actions)[actions] - np.exp(log_pi))
+        d_values = (values - targets) / p.batch_size
+        undetached_d_values = log_pi[np.arange(p.batch_size), actions] / p.batch_size
+
+        def by_hand(d_logit: np.ndarray, d_value: np.ndarray) -> np.ndarray:
+            d_pre = (d_logit @ network["policy.w1"].T + d_value[:, None] @ network["value.w1"].T) * (1 - trunk**2)
+            return np.concatenate([(x.T @ d_pre).ravel(), d_pre.sum(axis=0)])
+
+        magnitude = p.batch_size * float(np.abs(x).max() + 1) * float(
+            np.abs(d_logits).max() * np.abs(network["policy.w1"]).sum(axis=1).max()
+            + np.abs(d_values).max() * np.abs(network["value.w1"]).max()) * (1 + argument)
+        bound = rounding_bound(4 * (p.batch_size + p.n_actions + p.obs_size + 4), magnitude)
+        no_logits, no_values = np.zeros_like(d_logits), np.zeros_like(d_values)
+        total = ctx.impl.actor_critic_backward(network, output, d_logits, d_values)
+        actor = ctx.impl.actor_critic_backward(network, output, d_logits, no_values)
+        critic = ctx.impl.actor_critic_backward(network, output, no_logits, d_values)
+        critic_branch = by_hand(no_logits, d_values)
+        assert np.abs(_shared_layer_gradient(total) - by_hand(d_logits, d_values)).max() <= bound, "total"
+        assert np.abs(_shared_layer_gradient(actor) - by_hand(d_logits, no_values)).max() <= bound, "actor branch"
+        assert np.abs(_shared_layer_gradient(critic) - critic_branch).max() <= bound, "critic branch"
+        assert np.abs(critic_branch).max() > bound, "the critic's branch does not reach the trunk"
+        assert not any(np.any(actor[key]) for key in ("value.w1", "value.b1")), "the actor's loss in the value head"
+        leaked = ctx.impl.actor_critic_backward(network, output, d_logits, undetached_d_values)
+        expected_leak = trunk.T @ undetached_d_values
+        leak_bound = rounding_bound(4 * p.batch_size, float(np.abs(undetached_d_values).sum()))
+        assert np.abs(leaked["value.w1"][:, 0] - expected_leak).max() <= leak_bound, "the undetached route"
+        assert np.abs(expected_leak).max() > leak_bound, "without the stop-gradient nothing would reach the value head"
+
+    return check_property(ctx, routes, st.integers(0, 2**32 - 1))
 
 
 class Corridor(BaseModel):
@@ -144,21 +372,10 @@ def _start(mdp: dict[str, np.ndarray], rng: np.random.Generator) -> tuple[np.nda
     return rng.normal(scale=0.5, size=(n_states, 2)), rng.normal(size=n_states)
 
 
-@verifier("actor_critic.rollout_contents", uses=("collect_rollout",), params=Corridor)
-def rollout_contents(ctx: Context) -> dict[str, object]:
-    """What impl's rollout stores, checked against the policy, the critic and the environment.
-
-    The old log-probabilities must be log π_θ(a_t|s_t) of the collecting policy, the values
-    V_φ(s_t) and V_φ(s_{t+1}) of the collecting critic, ``terminated_t`` must flag exactly the
-    steps into the goal, and ``trace_cut_t`` exactly the steps after which the environment resets
-    (a termination, or the time limit counted here from each reset) and the buffer's last step.
-    After a reset the next state must be a start state, otherwise it must be s_{t+1}. The counts
-    show that the rollout holds every event of step 4.3.4's table.
-    """
-    mdp = corridor(ctx.params)
-    theta, phi = _start(mdp, ctx.rng)
-    rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
-    shape = (ctx.params.n_steps, ctx.params.n_envs)
+def _rollout_findings(ctx: Context, params: Corridor, mdp: dict[str, np.ndarray], theta: np.ndarray,
+                      phi: np.ndarray, rollout: object) -> dict[str, object]:
+    """What impl's rollout stores, against the policy, the critic and the environment; see :func:`rollout_contents`."""
+    shape = (params.n_steps, params.n_envs)
     names = ("a_t", "log_pi_old_t", "r_t", "v_t", "v_tp1", "terminated_t", "trace_cut_t", "s_t", "s_tp1")
     stored = {name: np.shape(getattr(rollout, name, None)) == shape for name in names}
     if not all(stored.values()):
@@ -170,7 +387,7 @@ def rollout_contents(ctx: Context) -> dict[str, object]:
     elapsed = np.zeros(shape[1], dtype=int)
     for t in range(shape[0]):
         elapsed += 1
-        resets[t] = terminated[t] | (elapsed >= ctx.params.time_limit)
+        resets[t] = terminated[t] | (elapsed >= params.time_limit)
         elapsed[resets[t]] = 0
     expected_cut = resets.copy()
     expected_cut[-1] = True
@@ -198,6 +415,65 @@ def rollout_contents(ctx: Context) -> dict[str, object]:
     }
 
 
+@verifier("actor_critic.rollout_contents", uses=("collect_rollout",), params=Corridor)
+def rollout_contents(ctx: Context) -> dict[str, object]:
+    """What impl's rollout stores, checked against the policy, the critic and the environment.
+
+    The old log-probabilities must be log π_θ(a_t|s_t) of the collecting policy, the values
+    V_φ(s_t) and V_φ(s_{t+1}) of the collecting critic, ``terminated_t`` must flag exactly the
+    steps into the goal, and ``trace_cut_t`` exactly the steps after which the environment resets
+    (a termination, or the time limit counted here from each reset) and the buffer's last step.
+    After a reset the next state must be a start state, otherwise it must be s_{t+1}. The counts
+    show that the rollout holds every event of step 4.3.4's table.
+    """
+    mdp = corridor(ctx.params)
+    theta, phi = _start(mdp, ctx.rng)
+    return _rollout_findings(ctx, ctx.params, mdp, theta, phi, _collect(ctx, theta, phi, mdp, ctx.rng))
+
+
+def _sixteenths(low: int, high: int) -> st.SearchStrategy[float]:
+    return st.integers(low, high).map(lambda k: k / 16)
+
+
+# Corridors and loop settings in the contract's domain: any size, slip, rewards, time limit and buffer.
+_corridors = st.builds(Corridor, states=st.integers(1, 4), slip=st.sampled_from([0.0, 0.1, 0.3]),
+                       step_reward=_sixteenths(-16, 16), goal_reward=_sixteenths(0, 32), time_limit=st.integers(1, 6),
+                       gamma=_sixteenths(1, 15), gae_lambda=_sixteenths(0, 16), n_steps=st.integers(2, 12),
+                       n_envs=st.integers(1, 4), actor_lr=_sixteenths(1, 16), critic_lr=_sixteenths(1, 16))
+_seeds = st.integers(0, 2**32 - 1)
+
+
+@verifier("actor_critic.rollout_contents_property", uses=("collect_rollout",))
+def rollout_contents_property(ctx: Context) -> dict[str, object]:
+    """:func:`rollout_contents`'s findings on random corridors, time limits, buffer sizes, actors and
+    critics: every stored array must be what the policy, the critic and the environment produced,
+    and both masks must flag exactly their events."""
+
+    def stores_what_happened(params: Corridor, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        mdp = corridor(params)
+        theta, phi = _start(mdp, rng)
+        rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
+                                           params.time_limit, params.n_steps, params.n_envs, rng)
+        findings = _rollout_findings(ctx, params, mdp, theta, phi, rollout)
+        wrong = [name for name, holds in findings.items() if holds is False]
+        assert not wrong, wrong
+
+    return check_property(ctx, stores_what_happened, _corridors, _seeds)
+
+
+def reference_gae(rollout: object, gamma: float, lambda_: float) -> np.ndarray:
+    """Â_t = δ_t + γλ(1 - trace_cut_t) Â_{t+1} with δ_t = r_t + γ(1 - terminated_t) V(s_{t+1}) - V(s_t),
+    from the rollout's stored values, one step at a time, written out here."""
+    advantages = np.zeros(np.shape(rollout.r_t))
+    following = np.zeros(advantages.shape[1:])
+    for t in range(len(advantages) - 1, -1, -1):
+        delta = rollout.r_t[t] + gamma * (1 - rollout.terminated_t[t]) * rollout.v_tp1[t] - rollout.v_t[t]
+        following = delta + gamma * lambda_ * (rollout.trace_cut_t[t] == 0) * following
+        advantages[t] = following
+    return advantages
+
+
 def _policy_gradient(theta: np.ndarray, s: np.ndarray, a: np.ndarray, advantages: np.ndarray) -> np.ndarray:
     """(1/N) Σ_t Â_t (e_{a_t} - π_θ(·|s_t)) added into row s_t, written out here."""
     pi = np.exp(_log_softmax(theta))
@@ -208,61 +484,110 @@ def _policy_gradient(theta: np.ndarray, s: np.ndarray, a: np.ndarray, advantages
     return gradient / len(s)
 
 
-@verifier("actor_critic.stop_gradient_structure",
-          uses=("collect_rollout", "actor_critic_iteration", "gae_advantages", "value_targets",
-                "normalize_advantages"),
-          params=Corridor)
-def stop_gradient_structure(ctx: Context) -> dict[str, object]:
-    """The routes of the gradients through impl's actor-critic iteration.
+def _critic_step(phi: np.ndarray, s: np.ndarray, targets: np.ndarray, critic_lr: float) -> np.ndarray:
+    """φ - lr ∂L_V/∂φ for L_V = (1/2N) Σ_t (φ[s_t] - V̂_t)^2, written out here."""
+    gradient = np.zeros_like(phi)
+    np.add.at(gradient, s, (phi[s] - targets) / len(s))
+    return phi - critic_lr * gradient
 
-    With the advantages Â computed by impl from the rollout (and normalised, as the iteration
-    does for the actor), the actor's step must be the policy-gradient step with Â as fixed
-    numbers, and must not change when the critic's parameters handed to the iteration change;
-    the critic's step must be the gradient step of ½ mean (φ[s_t] - V̂_t)² with V̂ = V_old + Â
-    fixed. The actor's loss does depend on φ through Â (its derivative by φ, with Â recomputed
-    from the critic's values, is reported): only the stop-gradient keeps that out of the update.
+
+def _one_loop(ctx: Context, params: Corridor, seed: int) -> tuple[np.ndarray, np.ndarray, object, np.ndarray, float]:
+    """A random actor and critic, impl's rollout of them, the advantages of its stored values, a rounding scale."""
+    rng = np.random.default_rng(seed)
+    mdp = corridor(params)
+    theta, phi = _start(mdp, rng)
+    rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
+                                       params.time_limit, params.n_steps, params.n_envs, rng)
+    advantages = reference_gae(rollout, params.gamma, params.gae_lambda)
+    # Each advantage sums at most T discounted terms, each bounded by |r| + |V(s_t)| + |V(s_{t+1})|.
+    scale = params.n_steps * float(np.abs(rollout.r_t).max() + np.abs(rollout.v_t).max()
+                                   + np.abs(rollout.v_tp1).max())
+    return theta, phi, rollout, advantages, scale
+
+
+@verifier("actor_critic.actor_step_property", uses=("collect_rollout", "actor_critic_iteration"))
+def actor_step_property(ctx: Context) -> dict[str, object]:
+    """On random corridors, actors, critics and rollouts, impl's actor step treats the advantages
+    as numbers fixed when the data was collected.
+
+    Unnormalised, the new θ must be θ + lr (1/N) Σ_t Â_t (e_{a_t} - π_θ(·|s_t)) with Â computed here
+    from the rollout's stored rewards, values and masks, up to rounding. With or without
+    normalisation, it must not change when the critic's step changes (three times the critic's
+    step size): an actor whose advantages moved with the critic's parameters would.
     """
+
+    def fixed_advantages(params: Corridor, seed: int) -> None:
+        theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
+        s, a = rollout.s_t.reshape(-1), rollout.a_t.reshape(-1)
+
+        def actor_after(normalize: bool, critic_lr: float) -> np.ndarray:
+            return ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
+                                                   params.actor_lr, critic_lr, normalize=normalize)[0]
+
+        expected = theta + params.actor_lr * _policy_gradient(theta, s, a, advantages.reshape(-1))
+        bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
+                               float(np.abs(theta).max()) + params.actor_lr * (scale + float(np.abs(advantages).max())))
+        unnormalised = actor_after(False, params.critic_lr)
+        assert np.abs(unnormalised - expected).max() <= bound, ("not the step of the stored advantages",
+                                                                float(np.abs(unnormalised - expected).max()), bound)
+        for normalize in (False, True):
+            moved = actor_after(normalize, 3 * params.critic_lr)
+            assert np.array_equal(actor_after(normalize, params.critic_lr), moved), \
+                ("the actor's step moves with the critic's", normalize)
+
+    return check_property(ctx, fixed_advantages, _corridors, _seeds)
+
+
+@verifier("actor_critic.critic_step_property", uses=("collect_rollout", "actor_critic_iteration"))
+def critic_step_property(ctx: Context) -> dict[str, object]:
+    """On random corridors, actors, critics and rollouts, impl's critic step is the gradient step of
+    L_V = (1/2N) Σ_t (φ[s_t] - V̂_t)^2 alone, with the targets V̂_t = V_old(s_t) + Â_t built here from
+    the rollout's stored values and the unnormalised advantages, whether or not the actor's
+    advantages are normalised, and whatever the actor's step size (twice the drawn one as well)."""
+
+    def regresses_on_targets(params: Corridor, seed: int) -> None:
+        theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
+        s = rollout.s_t.reshape(-1)
+        targets = (rollout.v_t + advantages).reshape(-1)
+        expected = _critic_step(phi, s, targets, params.critic_lr)
+        bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
+                               float(np.abs(phi).max()) + params.critic_lr * (scale + float(np.abs(targets).max())))
+        for normalize in (False, True):
+            for actor_lr in (params.actor_lr, 2 * params.actor_lr):
+                _, phi_next = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
+                                                              actor_lr, params.critic_lr, normalize=normalize)
+                assert np.abs(phi_next - expected).max() <= bound, (
+                    "not the step of L_V with the unnormalised targets", normalize, actor_lr,
+                    float(np.abs(phi_next - expected).max()), bound)
+
+    return check_property(ctx, regresses_on_targets, _corridors, _seeds)
+
+
+@verifier("actor_critic.actor_loss_depends_on_critic", uses=("collect_rollout", "gae_advantages"), params=Corridor)
+def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
+    """The actor's loss -(1/N) Σ_t Â_t(φ) log π_θ(a_t|s_t), with impl's GAE recomputed from the
+    critic's values φ[s_t], φ[s_{t+1}] on impl's rollout, does depend on φ: without the stop-gradient
+    its gradient would reach the critic. The loss is linear in φ (GAE is linear in the values),
+    so L(φ + e_s) - L(φ) is its derivative along state s, exactly up to rounding."""
     params = ctx.params
     mdp = corridor(params)
     theta, phi = _start(mdp, ctx.rng)
     rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
-    s, a, s_next = rollout.s_t.reshape(-1), rollout.a_t.reshape(-1), rollout.s_tp1.reshape(-1)
-
-    def advantages_for(critic: np.ndarray) -> np.ndarray:
-        return ctx.impl.gae_advantages(rollout.r_t, critic[rollout.s_t], critic[rollout.s_tp1], rollout.terminated_t,
-                                       rollout.trace_cut_t, params.gamma, params.gae_lambda)
-
-    advantages = advantages_for(phi)
-    actor_advantages = ctx.impl.normalize_advantages(advantages).reshape(-1)
-    targets = ctx.impl.value_targets(rollout.v_t, advantages).reshape(-1)
-    theta_next, phi_next = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
-                                                           params.actor_lr, params.critic_lr)
-    other_theta_next, _ = ctx.impl.actor_critic_iteration(theta, phi + 1.0, rollout, params.gamma,
-                                                          params.gae_lambda, params.actor_lr, params.critic_lr)
-    actor_step = theta + params.actor_lr * _policy_gradient(theta, s, a, actor_advantages)
-    critic_gradient = np.zeros_like(phi)
-    np.add.at(critic_gradient, s, (phi[s] - targets) / len(s))
-    critic_step = phi - params.critic_lr * critic_gradient
-    magnitude = float(np.abs(theta).max() + params.actor_lr * np.abs(actor_advantages).max()
-                      + np.abs(phi).max() + params.critic_lr * np.abs(targets).max())
-    bound = rounding_bound(4 * len(s), magnitude)
+    log_pi = _log_softmax(theta)[rollout.s_t, rollout.a_t]
 
     def actor_loss(critic: np.ndarray) -> float:
-        recomputed = ctx.impl.normalize_advantages(advantages_for(critic)).reshape(-1)
-        return float(-(recomputed * _log_softmax(theta)[s, a]).mean())
+        advantages = ctx.impl.gae_advantages(rollout.r_t, critic[rollout.s_t], critic[rollout.s_tp1],
+                                             rollout.terminated_t, rollout.trace_cut_t, params.gamma, params.gae_lambda)
+        return float(-(advantages * log_pi).mean())
 
-    step = 1e-4
-    sensitivity = max(abs(actor_loss(phi + step * e) - actor_loss(phi - step * e)) / (2 * step)
-                      for e in np.eye(len(phi))[np.unique(np.concatenate([s, s_next]))])
-    # A difference quotient of a loss that ignored φ would be rounding noise of at most this size.
-    noise = rounding_bound(4 * len(s), abs(actor_loss(phi))) / step
-    return {
-        "actor_step_uses_fixed_advantages": bool(np.all(np.abs(theta_next - actor_step) <= bound)),
-        "actor_step_ignores_critic_parameters": bool(np.array_equal(theta_next, other_theta_next)),
-        "critic_step_uses_critic_loss_alone": bool(np.all(np.abs(phi_next - critic_step) <= bound)),
-        "actor_loss_depends_on_critic": bool(sensitivity > noise),
-        "actor_loss_sensitivity_to_critic": sensitivity,
-    }
+    base = actor_loss(phi)
+    sensitivity = max(abs(actor_loss(phi + unit) - base) for unit in np.eye(len(phi)))
+    # Each advantage sums at most T terms bounded by |r| + 2 (|φ| + 1); the loss weighs them by |log π|.
+    scale = (params.n_steps * float(np.abs(rollout.r_t).max() + 2 * (np.abs(phi).max() + 1))
+             * float(np.abs(log_pi).max()))
+    noise = 2 * rounding_bound(4 * (rollout.r_t.size + params.n_steps), scale)
+    return {"actor_loss_depends_on_critic": bool(sensitivity > noise), "actor_loss_sensitivity_to_critic": sensitivity,
+            "rounding_bound": noise}
 
 
 @verifier("actor_critic.normalisation_leaves_critic_step", uses=("collect_rollout", "actor_critic_iteration"),
@@ -305,3 +630,264 @@ def iteration_improves_return(ctx: Context) -> dict[str, object]:
             "improvement_median": float(median), "improvement_upper_quartile": float(upper),
             "improvement_min": float(min(improvements)),
             "share_improved": float(np.mean(np.array(improvements) > 0))}
+
+
+# ------------------------------------------------------------ 4.3.2: bias and variance of TD and n-step estimates
+
+SAFE, RISKY = 0, 1
+
+
+class Chain(BaseModel):
+    """A chain of ``length`` states that every action advances by one; the episode ends after the last.
+
+    In every state the policy takes the risky action with ``risky_probability``; it pays
+    ``risky_high`` with probability ``risky_success`` and ``risky_low`` otherwise. The safe action
+    pays ``safe_reward``. The critic is V^π plus ``critic_error`` in every state, the terminal end
+    included (a critic's output there is as arbitrary as anywhere; no target may bootstrap from it).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    length: int = Field(ge=1, le=6, description="decisions per episode")
+    gamma: float = Field(gt=0, le=1, description="the discount γ")
+    risky_probability: float = Field(ge=0, le=1, description="π(risky | s) in every state")
+    risky_success: float = Field(ge=0, le=1, description="probability that the risky action pays risky_high")
+    safe_reward: float
+    risky_high: float
+    risky_low: float
+    critic_error: float = Field(0, description="V̂(s) - V^π(s) in every state of the chain")
+
+
+def _chain_outcomes(chain: Chain) -> dict[int, list[tuple[Fraction, Fraction]]]:
+    """action -> [(reward, probability given the action)], without outcomes of probability 0."""
+    success = _exact(chain.risky_success)
+    risky = [(_exact(chain.risky_high), success), (_exact(chain.risky_low), 1 - success)]
+    return {SAFE: [(_exact(chain.safe_reward), Fraction(1))], RISKY: [(r, p) for r, p in risky if p]}
+
+
+def _chain_policy(chain: Chain) -> dict[int, Fraction]:
+    risky = _exact(chain.risky_probability)
+    return {SAFE: 1 - risky, RISKY: risky}
+
+
+def chain_values(chain: Chain) -> list[Fraction]:
+    """V^π(k) for k = 0..length (the end has value 0), backwards from the end, written out here."""
+    gamma, outcomes, policy = _exact(chain.gamma), _chain_outcomes(chain), _chain_policy(chain)
+    mean_reward = sum(policy[a] * sum(r * p for r, p in outcomes[a]) for a in (SAFE, RISKY))
+    values = [Fraction(0)] * (chain.length + 1)
+    for k in range(chain.length - 1, -1, -1):
+        values[k] = mean_reward + gamma * values[k + 1]
+    return values
+
+
+def chain_action_value(chain: Chain, action: int) -> Fraction:
+    """Q^π(0, a) = E[r | a] + γ V^π(1)."""
+    return sum(r * p for r, p in _chain_outcomes(chain)[action]) + _exact(chain.gamma) * chain_values(chain)[1]
+
+
+def chain_critic(chain: Chain, values: list[Fraction]) -> list[Fraction]:
+    """V̂ = V^π + e in every state, the terminal end included: only the terminated mask keeps it out of a target."""
+    return [v + _exact(chain.critic_error) for v in values]
+
+
+def _chain_paths(chain: Chain, first_action: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every episode's rewards [length, M] and its probability [M], exactly; the first action fixed if given."""
+    outcomes, policy = _chain_outcomes(chain), _chain_policy(chain)
+    step = [(r, policy[a] * p) for a in (SAFE, RISKY) for r, p in outcomes[a] if policy[a] * p]
+    first = step if first_action is None else outcomes[first_action]
+    paths = [((r,), p) for r, p in first]
+    for _ in range(chain.length - 1):
+        paths = [(rewards + (r,), probability * p) for rewards, probability in paths for r, p in step]
+    rewards = np.array([list(rewards) for rewards, _ in paths], dtype=object).T
+    return rewards, np.array([probability for _, probability in paths], dtype=object)
+
+
+def _chain_estimates(ctx: Context, chain: Chain, rewards: np.ndarray, critic: list[Fraction], n: int) -> np.ndarray:
+    """impl's n-step estimate at t = 0 of every episode: Σ_{l<n} γ^l r_l + γ^n V̂(s_n) - V̂(s_0), none past the end."""
+    length, paths = rewards.shape
+    values = np.array([[critic[k]] * paths for k in range(length + 1)], dtype=object)
+    last = np.zeros((length, paths), dtype=int)
+    last[-1] = 1
+    return ctx.impl.n_step_advantages(rewards, values[:-1], values[1:], last, last, _exact(chain.gamma), n)[0]
+
+
+def _strictly(values: list[Fraction], better: str) -> bool:
+    pairs = list(zip(values[:-1], values[1:], strict=True))
+    return all(later < earlier for earlier, later in pairs) if better == "decreasing" else \
+        all(later > earlier for earlier, later in pairs)
+
+
+@verifier("actor_critic.td_error_bias_exact", uses=("td_errors",), params=Chain)
+def td_error_bias_exact(ctx: Context) -> dict[str, object]:
+    """E[δ_0 | s_0, a_0] - A^π(s_0, a_0) on the chain, for both actions, with impl's TD error of each
+    first step enumerated exactly: zero with the exact critic, and with the claim's critic error e
+    the bias γ e(s_1) - e(s_0) (one step ahead the error is γ e, unless the chain ends there)."""
+    chain = ctx.params
+    gamma, values = _exact(chain.gamma), chain_values(chain)
+    ends = int(chain.length == 1)
+    error_term = gamma * (1 - ends) * _exact(chain.critic_error) - _exact(chain.critic_error)
+    observed: dict[str, object] = {}
+    for critic_name, critic in (("exact_critic", values), ("approximate_critic", chain_critic(chain, values))):
+        for action_name, action in (("safe", SAFE), ("risky", RISKY)):
+            outcomes = _chain_outcomes(chain)[action]
+            rewards = np.array([r for r, _ in outcomes], dtype=object)
+            probability = np.array([p for _, p in outcomes], dtype=object)
+            delta = ctx.impl.td_errors(rewards, np.full(len(rewards), critic[0], dtype=object),
+                                       np.full(len(rewards), critic[1], dtype=object),
+                                       np.full(len(rewards), ends), gamma)
+            advantage = chain_action_value(chain, action) - values[0]
+            observed[f"td_bias_{action_name}_{critic_name}"] = _mean_and_variance(probability, delta)[0] - advantage
+    observed["bias_is_the_critic_error_term"] = all(
+        observed[f"td_bias_{name}_approximate_critic"] == error_term for name in ("safe", "risky"))
+    return observed
+
+
+@verifier("actor_critic.n_step_tradeoff_exact", uses=("n_step_advantages",), params=Chain)
+def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
+    """For n = 1 .. length on the chain, the bias and the variance of impl's n-step estimate at
+    (s_0, risky), over every episode enumerated exactly with the claim's approximate critic.
+
+    The bias is that of the n-step target Σ γ^l r + γ^n V̂(s_n) (the estimate plus V̂(s_0)) as an
+    estimate of Q^π(s_0, a_0): the part of the estimate the critic's error reaches through the
+    bootstrap, which must be γ^n e(s_n): γ^n times the constant error before the end, 0 at the end.
+    """
+    chain = ctx.params
+    values = chain_values(chain)
+    critic = chain_critic(chain, values)
+    rewards, probability = _chain_paths(chain, RISKY)
+    q_value = chain_action_value(chain, RISKY)
+    gamma, error = _exact(chain.gamma), _exact(chain.critic_error)
+    biases, variances = [], []
+    for n in range(1, chain.length + 1):
+        mean, variance = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, n))
+        biases.append(mean + critic[0] - q_value)
+        variances.append(variance)
+    bootstrap_error = [gamma**n * error * (n < chain.length) for n in range(1, chain.length + 1)]
+    return {"target_bias_by_n": biases, "variance_by_n": variances,
+            "bias_is_the_bootstrapped_critic_error": biases == bootstrap_error,
+            "bias_magnitude_decreases_with_n": _strictly([abs(b) for b in biases], "decreasing"),
+            "variance_increases_with_n": _strictly(variances, "increasing"),
+            "one_step_variance_is_least": variances[0] == min(variances)}
+
+
+def _n_step_paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizon: int
+                  ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], np.ndarray]:
+    """Every path s_0 = state, a_0 = action, s_1, a_1, ..., s_horizon and its probability, exactly."""
+    paths = [((state,), (action,), Fraction(1))]
+    for k in range(horizon):
+        grown = []
+        for states, actions, probability in paths:
+            for following in range(P.shape[-1]):
+                step = probability * P[states[-1], actions[-1], following]
+                if step == 0:
+                    continue
+                if k == horizon - 1:
+                    grown.append((states + (following,), actions, step))
+                    continue
+                grown += [(states + (following,), actions + (b,), step * pi[following, b])
+                          for b in range(pi.shape[1]) if pi[following, b]]
+        paths = grown
+    return ([states for states, _, _ in paths], [actions for _, actions, _ in paths],
+            np.array([probability for _, _, probability in paths], dtype=object))
+
+
+@functools.cache
+def _small_mdps(n_states: int, n_actions: int) -> st.SearchStrategy:
+    weights = st.lists(st.integers(0, 3), min_size=n_states * n_actions * n_states,
+                       max_size=n_states * n_actions * n_states)
+    policy = st.lists(st.integers(0, 3), min_size=n_states * n_actions, max_size=n_states * n_actions)
+    eighths = st.lists(st.integers(-40, 40), min_size=n_states * n_actions, max_size=n_states * n_actions)
+    errors = st.lists(st.integers(-16, 16), min_size=n_states, max_size=n_states)
+    return st.tuples(weights, policy, eighths, errors, st.integers(1, 15), st.integers(0, n_states - 1),
+                     st.integers(0, n_actions - 1), st.integers(2, 3)).map(
+        functools.partial(_small_mdp, n_states, n_actions))
+
+
+def _rows(weights: list[int], shape: tuple[int, ...]) -> np.ndarray:
+    """Integer weights to exact probabilities along the last axis; an all-zero row puts its mass on index 0."""
+    table = np.array(weights, dtype=int).reshape(shape)
+    table[..., 0] += table.sum(axis=-1) == 0
+    return np.vectorize(Fraction, otypes=[object])(table, table.sum(axis=-1, keepdims=True))
+
+
+def _small_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    weights, policy, eighths, errors, gamma, state, action, horizon = drawn
+    return {"P": _rows(weights, (n_states, n_actions, n_states)), "pi": _rows(policy, (n_states, n_actions)),
+            "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
+            "error": np.array([Fraction(k, 8) for k in errors], dtype=object), "gamma": Fraction(gamma, 16),
+            "state": state, "action": action, "horizon": horizon}
+
+
+_small_exact_mdps = st.tuples(st.integers(1, 3), st.integers(1, 2)).flatmap(lambda size: _small_mdps(*size))
+
+
+@verifier("actor_critic.n_step_tradeoff_property", uses=("n_step_advantages",))
+def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs, policies and critic errors e = V̂ - V^π, for each horizon n up to the
+    drawn one and a drawn (s_0, a_0), with impl's n-step estimate on every n-step path (exact):
+
+    - its mean is Q^π(s_0, a_0) - V̂(s_0) + γ^n E[e(s_n)]: the critic's error enters the target only
+      through the bootstrap, with weight γ^n, so at most γ^n max|e|;
+    - with the exact critic, one more step adds exactly γ^{2n} E[δ_n^2] to its variance
+      (δ_n = r_n + γ V^π(s_{n+1}) - V^π(s_n) has mean zero given the past), never less than 0.
+
+    V^π and Q^π are solved here with sympy, independently of impl.
+    """
+
+    def trades_bias_for_variance(mdp: dict) -> None:
+        P, R, pi, gamma, error = (mdp[k] for k in ("P", "R", "pi", "gamma", "error"))
+        state, action = mdp["state"], mdp["action"]
+        values = exact_policy_values(P, R, pi, gamma)
+        q_value = R[state, action] + gamma * (P[state, action] * values).sum()
+        critics = {"exact": values, "approximate": values + error}
+        variances = []
+        for n in range(1, mdp["horizon"] + 2):
+            states, actions, probability = _n_step_paths(P, pi, state, action, n)
+            s = np.array(states).T
+            a = np.array(actions).T
+            last = np.zeros(a.shape, dtype=int)
+            last[-1] = 1
+            for name, critic in critics.items():
+                estimate = ctx.impl.n_step_advantages(R[s[:-1], a], critic[s[:-1]], critic[s[1:]],
+                                                      np.zeros(a.shape, dtype=int), last, gamma, n)[0]
+                mean, variance = _mean_and_variance(probability, estimate)
+                bootstrap_error = gamma**n * (probability * (critic - values)[s[-1]]).sum()
+                assert mean == q_value - critic[state] + bootstrap_error, (name, n, mean, q_value, bootstrap_error)
+                if name == "exact":
+                    variances.append((variance, probability, s, a))
+        for n in range(1, len(variances)):
+            variance, *_ = variances[n - 1]
+            longer, probability, s, a = variances[n]
+            delta = R[s[n], a[n]] + gamma * values[s[n + 1]] - values[s[n]]
+            added = gamma ** (2 * n) * (probability * delta * delta).sum()
+            assert longer - variance == added and added >= 0, (n, longer - variance, added)
+
+    return check_property(ctx, trades_bias_for_variance, _small_exact_mdps)
+
+
+class TwoChains(BaseModel):
+    """The same chain with deterministic and with stochastic outcomes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    deterministic: Chain
+    stochastic: Chain
+
+
+@verifier("actor_critic.long_target_noise_exact", uses=("n_step_advantages",), params=TwoChains)
+def long_target_noise_exact(ctx: Context) -> dict[str, object]:
+    """The Monte Carlo estimate (n = length, to the episode's end) and the one-step estimate at s_0,
+    over every episode of each chain enumerated exactly with impl's n-step estimate: their
+    variances, and the bias of their targets (estimate plus V̂(s_0)) as estimates of V^π(s_0)."""
+    observed: dict[str, object] = {}
+    for name in ("deterministic", "stochastic"):
+        chain = getattr(ctx.params, name)
+        values = chain_values(chain)
+        critic = chain_critic(chain, values)
+        rewards, probability = _chain_paths(chain, None)
+        observed[f"{name}_episodes"] = len(probability)
+        for horizon, n in (("long", chain.length), ("one_step", 1)):
+            mean, variance = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, n))
+            observed[f"{name}_{horizon}_target_variance"] = variance
+            observed[f"{name}_{horizon}_target_bias"] = mean + critic[0] - values[0]
+    observed["stochastic_long_minus_one_step_variance"] = (observed["stochastic_long_target_variance"]
+                                                           - observed["stochastic_one_step_target_variance"])
+    return observed

@@ -5,6 +5,10 @@ Random rollout buffers here are built from *events*, the rows of the module's ta
 (terminated), is cut by a time limit and reset (truncated), or the buffer stops while the
 episode goes on (buffer edge). The references are computed from the events, never from the
 masks impl receives, so they also check that the masks say what the table says.
+
+Every buffer handed to impl is one a rollout can store: a termination also cuts the trace (a
+reset follows it), and where the trace goes on, V(s_{t+1}) is the next row's V(s_t). A correct
+GAE may rely on both, as Stable-Baselines3's does (``examples/alternatives/sb3_gae.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ _segments = st.integers(min_value=1, max_value=40).flatmap(
         hnp.arrays(np.float64, length, elements=_values),
         hnp.arrays(np.float64, length + 1, elements=_values),
         st.booleans(),
+        st.booleans(),
         st.floats(min_value=0.0, max_value=1.0),
     ))
 
@@ -64,15 +69,19 @@ _segments = st.integers(min_value=1, max_value=40).flatmap(
 @verifier("gae.telescoping_property", uses=("gae_advantages",))
 def telescoping_property(ctx: Context) -> dict[str, object]:
     """impl's GAE with λ = 1 on a random uncut segment equals the discounted rewards plus
-    γ^{K-t+1} V(s_{K+1}) minus V(s_t); at a true terminal the tail is 0."""
+    γ^{K-t+1} V(s_{K+1}) minus V(s_t); at a true terminal the tail is 0.
 
-    def telescopes(segment: tuple[np.ndarray, np.ndarray, bool, float]) -> None:
-        rewards, values, terminal, gamma = segment
+    The segment's last step cuts the trace at a terminal (a reset follows it) and, drawn at random,
+    at a buffer edge; without the cut the end of the array ends the segment all the same.
+    """
+
+    def telescopes(segment: tuple[np.ndarray, np.ndarray, bool, bool, float]) -> None:
+        rewards, values, terminal, edge_marked, gamma = segment
         length = len(rewards)
-        terminated = np.zeros(length)
+        terminated, trace_cut = np.zeros(length), np.zeros(length)
         terminated[-1] = float(terminal)
-        advantages = ctx.impl.gae_advantages(rewards, values[:-1], values[1:], terminated, np.zeros(length),
-                                             gamma, 1.0)
+        trace_cut[-1] = float(terminal or edge_marked)
+        advantages = ctx.impl.gae_advantages(rewards, values[:-1], values[1:], terminated, trace_cut, gamma, 1.0)
         tail = 0.0 if terminal else values[-1]
         for t in range(length):
             discounts = gamma ** np.arange(length - t)
@@ -86,10 +95,14 @@ def telescoping_property(ctx: Context) -> dict[str, object]:
 # Buffers built from events ------------------------------------------------------------------
 
 
-def masks(events: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """terminated_t and trace_cut_t for a buffer column, as the table of step 4.3.4 sets them."""
-    return (np.array([float(event == TERMINATED) for event in events]),
-            np.array([float(event != ORDINARY) for event in events]))
+def masks(events: Sequence[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """terminated_t and trace_cut_t for events of any shape, as the table of step 4.3.4 sets them.
+
+    A termination cuts the trace as well: a reset follows it, and the text sets trace_cut to 1
+    before every reset. These are the only mask pairs a rollout stores.
+    """
+    events = np.asarray(events)
+    return (events == TERMINATED).astype(float), (events != ORDINARY).astype(float)
 
 
 def reference_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object,
@@ -256,16 +269,32 @@ def recursion_equals_sum_symbolic(ctx: Context) -> dict[str, object]:
     return {"base_case_residual": sp.simplify(base), "inductive_step_residual": sp.simplify(sp.expand(step))}
 
 
+def _rollout(drawn: tuple) -> tuple:
+    """gae_advantages' arguments as a rollout stores them, from one event per entry and free numbers.
+
+    The masks follow the events. V(s_{t+1}) of a step that does not cut the trace is V(s_t) of the
+    next row, the same state; after a cut, and at the last row, it is a free number (the last
+    observation before a reset, a terminal state's value the GAE must ignore, or the state a next
+    buffer starts from). Independent masks or next values would be inputs no rollout produces, on
+    which a correct GAE that reads V(s_{t+1}) from the next row (Stable-Baselines3's) differs.
+    """
+    events, r, v, free, gamma, lambda_ = drawn
+    terminated, trace_cut = masks(events)
+    v_next = free.copy()
+    v_next[:-1] = np.where(trace_cut[:-1] != 0, free[:-1], v[1:])
+    return r, v, v_next, terminated, trace_cut, gamma, lambda_
+
+
 @functools.cache
-def _masked_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
+def _rollout_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
     values = hnp.arrays(np.float64, shape, elements=_floats(-100, 100))
-    flags = hnp.arrays(np.float64, shape, elements=st.sampled_from((0.0, 1.0)))
-    return st.tuples(values, values, values, flags, flags, _floats(0, 1), _floats(0, 1))
+    events = hnp.arrays(np.dtype(f"U{max(map(len, EVENTS))}"), shape, elements=_event_draws)
+    return st.tuples(events, values, values, values, _floats(0, 1), _floats(0, 1)).map(_rollout)
 
 
-# Arrays shaped [T] or [T, n_envs] with both masks drawn independently, and γ, λ.
-_masked_arrays = st.tuples(st.integers(min_value=1, max_value=30), st.integers(min_value=0, max_value=4)).flatmap(
-    lambda size: _masked_arrays_of_shape(size[:1] if size[1] == 0 else size))
+# Rollouts shaped [T] or [T, n_envs], events drawn entry by entry, and γ, λ.
+_rollout_arrays = st.tuples(st.integers(min_value=1, max_value=30), st.integers(min_value=0, max_value=4)).flatmap(
+    lambda size: _rollout_arrays_of_shape(size[:1] if size[1] == 0 else size))
 
 
 def _fragment_sums(r: np.ndarray, v: np.ndarray, v_next: np.ndarray, terminated: np.ndarray,
@@ -289,8 +318,8 @@ def _array_bound(*arrays: np.ndarray) -> float:
 
 @verifier("gae.recursion_equals_sum_property", uses=("gae_advantages",))
 def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
-    """impl's GAE on random [T] and [T, n_envs] arrays with independent random masks equals the
-    explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
+    """impl's GAE on random [T] and [T, n_envs] rollouts (events drawn entry by entry, see
+    :func:`_rollout`) equals the explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
 
     def equals_sum(arrays: tuple) -> None:
         advantages = ctx.impl.gae_advantages(*arrays)
@@ -299,13 +328,13 @@ def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
         bound = _array_bound(*arrays[:3])
         assert np.all(np.abs(advantages - expected) <= bound), (advantages, expected, bound)
 
-    return check_property(ctx, equals_sum, _masked_arrays)
+    return check_property(ctx, equals_sum, _rollout_arrays)
 
 
 @verifier("gae.lambda_zero_property", uses=("gae_advantages", "td_errors"))
 def lambda_zero_property(ctx: Context) -> dict[str, object]:
     """With λ = 0, impl's GAE is the TD error δ_t = r_t + γ (1 - terminated_t) V(s_{t+1}) - V(s_t),
-    both impl's own and the one written out here, whatever the masks."""
+    both impl's own and the one written out here, on random rollouts with every event (:func:`_rollout`)."""
 
     def is_td_error(arrays: tuple) -> None:
         r, v, v_next, terminated, trace_cut, gamma, _ = arrays
@@ -316,7 +345,7 @@ def lambda_zero_property(ctx: Context) -> dict[str, object]:
         impl_delta = ctx.impl.td_errors(r, v, v_next, terminated, gamma)
         assert np.all(np.abs(advantages - impl_delta) <= bound), (advantages, impl_delta)
 
-    return check_property(ctx, is_td_error, _masked_arrays)
+    return check_property(ctx, is_td_error, _rollout_arrays)
 
 
 _terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
@@ -424,15 +453,28 @@ def _coefficient(change: object, slope: object) -> bool | str:
     return False if change == 0 else f"coefficient {change}"
 
 
+def _one_answer(answers: dict[str, bool | str]) -> bool | str:
+    """The answer of several places where the same event happens, or each place's when they differ."""
+    if len(set(answers.values())) == 1:
+        return next(iter(answers.values()))
+    return "; ".join(f"{where}: {answer}" for where, answer in answers.items())
+
+
 @verifier("gae.four_events_table_exact", uses=("gae_advantages",), params=Discounting)
 def four_events_table_exact(ctx: Context) -> dict[str, object]:
     """The table of step 4.3.4 read off impl's GAE in exact arithmetic, one row per event.
 
-    A column holds every event at a known step t. Â is affine in the inputs, so raising V(s_{t+1})
-    by 1 moves Â_t by exactly γ if step t bootstraps and 0 if not, and raising r_{t+1} by 1 moves
-    Â_t by exactly γλ if the recursion goes on into step t+1 and 0 if it stops there. A buffer
-    edge is seen twice: inside the array, where the buffer stops and nothing is joined, and at the
-    array's end with the next buffer's first advantage passed as ``carry`` (joined).
+    A column holds every event at a known step t, in a buffer a rollout can store: after an
+    ordinary step the next row starts from s_{t+1}, so V(s_{t+1}) is stored twice (as the step's
+    V(s_{t+1}) and as the next row's V(s_t)) and the two are equal. Â is affine in the inputs, so
+    raising V(s_{t+1}) by 1 with Â_{t+1} held fixed moves Â_t by exactly γ if step t bootstraps
+    and 0 if not; where the next row starts from s_{t+1}, holding Â_{t+1} fixed means raising
+    both copies and that row's reward by 1 too (δ_{t+1} keeps its value). Raising the next row's
+    reward alone moves Â_t by exactly γλ if the recursion goes on into step t+1 and 0 if it stops
+    there. A buffer edge where nothing is joined is seen inside the array (trace_cut set) and at
+    the array's end without ``carry`` (its bootstrap only: nothing follows it there); joined, it
+    is the array's end with the next buffer's first advantage passed as ``carry``, which holds
+    Â_{t+1} fixed there.
     """
     gamma, lambda_ = _exact(ctx.params.gamma), _exact(ctx.params.gae_lambda)
     events = [ORDINARY, TERMINATED, ORDINARY, TRUNCATED, ORDINARY, BUFFER_EDGE, ORDINARY, ORDINARY]
@@ -441,27 +483,38 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
     r, v, v_next = (np.array([Fraction(int(x), 4) for x in ctx.rng.integers(-40, 40, length)], dtype=object)
                     for _ in range(3))
     terminated, trace_cut = masks(events)
+    continues = [t for t in range(length - 1) if events[t] == ORDINARY]
+    v_next[continues] = v[[t + 1 for t in continues]]
 
-    def advantages(rewards: np.ndarray = r, next_values: np.ndarray = v_next, **options: object) -> np.ndarray:
-        return ctx.impl.gae_advantages(rewards, v, next_values, terminated.astype(int), trace_cut.astype(int),
+    def advantages(rewards: np.ndarray = r, values: np.ndarray = v, next_values: np.ndarray = v_next,
+                   **options: object) -> np.ndarray:
+        return ctx.impl.gae_advantages(rewards, values, next_values, terminated.astype(int), trace_cut.astype(int),
                                        gamma, lambda_, **options)
 
     base = advantages()
     observed: dict[str, object] = {}
     for event, t in at.items():
-        raised_value, raised_reward = v_next.copy(), r.copy()
-        raised_value[t] += 1
+        raised_next_value, raised_value, raised_reward = v_next.copy(), v.copy(), r.copy()
+        raised_next_value[t] += 1
         raised_reward[t + 1] += 1
-        observed[f"{event}_bootstraps"] = _coefficient(advantages(next_values=raised_value)[t] - base[t], gamma)
+        if event == ORDINARY:
+            raised_value[t + 1] += 1
+            bootstrap_change = advantages(raised_reward, raised_value, raised_next_value)[t] - base[t]
+        else:
+            bootstrap_change = advantages(next_values=raised_next_value)[t] - base[t]
+        observed[f"{event}_bootstraps"] = _coefficient(bootstrap_change, gamma)
         observed[f"{event}_continues_trace"] = _coefficient(advantages(rewards=raised_reward)[t] - base[t],
                                                             gamma * lambda_)
     last = length - 1
+    raised_next_value = v_next.copy()
+    raised_next_value[last] += 1
+    observed["buffer_edge_bootstraps"] = _one_answer({
+        "inside the array": observed["buffer_edge_bootstraps"],
+        "at the array's end": _coefficient(advantages(next_values=raised_next_value)[last] - base[last], gamma)})
     carried, raised_carry = Fraction(3, 2), Fraction(5, 2)
     joined = advantages(carry=carried)
-    raised_value = v_next.copy()
-    raised_value[last] += 1
     observed["joined_buffer_edge_bootstraps"] = _coefficient(
-        advantages(next_values=raised_value, carry=carried)[last] - joined[last], gamma)
+        advantages(next_values=raised_next_value, carry=carried)[last] - joined[last], gamma)
     observed["joined_buffer_edge_continues_trace"] = _coefficient(
         advantages(carry=raised_carry)[last] - joined[last], gamma * lambda_)
     return observed

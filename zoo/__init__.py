@@ -11,6 +11,10 @@ of ``caught_by``: ``actor-treats-advantages-as-constants`` compares the variant'
 ``gae_advantages`` and ``value_targets`` with ``impl``'s ``actor_critic_iteration``, which still
 calls ``impl``'s own versions, so it fails for the GAE and value-target variants here but would
 not catch the same bug in a student's module whose iteration uses its own functions.
+
+Some pitfalls are a library's idiom: ``zeroed_truncation_bootstrap`` is CleanRL's single done
+flag on the contract's arguments. Its correct counterpart, Stable-Baselines3's idiom, is not a
+variant (it must pass): it is ``examples.alternatives.sb3_gae`` (see ``examples/README.md``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ VARIANTS: dict[str, Variant] = {
         ("gae-recursion-equals-sum", "gae-mixes-n-step-estimates", "gae-four-events-table",
          "single-done-flag-biases-targets", "batch-gae-is-truncated-estimator", "closing-map-termination-truncation")),
     "zeroed_truncation_bootstrap": Variant(
-        "bootstrap dropped at a time-limit truncation", "4.3.4",
+        "bootstrap dropped at a time-limit truncation (CleanRL's done = terminated or truncated)", "4.3.4",
         ("gae-recursion-equals-sum", "gae-lambda-zero-is-td-error", "gae-mixes-n-step-estimates",
          "gae-four-events-table", "single-done-flag-biases-targets", "streaming-gae-matches-unsplit",
          "batch-gae-is-truncated-estimator", "closing-map-termination-truncation")),
