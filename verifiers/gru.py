@@ -7,6 +7,8 @@ policy is uniform) so that enumeration and gradients see a non-trivial distribut
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import log_softmax
 
 from harness import Context, SeedRun, check_property, verifier
+from harness.stats import hoeffding_halfwidth
 from verifiers._numeric import rounding_bound
 
 
@@ -194,7 +197,7 @@ def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
     }
 
 
-class Training(_Params):
+class _Protocol(_Params):
     """The GRU training protocol: fixed seeds, iterations per profile, hyperparameters."""
 
     seeds: list[int] = Field(min_length=3)
@@ -207,6 +210,11 @@ class Training(_Params):
     learning_rate: float = Field(gt=0)
     hidden_size: int = Field(ge=1)
     max_tokens: int = Field(ge=1)
+
+
+class Training(_Protocol):
+    """The protocol with an evaluation every ``eval_every`` iterations."""
+
     eval_every: int = Field(ge=1)
 
 
@@ -229,9 +237,8 @@ def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, lis
 def training_experiment(ctx: Context) -> dict[str, object]:
     """Train the GRU with RLOO and clipped PPO epochs for every seed; median and IQR of the reward.
 
-    The first evaluation of each run is the untrained policy. ``largest_drop`` is the largest fall of
-    one run's evaluated reward between consecutive evaluations, over all runs; ``final_spread`` is
-    the range of the final rewards over seeds.
+    The first evaluation of each run is the untrained policy; ``final_spread`` is the range of the
+    final rewards over seeds.
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
@@ -247,7 +254,194 @@ def training_experiment(ctx: Context) -> dict[str, object]:
         "trained_iqr": [float(q1), float(q3)],
         "median_improvement": float(np.median(final - initial)),
         "smallest_improvement": float((final - initial).min()),
-        "largest_drop": float(-np.diff(curves, axis=1).min()),
         "final_spread": float(final.max() - final.min()),
         "figure": ctx.save_figure(figure, f"gru_training_{ctx.profile}"),
     }
+
+
+class SeedSpread(_Protocol):
+    """The training protocol, evaluated only before and after training, on many answers per prompt."""
+
+    eval_samples_per_prompt: int = Field(ge=1)
+
+
+def _train_gru_evaluated_at_ends(run: SeedRun, iterations: int, params: SeedSpread) -> dict[str, list]:
+    """One seed's run with evaluations only of the untrained and of the trained policy."""
+    return run.call_reporting(run.impl.train_gru_policy, run.seed, iterations,
+                              prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
+                              ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
+                              learning_rate=params.learning_rate, hidden_size=params.hidden_size,
+                              max_tokens=params.max_tokens, eval_every=iterations,
+                              eval_samples_per_prompt=params.eval_samples_per_prompt, ops=run.impl)
+
+
+@verifier("gru.seed_spread_experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS),
+          params=SeedSpread)
+def seed_spread_experiment(ctx: Context) -> dict[str, object]:
+    """Several seeds of one configuration: do they all learn, and do they end at the same expected reward?
+
+    Each evaluation is the mean reward of n = (task prompts) x ``eval_samples_per_prompt``
+    independently sampled answers, rewards in [0, 1], so by Hoeffding's inequality each lies
+    within h = sqrt(log(2 k / α) / (2 n)) of the evaluated policy's expected reward, all k = 2 S of
+    them at once (S seeds, before and after) with probability at least 1 - α, α this comparison's
+    false-failure rate. ``final_spread_beyond_noise`` = (largest - smallest final reward) - 2h is
+    then a lower bound on the spread of the trained policies' expected rewards, and
+    ``smallest_improvement_beyond_noise`` = min over seeds of (final - untrained) - 2h one on the
+    smallest true improvement: both positive means every run learned and the runs genuinely end
+    apart, which evaluation noise alone cannot produce.
+    """
+    params = ctx.params
+    iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
+    histories = ctx.map_seeds(_train_gru_evaluated_at_ends, params.seeds, iterations, params)
+    curves = np.array([h["eval_reward"] for h in histories])
+    initial, final = curves[:, 0], curves[:, -1]
+    evaluated = len(ctx.impl.task_prompts()) * params.eval_samples_per_prompt
+    half_width = hoeffding_halfwidth(evaluated, ctx.alpha / curves.size, 1.0)
+    return {
+        "iterations": iterations,
+        "final_rewards": [float(r) for r in final],
+        "evaluated_answers": evaluated,
+        "evaluation_half_width": half_width,
+        "final_spread": float(final.max() - final.min()),
+        "final_spread_beyond_noise": float(final.max() - final.min() - 2 * half_width),
+        "smallest_improvement_beyond_noise": float((final - initial).min() - 2 * half_width),
+    }
+
+
+class LoopContract(_Params):
+    """Bounds of the small training runs the contract property draws."""
+
+    max_iterations: int = Field(ge=1, le=4)
+    max_prompts_per_batch: int = Field(ge=1, le=4)
+    max_group_size: int = Field(ge=2, le=6)
+    max_ppo_epochs: int = Field(ge=2, le=4)
+    epsilon: float = Field(gt=0, lt=1)
+    learning_rate: float = Field(gt=0)
+
+
+class _RecordingOps:
+    """The implementation under test, with the calls the loop's contract is about recorded in order.
+
+    ``gru_sample`` is recorded with a copy of the parameters it sampled with, its arguments and its
+    results; ``token_clipped_surrogate`` with copies of its arguments. Everything else passes
+    straight through.
+    """
+
+    def __init__(self, impl: Any):
+        self._impl = impl
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._impl, name)
+
+    def gru_sample(self, params, prompts, prompt_length, max_tokens, eos_id, pad_id, rng):
+        tokens, generated, truncated = self._impl.gru_sample(params, prompts, prompt_length, max_tokens, eos_id,
+                                                             pad_id, rng)
+        self.calls.append(("sample", {"params": {k: np.array(v, copy=True) for k, v in params.items()},
+                                      "prompts": np.array(prompts), "prompt_length": np.array(prompt_length),
+                                      "tokens": np.array(tokens), "generated": np.array(generated),
+                                      "truncated": np.array(truncated), "eos_id": eos_id}))
+        return tokens, generated, truncated
+
+    def token_clipped_surrogate(self, log_pi_t, log_pi_old_t, a_t, mask_t, epsilon, aggregation):
+        self.calls.append(("surrogate", {"log_pi": np.array(log_pi_t, dtype=float),
+                                         "log_pi_old": np.array(log_pi_old_t, dtype=float),
+                                         "advantages": np.array(a_t, dtype=float),
+                                         "mask": np.array(mask_t, dtype=float)}))
+        return self._impl.token_clipped_surrogate(log_pi_t, log_pi_old_t, a_t, mask_t, epsilon, aggregation)
+
+
+def _training_iterations(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(sampling call, the surrogate calls that follow it) for every sampling the loop trained on.
+
+    Evaluation samples are followed by no surrogate call and are left out.
+    """
+    iterations: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for name, call in calls:
+        if name == "sample":
+            iterations.append((call, []))
+        elif iterations:
+            iterations[-1][1].append(call)
+    return [(sample, steps) for sample, steps in iterations if steps]
+
+
+def _causal_mask(tokens: np.ndarray, prompt_length: np.ndarray, generated: np.ndarray, eos_id: int) -> np.ndarray:
+    """The verifier's own response mask: entry k (token k + 1) for generated tokens up to the first EOS."""
+    mask = np.zeros((tokens.shape[0], tokens.shape[1] - 1))
+    for row in range(tokens.shape[0]):
+        for position in range(prompt_length[row], prompt_length[row] + generated[row]):
+            mask[row, position - 1] = 1.0
+            if tokens[row, position] == eos_id:
+                break
+    return mask
+
+
+@verifier("gru.training_loop_contract", uses=("train_gru_policy", "verifiable_reward", *_TRAINING_BLOCKS),
+          params=LoopContract)
+def training_loop_contract(ctx: Context) -> dict[str, object]:
+    """Small training runs of impl's ``train_gru_policy`` with its building blocks recorded.
+
+    For every sampled batch the loop trains on, and every PPO epoch over it, the arguments the loop
+    hands the token clipped surrogate are compared with the verifier's own computation from what
+    the sampler returned: the mask is the response mask (generated tokens up to and including the
+    first EOS, never the prompt or padding); the advantage of each answer, at every masked token,
+    is R_i minus the mean of the other G - 1 rewards of its prompt's group (rewards from impl's
+    checker on the sampled answers, prompts decoded as the task's string followed by its task
+    token); the old log-probabilities are the same in every epoch and equal the log-probabilities of
+    the sampled tokens under the parameters the batch was sampled with (impl's GRU forward pass,
+    the verifier's own log-softmax and causal shift); there are ``ppo_epochs`` steps on the whole
+    batch. ``groups_with_unequal_rewards`` and ``epochs_after_the_policy_moved`` count the cases in
+    which a group-mean advantage, or old log-probabilities recomputed each epoch, would differ.
+    """
+    params = ctx.params
+    counts = {"groups_with_unequal_rewards": 0, "epochs_after_the_policy_moved": 0}
+
+    def contract_holds(run: tuple[int, int, int, int, int, int, int]) -> None:
+        seed, iterations, prompts_per_batch, group_size, ppo_epochs, max_tokens, hidden_size = run
+        ops = _RecordingOps(ctx.impl)
+        ctx.impl.train_gru_policy(seed, iterations, prompts_per_batch=prompts_per_batch, group_size=group_size,
+                                  ppo_epochs=ppo_epochs, epsilon=params.epsilon, learning_rate=params.learning_rate,
+                                  hidden_size=hidden_size, max_tokens=max_tokens, eval_every=iterations,
+                                  eval_samples_per_prompt=1, ops=ops)
+        trained = _training_iterations(ops.calls)
+        assert len(trained) == iterations, f"{len(trained)} sampled batches trained on, {iterations} iterations"
+        for sample, steps in trained:
+            tokens, lengths, generated = sample["tokens"], sample["prompt_length"], sample["generated"]
+            prompts = sample["prompts"]
+            assert len(steps) == ppo_epochs, f"{len(steps)} surrogate steps on one batch, ppo_epochs = {ppo_epochs}"
+            mask = _causal_mask(tokens, lengths, generated, sample["eos_id"])
+            rewards = [Fraction(ctx.impl.verifiable_reward(int(prompts[b, lengths[b] - 1]),
+                                                           tuple(int(t) for t in prompts[b, :lengths[b] - 1]),
+                                                           tuple(int(t) for t in tokens[b, lengths[b]:lengths[b]
+                                                                                          + generated[b]]),
+                                                           bool(sample["truncated"][b])))
+                       for b in range(len(tokens))]
+            expected_advantages = []
+            for start in range(0, len(rewards), group_size):
+                assert all(np.array_equal(prompts[start], prompts[b]) for b in range(start, start + group_size)), \
+                    "a group's answers answer different prompts"
+                group = rewards[start:start + group_size]
+                counts["groups_with_unequal_rewards"] += len(set(group)) > 1
+                expected_advantages += [float(r - (sum(group) - r) / (group_size - 1)) for r in group]
+            expected_advantages = np.array(expected_advantages)
+            old_logits, _ = ctx.impl.gru_forward(sample["params"], tokens)
+            own_old = np.take_along_axis(log_softmax(old_logits[:, :-1], axis=-1), tokens[:, 1:, None], axis=-1)[..., 0]
+            bound = rounding_bound(8 * tokens.shape[1] * old_logits.shape[-1], float(np.abs(own_old).max()) + 1.0)
+            for epoch, step in enumerate(steps):
+                assert step["mask"].shape == mask.shape and np.array_equal(step["mask"], mask), \
+                    ("the mask handed to the objective is not the response mask", step["mask"], mask)
+                advantages = np.broadcast_to(step["advantages"], mask.shape)
+                gap = np.abs(advantages - expected_advantages[:, None])[mask > 0]
+                assert np.all(gap <= rounding_bound(4 * group_size, 1.0)), \
+                    ("advantages are not leave-one-out", step["advantages"], expected_advantages)
+                old_gap = np.abs(step["log_pi_old"] - own_old)[mask > 0]
+                assert np.all(old_gap <= bound), (f"epoch {epoch}: old log-probabilities are not those of the "
+                                                  f"sampling policy", float(old_gap.max()))
+                counts["epochs_after_the_policy_moved"] += bool(
+                    epoch > 0 and np.abs(step["log_pi"] - own_old)[mask > 0].max() > bound)
+
+    result = check_property(ctx, contract_holds, st.tuples(
+        st.integers(0, 2**32 - 1), st.integers(1, params.max_iterations), st.integers(1, params.max_prompts_per_batch),
+        st.integers(2, params.max_group_size), st.integers(2, params.max_ppo_epochs), st.integers(1, 5),
+        st.integers(2, 8)))
+    return {**result, **counts}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import sympy as sp
@@ -107,6 +108,84 @@ def masked_gradient_structure(ctx: Context) -> dict[str, object]:
     }
 
 
+_VOCAB, _EOS, _PAD = 6, 0, 5
+_layout_rows = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples(
+    st.lists(st.integers(1, 4), min_size=batch, max_size=batch),
+    st.lists(st.integers(1, 5), min_size=batch, max_size=batch),
+    st.integers(0, 2),
+    st.integers(0, 2**32 - 1)))
+
+
+def _random_rows(prompt_lengths: list[int], generated_lengths: list[int], padding: int, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Token rows (prompt, generated tokens, padding) and logits for them.
+
+    Generated tokens may contain EOS anywhere, several times (a batched sampler may keep writing
+    after it); prompts may contain the EOS id too (chat prompts carry end-of-turn tokens), which
+    is not a generated EOS.
+    """
+    rng = np.random.default_rng(seed)
+    width = max(p + n for p, n in zip(prompt_lengths, generated_lengths, strict=True)) + padding
+    tokens = np.full((len(prompt_lengths), width), _PAD, dtype=int)
+    for row, (prompt, generated) in enumerate(zip(prompt_lengths, generated_lengths, strict=True)):
+        tokens[row, :prompt] = rng.integers(0, _PAD, size=prompt)
+        tokens[row, prompt:prompt + generated] = rng.integers(0, _PAD, size=generated)
+    return tokens, rng.normal(scale=2.0, size=(*tokens.shape, _VOCAB))
+
+
+def _own_mask(tokens: np.ndarray, prompt_lengths: list[int], generated_lengths: list[int]) -> np.ndarray:
+    """Entry k (token k + 1) is 1 for generated tokens up to and including the first generated EOS."""
+    mask = np.zeros((tokens.shape[0], tokens.shape[1] - 1))
+    for row, (prompt, generated) in enumerate(zip(prompt_lengths, generated_lengths, strict=True)):
+        for position in range(prompt, prompt + generated):
+            mask[row, position - 1] = 1.0
+            if tokens[row, position] == _EOS:
+                break
+    return mask
+
+
+@verifier("sequence.response_mask_property", uses=("response_mask",))
+def response_mask_property(ctx: Context) -> dict[str, object]:
+    """On random rows (prompt, generated tokens with EOS anywhere, padding), impl's response mask is
+    exactly the verifier's own: 1 at entry k when token k + 1 was generated and no generated EOS
+    came before it, the first generated EOS included; 0 for the prompt, padding and after EOS."""
+
+    def mask_holds(layout: tuple[list[int], list[int], int, int]) -> None:
+        prompt_lengths, generated_lengths, padding, seed = layout
+        tokens, _ = _random_rows(prompt_lengths, generated_lengths, padding, seed)
+        observed = np.asarray(ctx.impl.response_mask(tokens, np.array(prompt_lengths), np.array(generated_lengths),
+                                                     _EOS))
+        expected = _own_mask(tokens, prompt_lengths, generated_lengths)
+        assert observed.shape == expected.shape and np.array_equal(observed, expected), (tokens, observed, expected)
+
+    return check_property(ctx, mask_holds, _layout_rows)
+
+
+@verifier("sequence.log_prob_chain_rule_property", uses=("token_log_probs", "sequence_log_prob"))
+def log_prob_chain_rule_property(ctx: Context) -> dict[str, object]:
+    """On random rows and logits, impl's sequence log-probability (its causal token log-probabilities,
+    summed under the verifier's own mask) equals Σ_t log π(y_t | x, y_<t) computed here from the
+    logits of the position before each answer token, and its exponential equals the product of the
+    verifier's own token probabilities: the factorisation over the answer's tokens."""
+
+    def chain_rule_holds(layout: tuple[list[int], list[int], int, int]) -> None:
+        prompt_lengths, generated_lengths, padding, seed = layout
+        tokens, logits = _random_rows(prompt_lengths, generated_lengths, padding, seed)
+        mask = _own_mask(tokens, prompt_lengths, generated_lengths)
+        observed = np.asarray(ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask))
+        for row in range(tokens.shape[0]):
+            scored = [k + 1 for k in np.flatnonzero(mask[row])]
+            log_terms = [log_softmax(logits[row, k - 1])[tokens[row, k]] for k in scored]
+            product = np.prod([softmax(logits[row, k - 1])[tokens[row, k]] for k in scored])
+            magnitude = float(np.abs(log_terms).sum())
+            bound = rounding_bound(4 * len(scored) * _VOCAB, magnitude)
+            assert abs(observed[row] - sum(log_terms)) <= bound, (row, observed[row], sum(log_terms))
+            assert abs(np.exp(observed[row]) - product) <= product * (bound + rounding_bound(4 * len(scored), 1.0)), \
+                (row, np.exp(observed[row]), product)
+
+    return check_property(ctx, chain_rule_holds, _layout_rows)
+
+
 # --------------------------------------------------------------------------- 4.5.1: what the objective means
 
 
@@ -114,14 +193,19 @@ class RatioWitness(_Params):
     """One answer whose token ratios are given, with one advantage."""
 
     ratios: list[float] = Field(min_length=2)
-    advantage: float
+    advantage: float = Field(gt=0)
     epsilon: float = Field(gt=0, lt=1)
 
 
 @verifier("sequence.token_clip_vs_product_clip", uses=("token_clipped_surrogate", "sequence_clipped_surrogate"),
           params=RatioWitness)
 def token_clip_vs_product_clip(ctx: Context) -> dict[str, object]:
-    """Clip each token ratio (mean over the answer's tokens) versus clip the product of the ratios."""
+    """Clip each token ratio (mean over the answer's tokens) versus clip the product of the ratios.
+
+    ``product_of_ratios`` is the whole answer's ratio as impl's sequence surrogate sees it: its
+    objective divided by A with a clip range wide enough (ε' = product, so 1 + ε' exceeds it) that
+    nothing is clipped, for a positive advantage.
+    """
     params = ctx.params
     log_pi_old = np.zeros((1, len(params.ratios)))
     log_pi = np.log(np.array(params.ratios))[None, :]
@@ -130,8 +214,11 @@ def token_clip_vs_product_clip(ctx: Context) -> dict[str, object]:
         log_pi, log_pi_old, np.array([[params.advantage]]), mask, params.epsilon, "token_mean")
     sequence_objective, sequence_gradient = ctx.impl.sequence_clipped_surrogate(
         log_pi, log_pi_old, np.array([params.advantage]), mask, params.epsilon)
+    unclipped_range = float(np.prod(params.ratios))
+    sequence_ratio, _ = ctx.impl.sequence_clipped_surrogate(log_pi, log_pi_old, np.array([params.advantage]), mask,
+                                                            unclipped_range)
     return {
-        "product_of_ratios": float(np.prod(params.ratios)),
+        "product_of_ratios": sequence_ratio / params.advantage,
         "token_clip_objective": token_objective,
         "product_clip_objective": sequence_objective,
         "token_clip_gradient_norm": float(np.abs(token_gradient).sum()),
@@ -167,6 +254,117 @@ def aggregation_units(ctx: Context) -> dict[str, object]:
     return observed
 
 
+_UNITS = ("token_mean", "answer_mean", "answer_sum")
+
+
+class AggregationUnit(_Params):
+    """One named averaging unit of the token objective."""
+
+    aggregation: str = Field(pattern="^(token_mean|answer_mean|answer_sum)$")
+
+
+def _unit_weights(mask: np.ndarray, aggregation: str) -> np.ndarray:
+    """The verifier's own token weights of each unit, from module step 4.5.1's definitions.
+
+    Lengths are counted on the mask, never on the padded row: tokens of the whole batch
+    (m / Σ m), the mean within each answer and then over answers (m / (B n_b)), or the sum within
+    each answer and then the mean over answers (m / B).
+    """
+    answers, lengths = mask.shape[0], mask.sum(axis=1, keepdims=True)
+    return {"token_mean": mask / mask.sum(), "answer_mean": mask / (answers * lengths),
+            "answer_sum": mask / answers}[aggregation]
+
+
+# Padded batches in the causal layout: row b's answer of n_b tokens sits at entries p_b - 1 .. p_b + n_b - 2
+# (after a prompt of p_b tokens), and every row ends in at least one padding entry, so the padded
+# length T is longer than every answer and a mean over T differs from the mean over the mask.
+_padded_batches = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples(
+    st.lists(st.integers(1, 3), min_size=batch, max_size=batch),
+    st.lists(st.integers(1, 5), min_size=batch, max_size=batch),
+    st.integers(1, 3),
+    st.floats(0.05, 0.5),
+    st.integers(0, 2**32 - 1)))
+
+
+def _padded_batch(prompt_lengths: list[int], answer_lengths: list[int], padding: int, seed: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mask, log π, log π_old and one advantage per answer for a padded batch.
+
+    Log-ratios of answer tokens lie in [-0.5, 0.5] so that some ratios leave a clip range of
+    0.05 to 0.5 and some do not; outside the mask they are arbitrary finite numbers, as the
+    log-probabilities a model computes at prompt and padding positions are.
+    """
+    rng = np.random.default_rng(seed)
+    width = max(p + n - 1 for p, n in zip(prompt_lengths, answer_lengths, strict=True)) + padding
+    position = np.arange(width)[None, :]
+    start = np.array(prompt_lengths)[:, None] - 1
+    mask = ((position >= start) & (position < start + np.array(answer_lengths)[:, None])).astype(float)
+    log_pi_old = rng.normal(-1.5, 1.0, size=mask.shape)
+    log_ratio = np.where(mask > 0, rng.uniform(-0.5, 0.5, size=mask.shape), rng.uniform(-30, 30, size=mask.shape))
+    advantages = rng.uniform(-3, 3, size=len(prompt_lengths))
+    return mask, log_pi_old + log_ratio, log_pi_old, advantages
+
+
+def _clipped_terms(log_pi: np.ndarray, log_pi_old: np.ndarray, advantages: np.ndarray, epsilon: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per token: min(r A, clip(r) A), r A, and d/d log π of the minimum (r A where r A is the minimum, else 0)."""
+    ratio = np.exp(log_pi - log_pi_old)
+    unclipped = ratio * advantages[:, None]
+    clipped = np.clip(ratio, 1 - epsilon, 1 + epsilon) * advantages[:, None]
+    return np.minimum(unclipped, clipped), unclipped, np.where(unclipped <= clipped, unclipped, 0.0)
+
+
+@verifier("sequence.aggregation_unit_property", uses=("token_clipped_surrogate",), params=AggregationUnit)
+def aggregation_unit_property(ctx: Context) -> dict[str, object]:
+    """On random padded batches, impl's token clipped objective with the named unit, and its gradient
+    with respect to log π, equal the unit's definition computed here: Σ w_t min(r_t A, clip(r_t) A)
+    with the verifier's own weights w (lengths counted on the mask, not on the padded row)."""
+    aggregation = ctx.params.aggregation
+
+    def definition_holds(batch: tuple[list[int], list[int], int, float, int]) -> None:
+        prompt_lengths, answer_lengths, padding, epsilon, seed = batch
+        mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        terms, _, slopes = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
+        weights = _unit_weights(mask, aggregation)
+        objective, gradient = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask,
+                                                               epsilon, aggregation)
+        bound = rounding_bound(4 * mask.size, float(np.abs(terms).max()))
+        assert abs(objective - (weights * terms).sum()) <= bound, (aggregation, objective, (weights * terms).sum())
+        assert np.all(np.abs(np.asarray(gradient) - weights * slopes) <= bound), (aggregation, gradient,
+                                                                                 weights * slopes)
+
+    return check_property(ctx, definition_holds, _padded_batches)
+
+
+@verifier("sequence.token_clip_pessimistic_property", uses=("token_clipped_surrogate",))
+def token_clip_pessimistic_property(ctx: Context) -> dict[str, object]:
+    """For every unit, on random padded batches: impl's clipped objective is at most the unclipped
+    Σ w r A computed here, equal to it when every answer token's ratio lies in [1-ε, 1+ε], and at
+    θ = θ_old (every ratio 1) it is Σ w A with gradient w A: a pessimistic bound that is exact
+    at the old policy, the local objective PPO reuses a batch with."""
+
+    def pessimistic(batch: tuple[list[int], list[int], int, float, int]) -> None:
+        prompt_lengths, answer_lengths, padding, epsilon, seed = batch
+        mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        _, unclipped, _ = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
+        ratio = np.exp(log_pi - log_pi_old)
+        inside = bool(np.all((ratio[mask > 0] >= 1 - epsilon) & (ratio[mask > 0] <= 1 + epsilon)))
+        for aggregation in _UNITS:
+            weights = _unit_weights(mask, aggregation)
+            bound = rounding_bound(4 * mask.size, float(np.abs(unclipped).max()))
+            objective, _ = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask, epsilon,
+                                                            aggregation)
+            surrogate = float((weights * unclipped).sum())
+            assert objective <= surrogate + bound, (aggregation, objective, surrogate)
+            assert not inside or abs(objective - surrogate) <= bound, (aggregation, objective, surrogate)
+            at_old, gradient = ctx.impl.token_clipped_surrogate(log_pi_old, log_pi_old, advantages[:, None], mask,
+                                                                epsilon, aggregation)
+            assert abs(at_old - (weights * advantages[:, None]).sum()) <= bound, (aggregation, at_old)
+            assert np.all(np.abs(np.asarray(gradient) - weights * advantages[:, None]) <= bound), aggregation
+
+    return check_property(ctx, pessimistic, _padded_batches)
+
+
 class KlWitness(_Params):
     """A one-token answer from a softmax policy, a reference policy, rewards and the KL coefficient."""
 
@@ -176,40 +374,71 @@ class KlWitness(_Params):
     beta: float = Field(gt=0)
 
 
-@verifier("sequence.kl_double_count", uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
-def kl_double_count(ctx: Context) -> dict[str, object]:
-    """Exact expected gradients of J(z) = E_π[R] - β KL(π || π_ref) for the three KL placements.
+def _kl_placements(ctx: Context, z: np.ndarray, z_ref: np.ndarray, rewards: np.ndarray, beta: float
+                   ) -> dict[str, np.ndarray]:
+    """Exact expected gradients, with respect to the logits z, of a one-token answer's three KL placements.
 
     Every answer (one token) is enumerated, so expectations are exact sums. In the reward: the
     stop-gradient rewards R - β log(π/π_ref) from impl, through the score e_a - π. In the loss: the
     rewards alone through the score, minus the gradient of impl's penalty. Both: the penalised
-    rewards and the penalty's gradient. The true gradient is the verifier's own formula
-    π ⊙ (R - β log(π/π_ref) - J). ``penalty_multiple_when_both`` is the projection of the
-    penalty's contribution in the "both" gradient on the true penalty gradient.
+    rewards and the penalty's gradient. ``true`` is the verifier's own gradient of
+    J(z) = E_π[R] - β KL(π || π_ref), π ⊙ (R - β log(π/π_ref) - J); ``penalty`` is its part due to
+    the KL term, ``bound`` the rounding allowance.
     """
-    params = ctx.params
-    z, z_ref, rewards = (np.array(v, dtype=float) for v in (params.logits, params.ref_logits, params.rewards))
     pi, log_pi, log_ref = softmax(z), log_softmax(z), log_softmax(z_ref)
     scores = np.eye(len(z)) - pi
     mask = np.ones((len(z), 1))
-    penalized = ctx.impl.kl_penalized_rewards(rewards, log_pi[:, None], log_ref[:, None], mask, params.beta)
-    _, penalty_gradient = ctx.impl.kl_penalty_loss(z[None, None, :], z_ref[None, None, :], np.ones((1, 1)),
-                                                   params.beta, "token_mean")
-    penalty_gradient = penalty_gradient[0, 0]
+    penalized = ctx.impl.kl_penalized_rewards(rewards, log_pi[:, None], log_ref[:, None], mask, beta)
+    _, penalty_gradient = ctx.impl.kl_penalty_loss(z[None, None, :], z_ref[None, None, :], np.ones((1, 1)), beta,
+                                                   "token_mean")
+    penalty_gradient = np.asarray(penalty_gradient)[0, 0]
     reward_only = (pi * rewards) @ scores
-    shaped = rewards - params.beta * (log_pi - log_ref)
+    shaped = rewards - beta * (log_pi - log_ref)
     true = pi * (shaped - pi @ shaped)
-    in_reward = (pi * penalized) @ scores
-    in_loss = reward_only - penalty_gradient
-    both = in_reward - penalty_gradient
-    bound = rounding_bound(8 * len(z), np.abs(shaped).max())
-    penalty = true - reward_only
+    in_reward = (pi * np.asarray(penalized)) @ scores
+    return {"true": true, "penalty": true - reward_only, "reward_only": reward_only, "in_reward": in_reward,
+            "in_loss": reward_only - penalty_gradient, "both": in_reward - penalty_gradient,
+            "bound": rounding_bound(8 * len(z), float(np.abs(shaped).max()))}
+
+
+@verifier("sequence.kl_double_count", uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
+def kl_double_count(ctx: Context) -> dict[str, object]:
+    """The three placements of a KL penalty on one witness (see :func:`_kl_placements`).
+
+    ``penalty_multiple_when_both`` is the projection of the penalty's contribution in the "both"
+    gradient on the true penalty gradient.
+    """
+    params = ctx.params
+    z, z_ref, rewards = (np.array(v, dtype=float) for v in (params.logits, params.ref_logits, params.rewards))
+    placed = _kl_placements(ctx, z, z_ref, rewards, params.beta)
+    true, penalty, bound = placed["true"], placed["penalty"], placed["bound"]
     return {
-        "reward_placement_matches": bool(np.abs(in_reward - true).max() <= bound),
-        "loss_placement_matches": bool(np.abs(in_loss - true).max() <= bound),
-        "both_placements_match": bool(np.abs(both - true).max() <= bound),
-        "penalty_multiple_when_both": float((both - reward_only) @ penalty / (penalty @ penalty)),
+        "reward_placement_matches": bool(np.abs(placed["in_reward"] - true).max() <= bound),
+        "loss_placement_matches": bool(np.abs(placed["in_loss"] - true).max() <= bound),
+        "both_placements_match": bool(np.abs(placed["both"] - true).max() <= bound),
+        "penalty_multiple_when_both": float((placed["both"] - placed["reward_only"]) @ penalty / (penalty @ penalty)),
     }
+
+
+_kl_cases = st.integers(min_value=2, max_value=6).flatmap(lambda actions: st.tuples(
+    *(st.lists(st.floats(-3, 3), min_size=actions, max_size=actions) for _ in range(3)), st.floats(0.01, 2.0)))
+
+
+@verifier("sequence.kl_placement_property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
+def kl_placement_property(ctx: Context) -> dict[str, object]:
+    """On random logits, reference logits, rewards and β (one-token answers, see :func:`_kl_placements`):
+    the penalty in the stop-gradient reward alone, and in the loss alone, each give the exact gradient
+    of E[R] - β KL(π || π_ref); both together add the penalty's gradient a second time."""
+
+    def placements_hold(case: tuple[list[float], list[float], list[float], float]) -> None:
+        logits, ref_logits, rewards, beta = case
+        placed = _kl_placements(ctx, np.array(logits), np.array(ref_logits), np.array(rewards), beta)
+        true, bound = placed["true"], placed["bound"]
+        assert np.all(np.abs(placed["in_reward"] - true) <= bound), ("reward placement", placed["in_reward"], true)
+        assert np.all(np.abs(placed["in_loss"] - true) <= bound), ("loss placement", placed["in_loss"], true)
+        assert np.all(np.abs(placed["both"] - (true + placed["penalty"])) <= 2 * bound), ("both", placed["both"])
+
+    return check_property(ctx, placements_hold, _kl_cases)
 
 
 # --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy
@@ -250,7 +479,8 @@ def _tabular_answers(params: TabularSequencePolicy) -> tuple[list[str], list[Fra
     return answers, probabilities, np.array(scores, dtype=object)
 
 
-_exact_rewards = st.fractions(min_value=-10, max_value=10, max_denominator=64)
+# Numerator and denominator drawn as integers: st.fractions is slow to draw.
+_exact_rewards = st.builds(Fraction, st.integers(-640, 640), st.integers(1, 64))
 _exact_batches = st.integers(min_value=2, max_value=5).flatmap(lambda size: st.tuples(
     st.just(size), st.lists(st.lists(_exact_rewards, min_size=size, max_size=size), min_size=1, max_size=3)
     .map(lambda groups: [r for group in groups for r in group])))
@@ -305,6 +535,159 @@ def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
         "rloo_bias": max(abs(v) for v in expectations["rloo"] - gradient),
         "group_mean_ratio": ratio,
         "group_mean_residual": max(abs(v) for v in expectations["group_mean"] - ratio * gradient),
+    }
+
+
+_offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
+    st.just(batch), st.lists(_exact_rewards, min_size=len(batch[1]) // batch[0], max_size=len(batch[1]) // batch[0])))
+
+
+@verifier("sequence.rloo_offset_invariance_property", uses=("rloo_advantages",))
+def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
+    """On random batches of exact rewards in contiguous groups of G, adding a different constant c_g
+    to every reward of group g (a prompt that is easier or harder as a whole) leaves impl's RLOO
+    advantages exactly unchanged."""
+
+    def invariant(case: tuple[tuple[int, list[Fraction]], list[Fraction]]) -> None:
+        (size, rewards), offsets = case
+        shifted = [r + offsets[i // size] for i, r in enumerate(rewards)]
+        before = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
+        after = list(ctx.impl.rloo_advantages(np.array(shifted, dtype=object), size))
+        assert before == after, (rewards, offsets, before, after)
+
+    return check_property(ctx, invariant, _offset_batches)
+
+
+@verifier("sequence.rloo_offset_invariance_symbolic")
+def rloo_offset_invariance_symbolic(ctx: Context) -> dict[str, object]:
+    """A_i(R + c) - A_i(R) for the leave-one-out advantage, symbolic G, R_i, T = Σ_{j≠i} R_j and offset c.
+
+    For contrast, the same difference for a baseline shared by a batch of P prompts (the mean of
+    all P G rewards) when only this prompt's rewards move by c: it is c (P-1)/P, not 0.
+    """
+    group_size, prompts = sp.symbols("G P", positive=True)
+    r_i, others, offset, rest = sp.symbols("R_i T c U")
+
+    def leave_one_out(own: sp.Expr, sum_of_others: sp.Expr) -> sp.Expr:
+        return own - sum_of_others / (group_size - 1)
+
+    def batch_mean(own: sp.Expr, sum_of_others: sp.Expr, other_prompts: sp.Expr) -> sp.Expr:
+        return own - (own + sum_of_others + other_prompts) / (prompts * group_size)
+
+    shifted = leave_one_out(r_i + offset, others + (group_size - 1) * offset) - leave_one_out(r_i, others)
+    batch_shift = (batch_mean(r_i + offset, others + (group_size - 1) * offset, rest)
+                   - batch_mean(r_i, others, rest))
+    return {"offset_residual": sp.simplify(shifted),
+            "batch_mean_baseline_shift_minus_formula": sp.simplify(batch_shift - offset * (prompts - 1) / prompts)}
+
+
+_equal_groups = st.tuples(st.integers(min_value=2, max_value=6), st.lists(_exact_rewards, min_size=1, max_size=4))
+
+
+@verifier("sequence.equal_rewards_zero_property", uses=("rloo_advantages", "group_mean_advantages"))
+def equal_rewards_zero_property(ctx: Context) -> dict[str, object]:
+    """For any G and any batch of groups in which every answer of a group earns the group's one
+    exact reward, impl's RLOO and group-mean advantages are exactly zero."""
+
+    def zero(case: tuple[int, list[Fraction]]) -> None:
+        size, levels = case
+        rewards = np.array([level for level in levels for _ in range(size)], dtype=object)
+        for function in (ctx.impl.rloo_advantages, ctx.impl.group_mean_advantages):
+            advantages = list(function(rewards, size))
+            assert advantages == [0] * len(rewards), (function.__name__, list(rewards), advantages)
+
+    return check_property(ctx, zero, _equal_groups)
+
+
+class EqualRewardGroup(TabularSequencePolicy):
+    """The tabular policy, and one group of answers (keys of ``rewards``) that all earn the same reward."""
+
+    group: list[str] = Field(min_length=2)
+
+
+@verifier("sequence.equal_rewards_not_stationary", uses=("rloo_advantages", "score_function_gradient"),
+          params=EqualRewardGroup)
+def equal_rewards_not_stationary(ctx: Context) -> dict[str, object]:
+    """One group of equal rewards gives the RLOO estimate exactly zero, while the exact gradient of the
+    expected reward, Σ_y π(y) R(y) ∇ log π(y), is not zero: the policy is not at a stationary point,
+    let alone optimal, and a better answer exists. Rational arithmetic throughout."""
+    params = ctx.params
+    answers, probabilities, scores = _tabular_answers(params)
+    rewards = {a: Fraction(params.rewards[a]) for a in answers}
+    gradient = sum((p * rewards[a] * s for a, p, s in zip(answers, probabilities, scores, strict=True)),
+                   np.zeros(scores.shape[1], dtype=object) + Fraction(0))
+    group_rewards = np.array([rewards[a] for a in params.group], dtype=object)
+    advantages = ctx.impl.rloo_advantages(group_rewards, len(params.group))
+    estimate = ctx.impl.score_function_gradient(advantages, np.array([scores[answers.index(a)] for a in params.group]))
+    return {
+        "group_rewards_equal": len(set(group_rewards)) == 1,
+        "group_estimate_largest": max(abs(v) for v in estimate),
+        "gradient_norm_squared": gradient @ gradient,
+        "best_reward_minus_group_reward": max(rewards.values()) - group_rewards[0],
+    }
+
+
+class AnswerLevelConditions(TabularSequencePolicy):
+    """The tabular policy (the current one), an old policy that sampled the data, and a batch size.
+
+    ``old_prefix_probabilities`` has the keys of ``prefix_probabilities``.
+    """
+
+    old_prefix_probabilities: dict[str, list[str]]
+    batch_size: int = Field(2, ge=2, le=3, description="answers per batch for the token-mean unit")
+
+
+def _token_scores(params: TabularSequencePolicy, answer: str) -> list[np.ndarray]:
+    """The exact score ∇ log π(y_t | y_<t) of each token of ``answer`` with respect to all prefix logits."""
+    prefixes = sorted(params.prefix_probabilities, key=lambda p: (len(p), p))
+    scores = []
+    for t, symbol in enumerate(answer):
+        distribution = [Fraction(q) for q in params.prefix_probabilities[answer[:t]]]
+        score = np.zeros((len(prefixes), 3), dtype=object) + Fraction(0)
+        score[prefixes.index(answer[:t])] = [Fraction(int(k == "$ab".index(symbol))) - distribution[k]
+                                             for k in range(3)]
+        scores.append(score.reshape(-1))
+    return scores
+
+
+@verifier("sequence.answer_level_conditions_exact", params=AnswerLevelConditions)
+def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
+    """Exact expectations of answer-level REINFORCE estimators against ∇J, J = E_{y~π}[R(y)].
+
+    ∇J = Σ_y π(y) R(y) Σ_t ∇log π(y_t | y_<t) is the on-policy sum over the answer's tokens.
+    Dividing each answer's term by its length (the ``answer_mean`` unit), or the batch's terms by
+    the batch's token count (``token_mean``, over every batch of ``batch_size`` answers), gives an
+    expectation that is not even parallel to ∇J: the gradient of another objective, not a rescaled
+    one. Answers sampled from the old policy and weighted without the sequence ratio
+    π(y)/π_old(y) are biased too. ``*_off_direction`` is the largest coordinate of the expectation's
+    component orthogonal to ∇J, ``*_bias`` of its difference from ∇J; rational arithmetic, no
+    implementation involved (the units' implementation is checked by the aggregation properties).
+    """
+    params = ctx.params
+    old = params.model_copy(update={"prefix_probabilities": params.old_prefix_probabilities})
+    answers, probabilities, _ = _tabular_answers(params)
+    _, old_probabilities, _ = _tabular_answers(old)
+    rewards = [Fraction(params.rewards[a]) for a in answers]
+    zero = np.zeros(len(params.prefix_probabilities) * 3, dtype=object) + Fraction(0)
+    scores = [sum(_token_scores(params, a), zero) for a in answers]
+    gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)), zero)
+
+    def off_direction(expectation: np.ndarray) -> Fraction:
+        return max(abs(v) for v in expectation - (expectation @ gradient) / (gradient @ gradient) * gradient)
+
+    answer_mean = sum((p * r * s / len(a) for a, p, r, s in zip(answers, probabilities, rewards, scores, strict=True)),
+                      zero)
+    token_mean = zero
+    for batch in itertools.product(range(len(answers)), repeat=params.batch_size):
+        weight = np.prod([probabilities[i] for i in batch])
+        tokens = sum(len(answers[i]) for i in batch)
+        token_mean = token_mean + weight * sum((rewards[i] * scores[i] for i in batch), zero) / tokens
+    uncorrected = sum((q * r * s for q, r, s in zip(old_probabilities, rewards, scores, strict=True)), zero)
+    return {
+        "gradient_norm_squared": gradient @ gradient,
+        "answer_mean_off_direction": off_direction(answer_mean),
+        "token_mean_off_direction": off_direction(token_mean),
+        "off_policy_uncorrected_bias": max(abs(v) for v in uncorrected - gradient),
     }
 
 
@@ -410,7 +793,8 @@ _layouts = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples
 def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
     """At θ = θ_old with the ``answer_sum`` unit, the token surrogate's gradient with respect to the
     logits equals (1/B) Σ_b A_b Σ_t ∇ log π(y_bt | x_b, y_b,<t), the verifier's own e_y - softmax sum
-    over each answer's span; every answer token's weight has the sign of its answer's advantage."""
+    over each answer's span; every token of an answer gets the same weight, with the sign of the
+    answer's advantage."""
     vocab, eos = 5, 0
 
     def identity_holds(layout: tuple[list[int], list[int], list[float], int]) -> None:
@@ -426,6 +810,7 @@ def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
                                                       "answer_sum")
         d_logits = ctx.impl.token_log_probs_vjp(logits, tokens, weights)
         reference = np.zeros_like(logits)
+        bound = rounding_bound(4 * vocab, max(np.abs(advantages)))
         for b in range(batch):
             for position in range(prompt_lengths[b], prompt_lengths[b] + generated_lengths[b]):
                 score = -softmax(logits[b, position - 1])
@@ -435,10 +820,66 @@ def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
                     break
             answer = np.flatnonzero(reference[b].any(axis=-1))
             assert np.all(np.sign(weights[b, answer]) == np.sign(advantages[b])), (weights[b], advantages[b])
-        bound = rounding_bound(4 * vocab, max(np.abs(advantages)))
+            assert np.all(np.abs(weights[b, answer] - weights[b, answer[0]]) <= bound), (weights[b], "unequal scale")
         assert np.all(np.abs(d_logits - reference) <= bound), np.abs(d_logits - reference).max()
 
     return check_property(ctx, identity_holds, _layouts)
+
+
+# --------------------------------------------------------------------------- 4.5.5: the environment still matters
+
+
+class TwoEnvironments(_Params):
+    """One tabular softmax policy in two MDPs that differ only in their transition kernels."""
+
+    P: list[list[list[float]]] = Field(description="P[s][a][s2]")
+    P_other: list[list[list[float]]] = Field(description="a second kernel of the same shape")
+    R: list[list[float]]
+    rho: list[float]
+    theta: list[list[float]]
+    horizon: int = Field(ge=1, le=4)
+    states: list[int] = Field(description="s_0..s_T of a trajectory possible under both kernels")
+    actions: list[int] = Field(description="a_0..a_{T-1} of that trajectory")
+
+
+class _Mdp(NamedTuple):
+    """The four attributes impl's MDP functions read."""
+
+    P: np.ndarray
+    R: np.ndarray
+    rho: np.ndarray
+    P_alt: np.ndarray | None
+
+
+def _finite_horizon_return(P: np.ndarray, R: np.ndarray, rho: np.ndarray, theta: np.ndarray, horizon: int) -> float:
+    """J(θ) = Σ_t E[R(s_t, a_t)] by propagating the state distribution forward (no trajectories, no impl)."""
+    pi = softmax(theta, axis=-1)
+    distribution, total = rho, 0.0
+    for _ in range(horizon):
+        total += float(distribution @ (pi * R).sum(axis=1))
+        distribution = np.einsum("s,sa,sax->x", distribution, pi, P)
+    return total
+
+
+@verifier("sequence.environment_shapes_gradient", uses=("trajectory_score",), params=TwoEnvironments)
+def environment_shapes_gradient(ctx: Context) -> dict[str, object]:
+    """The score of a trajectory has no environment in it, the gradient of J still does.
+
+    impl's trajectory score of one trajectory is computed in both MDPs (it must be the same: only
+    policy terms enter it); the gradients of J are the verifier's central differences (step 1e-5)
+    of its own forward computation of J in each MDP, and ``gradient_gap`` is the largest
+    coordinate of their difference, far above the differences' error (of order 1e-10 here).
+    """
+    params = ctx.params
+    R, rho, theta = np.array(params.R, dtype=float), np.array(params.rho, dtype=float), np.array(params.theta)
+    kernels = [np.array(params.P, dtype=float), np.array(params.P_other, dtype=float)]
+    scores = [np.asarray(ctx.impl.trajectory_score(_Mdp(P, R, rho, None), theta, np.array(params.states),
+                                                   np.array(params.actions)))
+              for P in kernels]
+    gradients = [central_difference(lambda z, P=P: _finite_horizon_return(P, R, rho, z, params.horizon), theta, 1e-5)
+                 for P in kernels]
+    return {"score_difference": float(np.abs(scores[0] - scores[1]).max()),
+            "gradient_gap": float(np.abs(gradients[0] - gradients[1]).max())}
 
 
 # --------------------------------------------------------------------------- 4.5.5: clipping is no trust region
