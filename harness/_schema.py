@@ -28,14 +28,15 @@ Shape = Literal["general", "instance", "negative", "empirical"]
 SHAPE_DESCRIPTIONS = {
     "general": "holds for every input of a class (an identity, a theorem, a property of a function): "
                "strongly covered by a passed symbolic or property check",
-    "instance": "a worked example or printed number: strongly covered by a passed symbolic, exact or montecarlo check",
+    "instance": "a worked example or printed number: strongly covered by a passed symbolic, exact, montecarlo or "
+                "counterexample check that computes it",
     "negative": "'not in general', 'can', 'is not': strongly covered by a passed counterexample "
                 "(or an exact or symbolic witness)",
     "empirical": "a statement about training runs: strongly covered by a passed experiment or montecarlo check",
 }
 STRONG_KINDS: dict[str, frozenset[str]] = {
     "general": frozenset({"symbolic", "property"}),
-    "instance": frozenset({"symbolic", "exact", "montecarlo"}),
+    "instance": frozenset({"symbolic", "exact", "montecarlo", "counterexample"}),
     "negative": frozenset({"counterexample", "exact", "symbolic"}),
     "empirical": frozenset({"experiment", "montecarlo"}),
 }

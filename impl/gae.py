@@ -103,7 +103,10 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
     Args:
       r_t, v_t, v_tp1, terminated_t: as in :func:`td_errors`, shape [T] or [T, n_envs].
       trace_cut_t: 1 where Â_{t+1} is not part of this trace: before a reset (termination or
-        truncation) and where a fragment ends; any nonzero value cuts.
+        truncation) and where a fragment ends; any nonzero value cuts. A rollout's masks
+        satisfy: ``terminated_t`` implies ``trace_cut_t``, and where ``trace_cut_t`` is 0
+        (t < T-1) ``v_tp1[t]`` is the next row's ``v_t[t+1]``; the claims draw inputs from
+        that domain, so an implementation may rely on it.
       gamma: the discount γ.
       lambda_: the GAE parameter λ in [0, 1].
       carry: Â_T, the advantage of the transition after the last one, shape [] or [n_envs];

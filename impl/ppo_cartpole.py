@@ -62,6 +62,8 @@ class PPOConfig:
     """clip the global gradient norm to this"""
     normalize_advantages: bool = True
     """standardise the advantages within each minibatch"""
+    recompute_old_log_probs: bool = False
+    """recompute log π_old from the current policy at every minibatch (a bug: every ratio is 1; step 4.4.5)"""
     hidden: tuple[int, ...] = (32, 32)
     """widths of the tanh hidden layers of each head"""
     eval_episodes: int = 10
@@ -139,7 +141,9 @@ def _minibatch_loss_grad(ops: Any, params: dict[str, np.ndarray], config: PPOCon
     n = batch["actions"].shape[0]
     output = ops.actor_critic_forward(params, batch["obs"])
     log_pi = ops.log_softmax(output.logits)[np.arange(n), batch["actions"]]
-    ratio = ops.probability_ratios(log_pi, batch["log_pi_old"])
+    # The bug of step 4.4.5: "old" log-probabilities taken from the policy being updated, not the rollout's.
+    log_pi_old = log_pi.copy() if config.recompute_old_log_probs else batch["log_pi_old"]
+    ratio = ops.probability_ratios(log_pi, log_pi_old)
     advantage = ops.normalize_advantages(batch["advantages"]) if config.normalize_advantages else batch["advantages"]
     clip_objective = ops.ppo_clip_objective(ratio, advantage, config.clip_epsilon).mean()
     value_loss = ops.squared_error_value_loss(output.values, batch["returns"])

@@ -169,6 +169,29 @@ def test_truncation_bootstraps_from_the_final_observation():
     assert np.all(seen["v_tp1"][truncated_rows] != seen["v_tp1"][~truncated_rows][0])
 
 
+@pytest.mark.parametrize("recompute", [False, True])
+def test_recomputing_the_old_log_probabilities_makes_every_ratio_of_the_loss_one(recompute):
+    """The switch of step 4.4.5's experiment: with it, π_old is the policy being updated, in every minibatch."""
+    loss_ratios = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            return getattr(impl, name)
+
+        @staticmethod
+        def ppo_clip_objective(ratio, advantages, epsilon):
+            loss_ratios.append(np.asarray(ratio).copy())
+            return impl.ppo_clip_objective(ratio, advantages, epsilon)
+
+    config = impl.PPOConfig(total_env_steps=256, eval_every=0, eval_episodes=0, recompute_old_log_probs=recompute)
+    run = impl.train_ppo_cartpole(config, 0, Recorder())
+    assert len(loss_ratios) == config.n_epochs * config.n_minibatches
+    ratios = np.concatenate(loss_ratios)
+    assert np.all(ratios == 1.0) == recompute
+    # Either way the diagnostics measure the update against the rollout's stored policy: it moved.
+    assert run.diagnostics["kl_k3"][0] > 0
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,8 @@
-"""The k3 estimator of KL(π_old || π) (module step 4.4.4)."""
+"""The k3 estimator of KL(π_old || π), its conditions, and how far one parameter step moves a policy (lesson 4.4)."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -141,3 +143,68 @@ def k1_negative_counterexample(ctx: Context) -> dict[str, object]:
     single = float(np.asarray(ctx.impl.kl_k1(np.array([np.log(p_new[favoured]) - np.log(p_old[favoured])])))[0])
     return {"k1_single_sample": single, "k1_batch_mean": float(np.mean(ctx.impl.kl_k1(log_ratio))),
             "kl_exact": kl}
+
+
+class UnbiasednessConditions(BaseModel):
+    """Two witnesses for the conditions of k3's unbiasedness, each a pair of categorical policies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pi_old: list[float] = Field(min_length=2, description="old action probabilities, all positive")
+    pi_new: list[float] = Field(min_length=2, description="new action probabilities, all positive")
+    pi_old_partial: list[float] = Field(min_length=2, description="old probabilities, zero somewhere")
+    pi_new_full: list[float] = Field(min_length=2, description="new probabilities, all positive")
+
+
+def _k3_expectation(impl: object, sampling: np.ndarray, pi_old: np.ndarray, pi_new: np.ndarray) -> float:
+    """Σ_a sampling(a) k3(a) with impl's k3 of log π_new(a) - log π_old(a), over the actions sampling can draw."""
+    drawn = sampling > 0
+    return float(sampling[drawn] @ impl.kl_k3(np.log(pi_new[drawn]) - np.log(pi_old[drawn])))
+
+
+def _kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p || q) = Σ_{p(a) > 0} p(a) log(p(a) / q(a))."""
+    support = p > 0
+    return float(p[support] @ (np.log(p[support]) - np.log(q[support])))
+
+
+@verifier("kl.k3_unbiasedness_conditions_counterexample", uses=("kl_k3",), params=UnbiasednessConditions)
+def k3_unbiasedness_conditions_counterexample(ctx: Context) -> dict[str, object]:
+    """The expectation of impl's k3 misses KL(π_old || π_θ) when either condition of step 4.4.4 fails.
+
+    Actions drawn from π_θ instead of π_old: E_θ[k3] - KL(π_old || π_θ). Supports that do not
+    overlap (π_old(a) = 0 where π_θ(a) > 0): E_old[k3] - KL(π_old || π_θ) = E_old[r - 1] =
+    Σ_{π_old > 0} π_θ - 1, the missing mass, which is also computed here exactly in rationals.
+    """
+    params = ctx.params
+    old, new = np.array(params.pi_old), np.array(params.pi_new)
+    partial, full = np.array(params.pi_old_partial), np.array(params.pi_new_full)
+    missing_mass = sum((Fraction(repr(q)) for p, q in zip(params.pi_old_partial, params.pi_new_full, strict=True)
+                        if p > 0), Fraction(0)) - 1
+    return {"gap_sampling_new_policy": _k3_expectation(ctx.impl, new, old, new) - _kl(old, new),
+            "gap_without_overlap": _k3_expectation(ctx.impl, partial, partial, full) - _kl(partial, full),
+            "mean_ratio_minus_one_without_overlap": missing_mass}
+
+
+class SameStep(BaseModel):
+    """Two logit vectors of a categorical policy and one parameter step applied to each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    logits_a: list[float] = Field(min_length=2)
+    logits_b: list[float] = Field(min_length=2)
+    step: list[float] = Field(min_length=2, description="the same step in parameter space, added to both")
+
+
+@verifier("kl.same_step_different_kl_counterexample", params=SameStep)
+def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
+    """The same step in the logits moves a softmax policy by very different KL at two points.
+
+    KL(softmax(z) || softmax(z + Δ)) at z = ``logits_a`` and z = ``logits_b`` for one Δ, and their
+    ratio: near a uniform policy the step changes the distribution much more than where the
+    policy is already nearly deterministic, although the Euclidean step length is the same.
+    """
+    step = np.array(ctx.params.step)
+    kls = []
+    for logits in (np.array(ctx.params.logits_a), np.array(ctx.params.logits_b)):
+        before, after = _log_softmax(logits), _log_softmax(logits + step)
+        kls.append(float(np.exp(before) @ (before - after)))
+    return {"step_length": float(np.linalg.norm(step)), "kl_a": kls[0], "kl_b": kls[1], "kl_ratio": kls[0] / kls[1]}

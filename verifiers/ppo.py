@@ -1,18 +1,21 @@
-"""Probability ratios, the local and clipped surrogates and the PPO loss (module lesson 4.4, week 16 steps 3-4)."""
+"""Ratios, the local and clipped surrogates, TRPO's bound and the PPO loss (lesson 4.4, week 16 steps 3-4)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from fractions import Fraction
+from typing import NamedTuple
 
+import hypothesis
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import EPS, rounding_bound
+from verifiers._numeric import EPS, central_difference, rounding_bound
 
 
 class _Params(BaseModel):
@@ -66,6 +69,10 @@ def surrogate_gradient_at_old_symbolic(ctx: Context) -> dict[str, object]:
     held fixed; the surrogate is linear in these per-sample terms with the advantages fixed, so a
     zero residual per term makes ∇L^PG(θ_old) = E_old[Â ∇ log π_θ_old], the policy gradient. The
     same residual for the batch sum Σ_{i=1}^{N} Â_i r_i with N symbolic is reported too.
+
+    The condition that the advantages are held fixed: with an advantage A(θ) that moves with the
+    parameters, the same residual for A(θ) r(θ) against A(θ_old) ∇log π is A'(θ_old), which is
+    not zero for a generic A.
     """
     theta, theta_old = sp.symbols("theta theta_old", real=True)
     policy = sp.Function("pi")
@@ -77,14 +84,21 @@ def surrogate_gradient_at_old_symbolic(ctx: Context) -> dict[str, object]:
     batch = sp.Sum(advantage[i] * member(theta, i) / member(theta_old, i), (i, 1, n))
     reinforce = sp.Sum(advantage[i] * sp.log(member(theta, i)), (i, 1, n))
     batch_residual = (sp.diff(batch, theta) - sp.diff(reinforce, theta)).subs(theta, theta_old).doit()
+    moving_advantage = sp.Function("A")
+    moving = (sp.diff(moving_advantage(theta) * ratio, theta)
+              - moving_advantage(theta_old) * sp.diff(sp.log(policy(theta)), theta)).subs(theta, theta_old)
+    moving = sp.simplify(moving.doit())
     return {"per_sample_residual": sp.simplify(per_sample),
-            "batch_residual": sp.simplify(sp.expand(batch_residual))}
+            "batch_residual": sp.simplify(sp.expand(batch_residual)),
+            "residual_with_moving_advantage": moving,
+            "moving_advantage_residual_vanishes": bool(moving == 0)}
 
 
 class TabularBatch(_Params):
     n_states: int = Field(ge=1, le=50, description="rows of the logit table")
     n_actions: int = Field(ge=2, le=20, description="actions per state")
     batch_size: int = Field(ge=1, le=4096, description="samples (s, a, Â) in the batch")
+    epsilon: float = Field(0.2, gt=0, lt=1, description="clipping parameter of the clipped surrogate")
 
 
 def _sample_batch(rng: np.random.Generator, logits: np.ndarray, batch_size: int
@@ -96,84 +110,128 @@ def _sample_batch(rng: np.random.Generator, logits: np.ndarray, batch_size: int
     return states, actions, rng.normal(size=batch_size)
 
 
-@verifier("ppo.surrogate_gradient_at_old_tabular",
-          uses=("log_softmax", "probability_ratios", "surrogate_objective_grad", "ppo_clip_objective_grad",
-                "softmax_score"),
-          params=TabularBatch)
-def surrogate_gradient_at_old_tabular(ctx: Context) -> dict[str, object]:
-    """For a tabular softmax policy at θ = θ_old, impl's surrogate and clipped-surrogate gradients
-    with respect to the logit table equal the REINFORCE gradient (1/N) Σ_i Â_i (e_{a_i} - π(s_i)).
+# For one logit z of a softmax policy and l = log π(a): |l'| <= 1, |l''| <= 1/4, |l'''| <= 1/(6 sqrt 3),
+# and the ratio r = exp(l - l_old) has r''' = r (l''' + 3 l' l'' + l'^3), so |r'''| <= this constant times r.
+_RATIO_THIRD_DERIVATIVE = 1 / (6 * np.sqrt(3)) + 3 / 4 + 1
 
-    The policy side runs entirely through impl (log-probabilities, ratios, the gradient of each
-    objective with respect to log π, the softmax score); the REINFORCE side is computed here.
-    Observed: the largest difference over ``examples`` random tables and batches, relative to
-    the float64 rounding bound of the sums (<= 1 means equal up to rounding).
+
+class _StoredBatch(NamedTuple):
+    states: np.ndarray
+    actions: np.ndarray
+    log_pi_old: np.ndarray
+    advantages: np.ndarray
+
+
+def _mean_surrogate(impl: object, batch: _StoredBatch, epsilon: float | None, table: np.ndarray) -> float:
+    """impl's L^PG (``epsilon`` None) or L^CLIP of the stored batch, for the policy softmax(table[s])."""
+    log_pi = impl.log_softmax(table[batch.states])[np.arange(batch.actions.size), batch.actions]
+    ratio = impl.probability_ratios(log_pi, batch.log_pi_old)
+    if epsilon is None:
+        return float(np.mean(impl.surrogate_objective(ratio, batch.advantages)))
+    return float(np.mean(impl.ppo_clip_objective(ratio, batch.advantages, epsilon)))
+
+
+@verifier("ppo.surrogate_gradient_at_old_finite_difference",
+          uses=("log_softmax", "probability_ratios", "surrogate_objective", "ppo_clip_objective",
+                "surrogate_objective_grad", "ppo_clip_objective_grad", "softmax_score"),
+          params=TabularBatch)
+def surrogate_gradient_at_old_finite_difference(ctx: Context) -> dict[str, object]:
+    """The syllabus's key test on a tabular softmax policy: at θ = θ_old the gradients of impl's
+    surrogate L^PG and clipped surrogate L^CLIP with respect to the logit table, taken by central
+    differences of impl's objectives (not by impl's gradient code), equal the REINFORCE gradient
+    (1/N) Σ_i Â_i (e_{a_i} - π(s_i)), computed here with NumPy's softmax.
+
+    The bound: moving one logit by h changes every log π(a|s) by at most h, so every ratio stays
+    in [e^-h, e^h], inside [1-ε, 1+ε] where the clipped objective is smooth, and the central
+    difference is off by at most (h²/6) max|f'''| <= (h²/6) c e^h (1/N) Σ|Â_i|, with c the
+    constant ``_RATIO_THIRD_DERIVATIVE``. Each evaluation of f rounds by at most δf, the float64
+    bound for O(N + K) operations on terms of size (1/N) Σ|Â_i| e (1 + max|z|), which costs
+    δf / h; h minimises the sum of the two. Observed: the largest difference over ``examples``
+    random tables and batches, relative to that bound (<= 1 means equal), over both objectives;
+    and the same, relative to the rounding of the sums, for impl's analytic path (its per-sample
+    gradient times its softmax score), the path the training loop follows.
     """
     params = ctx.params
-    worst = 0.0
+    n = params.batch_size
+    rows = np.arange(n)
     examples = {"smoke": 20, "full": 200}[ctx.profile]
+    worst_numeric = worst_analytic = 0.0
     for _ in range(examples):
         logits = ctx.rng.normal(scale=2.0, size=(params.n_states, params.n_actions))
-        states, actions, advantages = _sample_batch(ctx.rng, logits, params.batch_size)
-        log_pi = ctx.impl.log_softmax(logits[states])[np.arange(params.batch_size), actions]
-        ratio = ctx.impl.probability_ratios(log_pi, log_pi)
-        score = ctx.impl.softmax_score(logits[states], actions)
+        states, actions, advantages = _sample_batch(ctx.rng, logits, n)
+        log_pi_old = ctx.impl.log_softmax(logits[states])[rows, actions]
+        batch = _StoredBatch(states, actions, log_pi_old, advantages)
+        objectives = (functools.partial(_mean_surrogate, ctx.impl, batch, None),
+                      functools.partial(_mean_surrogate, ctx.impl, batch, params.epsilon))
         probabilities = np.exp(_log_softmax(logits[states]))
         one_hot = np.eye(params.n_actions)[actions]
         reinforce = np.zeros_like(logits)
-        np.add.at(reinforce, states, advantages[:, None] * (one_hot - probabilities) / params.batch_size)
-        bound = rounding_bound(2 * params.batch_size, np.abs(advantages).sum() / params.batch_size)
+        np.add.at(reinforce, states, advantages[:, None] * (one_hot - probabilities) / n)
+
+        scale = float(np.abs(advantages).mean())
+        evaluation_rounding = rounding_bound(4 * (n + params.n_actions),
+                                             scale * np.e * (1 + float(np.abs(logits).max())))
+        step = float(np.cbrt(3 * evaluation_rounding / (_RATIO_THIRD_DERIVATIVE * max(scale, EPS))))
+        assert step < min(np.log1p(params.epsilon), -np.log1p(-params.epsilon)), step
+        bound = (step**2 / 6 * _RATIO_THIRD_DERIVATIVE * np.exp(step) * scale + evaluation_rounding / step
+                 + rounding_bound(2 * (n + params.n_actions), scale))
+        for objective in objectives:
+            numeric = central_difference(objective, logits, step)
+            worst_numeric = max(worst_numeric, float(np.abs(numeric - reinforce).max()) / bound)
+
+        ratio = ctx.impl.probability_ratios(log_pi_old, log_pi_old)
+        score = ctx.impl.softmax_score(logits[states], actions)
+        analytic_bound = rounding_bound(2 * (n + params.n_actions), scale)
         for per_sample in (ctx.impl.surrogate_objective_grad(ratio, advantages),
-                           ctx.impl.ppo_clip_objective_grad(ratio, advantages, 0.2)):
+                           ctx.impl.ppo_clip_objective_grad(ratio, advantages, params.epsilon)):
             gradient = np.zeros_like(logits)
-            np.add.at(gradient, states, (np.asarray(per_sample) / params.batch_size)[:, None] * score)
-            worst = max(worst, float(np.abs(gradient - reinforce).max()) / bound)
-    return {"largest_difference_in_rounding_bounds": worst, "examples": examples,
-            "gradients_equal": worst <= 1.0}
+            np.add.at(gradient, states, (np.asarray(per_sample, dtype=float) / n)[:, None] * score)
+            worst_analytic = max(worst_analytic, float(np.abs(gradient - reinforce).max()) / analytic_bound)
+    return {"examples": examples,
+            "largest_numeric_difference_in_bounds": worst_numeric,
+            "numeric_gradients_equal_reinforce": worst_numeric <= 1.0,
+            "largest_analytic_difference_in_bounds": worst_analytic,
+            "analytic_gradients_equal_reinforce": worst_analytic <= 1.0}
 
 
-class MlpBatch(_Params):
-    batch_size: int = Field(ge=1, le=4096, description="observations in the batch")
-    hidden: list[int] = Field(min_length=1, description="hidden widths of each head")
+# Rationals built from integers (st.fractions draws five times slower): ratios in [1/100, 10^4],
+# advantages in [-10^4, 10^4], eps in {1/100, ..., 99/100}; ratios land on the kinks 1 ± eps often.
+_exact_ratios = st.builds(Fraction, st.integers(1, 10_000), st.integers(1, 100))
+_exact_advantages = st.builds(Fraction, st.integers(-10_000, 10_000), st.integers(1, 100))
+_exact_epsilons = st.builds(Fraction, st.integers(1, 99), st.just(100))
+_exact_clip_batches = st.integers(1, 8).flatmap(lambda n: st.tuples(
+    st.lists(_exact_ratios, min_size=n, max_size=n), st.lists(_exact_advantages, min_size=n, max_size=n),
+    _exact_epsilons))
 
 
-@verifier("ppo.surrogate_gradient_at_old_mlp",
-          uses=("actor_critic_init", "actor_critic_forward", "actor_critic_backward", "log_softmax",
-                "probability_ratios", "surrogate_objective_grad", "ppo_clip_objective_grad", "softmax_score"),
-          params=MlpBatch)
-def surrogate_gradient_at_old_mlp(ctx: Context) -> dict[str, object]:
-    """The syllabus's key test on impl's MLP policy: at θ = θ_old the gradients of the surrogate
-    and of the clipped surrogate with respect to every policy parameter equal the gradient of the
-    REINFORCE objective (1/N) Σ_i Â_i log π_θ(a_i|s_i).
+def _clip_fraction(ratio: Fraction, epsilon: Fraction) -> Fraction:
+    return min(max(ratio, 1 - epsilon), 1 + epsilon)
 
-    All three backpropagate through impl's network from a gradient with respect to the logits:
-    REINFORCE's is (Â_i / N) ∇_z log π(a_i|s_i), with impl's score; the surrogates' comes from
-    impl's log-probabilities, ratios (exactly 1 at θ_old) and objective gradients. With every
-    ratio exactly 1 the two must agree exactly, not just up to rounding.
+
+@verifier("ppo.surrogate_gradient_code_exact_property",
+          uses=("surrogate_objective", "surrogate_objective_grad", "ppo_clip_objective_grad"))
+def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
+    """impl's surrogate and its gradient code in exact rationals, for ratios anywhere in [1/100, 10^4]:
+    the per-sample surrogate is r Â (the definition of L^PG), its derivative with respect to
+    log π is r Â (because ∂r/∂log π = r), and the clipped surrogate's derivative is r Â where the
+    unclipped branch is the minimum and 0 where the clipped branch strictly is (ratios exactly
+    at the kinks 1 ± ε are skipped). At r = 1 a gradient of Â / r is right too, so this part
+    needs ratios away from 1: it is the gradient the loop follows once θ has left θ_old.
     """
-    params = ctx.params
-    examples = {"smoke": 10, "full": 100}[ctx.profile]
-    n = params.batch_size
-    largest = 0.0
-    for _ in range(examples):
-        network = ctx.impl.actor_critic_init(ctx.rng, 4, 3, tuple(params.hidden))
-        output = ctx.impl.actor_critic_forward(network, ctx.rng.normal(size=(n, 4)))
-        probabilities = np.exp(_log_softmax(output.logits))
-        actions = np.minimum((ctx.rng.random(n)[:, None] >= np.cumsum(probabilities, axis=1)).sum(axis=1), 2)
-        advantages = ctx.rng.normal(size=n)
-        log_pi = ctx.impl.log_softmax(output.logits)[np.arange(n), actions]
-        ratio = ctx.impl.probability_ratios(log_pi, log_pi)
-        score = ctx.impl.softmax_score(output.logits, actions)
-        no_value_gradient = np.zeros(n)
-        reinforce = ctx.impl.actor_critic_backward(network, output, (advantages / n)[:, None] * score,
-                                                   no_value_gradient)
-        for per_sample in (ctx.impl.surrogate_objective_grad(ratio, advantages),
-                           ctx.impl.ppo_clip_objective_grad(ratio, advantages, 0.2)):
-            gradient = ctx.impl.actor_critic_backward(network, output, (np.asarray(per_sample) / n)[:, None] * score,
-                                                      no_value_gradient)
-            largest = max(largest, *(float(np.abs(gradient[k] - reinforce[k]).max())
-                                     for k in reinforce if k.startswith("policy.")))
-    return {"max_abs_difference": largest, "examples": examples}
+
+    def derivatives(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
+        ratio_list, advantage_list, epsilon = case
+        ratios, advantages = np.array(ratio_list, dtype=object), np.array(advantage_list, dtype=object)
+        products = [r * a for r, a in zip(ratio_list, advantage_list, strict=True)]
+        assert list(ctx.impl.surrogate_objective(ratios, advantages)) == products, "the surrogate is not r Â"
+        assert list(ctx.impl.surrogate_objective_grad(ratios, advantages)) == products, "its gradient is not r Â"
+        clipped_gradients = ctx.impl.ppo_clip_objective_grad(ratios, advantages, epsilon)
+        for r, a, observed, product in zip(ratio_list, advantage_list, clipped_gradients, products, strict=True):
+            if r not in (1 - epsilon, 1 + epsilon):
+                expected = 0 if _clip_fraction(r, epsilon) * a < product else product
+                assert observed == expected, ("clipped gradient", r, a, epsilon, observed, expected)
+
+    return check_property(ctx, derivatives, _exact_clip_batches)
 
 
 # ------------------------------------------------------------ 4.4.1 and week16 step 3: a different objective
@@ -182,16 +240,23 @@ def surrogate_gradient_at_old_mlp(ctx: Context) -> dict[str, object]:
 class TwoStepPolicy(_Params):
     p_first: float = Field(gt=0, lt=1, description="new policy's probability of action 0 in the first state")
     p_second: float = Field(gt=0, lt=1, description="new policy's probability of action 0 in the state it leads to")
+    behaviour_first: float | None = Field(
+        None, ge=0, le=1,
+        description="if given, also build the surrogate on states collected by another policy, which picks action 0 "
+                    "in the first state with this probability")
 
 
-def _two_step_tree(p_first: sp.Expr, p_second: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
-    """The true gain J(θ) - J(θ_old) and the surrogate Σ_t E_{s_t~d_old}[E_{a~π_θ} Â_old(s_t, a)].
+def _two_step_tree(p_first: sp.Expr, p_second: sp.Expr, behaviour_first: sp.Expr | None = None
+                   ) -> tuple[sp.Expr, sp.Expr]:
+    """The true gain J(θ) - J(θ_old) and the surrogate Σ_t E_{s_t~d}[E_{a~π_θ} Â_old(s_t, a)].
 
     s0 --a=0--> s1, s0 --a=1--> s2 (reward 0); in s1 action 0 earns 1 and action 1 earns 0; in
     s2 both earn 0. π_old picks each action with probability 1/2 everywhere; π_θ picks action 0
-    with p_first in s0 and p_second in s1 and s2.
+    with p_first in s0 and p_second in s1 and s2. The states of the surrogate come from a policy
+    that picks action 0 in s0 with probability ``behaviour_first``: by default π_old's own 1/2, d_old.
     """
     half = sp.Rational(1, 2)
+    behaviour_first = half if behaviour_first is None else behaviour_first
     def probability(s: str, a: int) -> sp.Expr:
         return new[s] if a == 0 else 1 - new[s]
 
@@ -203,8 +268,8 @@ def _two_step_tree(p_first: sp.Expr, p_second: sp.Expr) -> tuple[sp.Expr, sp.Exp
     new = {"s0": p_first, "s1": p_second, "s2": p_second}
     true_objective = sum(probability("s0", a) * sum(probability(s, b) * reward[(s, b)] for b in (0, 1))
                          for a, s in ((0, "s1"), (1, "s2")))
-    old_state_probability = {"s0": 1, "s1": half, "s2": half}
-    surrogate = sum(old_state_probability[s] * sum(probability(s, a) * advantage_old[(s, a)] for a in (0, 1))
+    state_probability = {"s0": 1, "s1": behaviour_first, "s2": 1 - behaviour_first}
+    surrogate = sum(state_probability[s] * sum(probability(s, a) * advantage_old[(s, a)] for a in (0, 1))
                     for s in ("s0", "s1", "s2"))
     return true_objective - value_old["s0"], surrogate
 
@@ -214,14 +279,16 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
     """A two-step decision tree where the local surrogate and the true gain agree at θ_old in value
     and gradient but differ away from it, because the surrogate keeps π_old's state distribution.
 
-    Exact in sympy: the gap is a polynomial in the new policy's probabilities.
+    Exact in sympy: the gap is a polynomial in the new policy's probabilities. With
+    ``behaviour_first``, the gradient at θ_old of the gap of a surrogate whose states come from
+    another policy is reported too: the agreement at θ_old needs the old policy's states.
     """
     p_first, p_second = sp.symbols("p_first p_second", positive=True)
     true_gain, surrogate = _two_step_tree(p_first, p_second)
     gap = sp.factor(sp.expand(true_gain - surrogate))
     at_old = {p_first: sp.Rational(1, 2), p_second: sp.Rational(1, 2)}
     at_new = {p_first: _exact(ctx.params.p_first), p_second: _exact(ctx.params.p_second)}
-    return {
+    observed = {
         "gap": gap,
         "gap_at_old": gap.subs(at_old),
         "gap_gradient_at_old": [sp.diff(gap, p).subs(at_old) for p in (p_first, p_second)],
@@ -229,6 +296,11 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
         "surrogate_at_new": surrogate.subs(at_new),
         "gap_at_new": gap.subs(at_new),
     }
+    if ctx.params.behaviour_first is not None:
+        _, other_surrogate = _two_step_tree(p_first, p_second, _exact(ctx.params.behaviour_first))
+        other_gap = sp.expand(true_gain - other_surrogate)
+        observed["gap_gradient_at_old_other_states"] = [sp.diff(other_gap, p).subs(at_old) for p in (p_first, p_second)]
+    return observed
 
 
 # --------------------------------------------------------------------------- 4.4.2 trajectory ratios
@@ -267,11 +339,46 @@ def _random_simplex(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndar
     return rows
 
 
+def _weighted_expectations(rho: np.ndarray, transition_old: np.ndarray, transition_new: np.ndarray,
+                           pi_old: np.ndarray, pi_new: np.ndarray, reward: np.ndarray, horizon: int
+                           ) -> dict[str, Fraction]:
+    """Enumerate every trajectory of ``horizon`` steps in Fractions: the return's expectation under
+    π_old in its dynamics, the same weighted by the product of per-step ratios π_new/π_old (a
+    trajectory π_old never takes weighs nothing: it is never sampled), the total of those weights,
+    and the return's expectation under π_new in the new dynamics.
+    """
+    n_states, n_actions = pi_old.shape
+    totals = {"expectation_old": Fraction(0), "importance_weighted_old": Fraction(0), "total_weight": Fraction(0),
+              "expectation_new": Fraction(0)}
+    steps = itertools.product(range(n_states), range(n_actions))
+    for path in itertools.product(list(steps), repeat=horizon):
+        states = [s for s, _ in path]
+        p_old = rho[states[0]] * np.prod([pi_old[s, a] for s, a in path])
+        p_new = rho[states[0]] * np.prod([pi_new[s, a] for s, a in path])
+        for t, (s, a) in enumerate(path[:-1]):
+            p_old *= transition_old[s, a, states[t + 1]]
+            p_new *= transition_new[s, a, states[t + 1]]
+        total_return = sum(reward[s, a] for s, a in path)
+        totals["expectation_old"] += p_old * total_return
+        totals["expectation_new"] += p_new * total_return
+        if p_old:
+            weight = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
+            totals["importance_weighted_old"] += p_old * weight * total_return
+            totals["total_weight"] += p_old * weight
+    return totals
+
+
 @verifier("ppo.trajectory_ratio_importance_exact", uses=("probability_ratios",), params=TrajectoryEnumeration)
 def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
     """Enumerate every trajectory of a random tabular MDP: weighting by the product of per-step
     ratios turns expectations under π_old into expectations under π_θ exactly (Fractions), and the
     product of impl's per-step ratios equals p_θ(τ)/p_old(τ) up to float64 rounding.
+
+    Also the witnesses for the conditions, in the same MDP: without the weights the old
+    expectation is not the new one (the old data are not the new policy's); when π_θ acts in other
+    dynamics the weighted old expectation misses the new one; and when π_old gives probability 0
+    to an action π_θ takes (action 0, in every state), the weights of the trajectories π_old
+    samples add up to less than 1, the probability that π_θ avoids that action.
     """
     params = ctx.params
     rng = ctx.rng
@@ -281,30 +388,34 @@ def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
     pi_new = _random_simplex(rng, (params.n_states, params.n_actions))
     reward = np.array([[Fraction(int(v)) for v in row] for row in rng.integers(-3, 4, (params.n_states,
                                                                                       params.n_actions))])
-    weighted_old, expected_new, total_old, worst = Fraction(0), Fraction(0), Fraction(0), 0.0
+    other_transition = _random_simplex(rng, (params.n_states, params.n_actions, params.n_states))
+    pi_old_without_action_0 = pi_old.copy()
+    for s in range(params.n_states):
+        rest = sum(pi_old[s, 1:])
+        pi_old_without_action_0[s] = [Fraction(0)] + [p / rest for p in pi_old[s, 1:]]
+
+    same = _weighted_expectations(rho, transition, transition, pi_old, pi_new, reward, params.horizon)
+    other_dynamics = _weighted_expectations(rho, transition, other_transition, pi_old, pi_new, reward,
+                                            params.horizon)
+    no_overlap = _weighted_expectations(rho, transition, transition, pi_old_without_action_0, pi_new, reward,
+                                        params.horizon)
+    worst = 0.0
     steps = itertools.product(range(params.n_states), range(params.n_actions))
     for path in itertools.product(list(steps), repeat=params.horizon):
-        states = [s for s, _ in path]
-        actions = [a for _, a in path]
-        p_old = rho[states[0]] * np.prod([pi_old[s, a] for s, a in path])
-        p_new = rho[states[0]] * np.prod([pi_new[s, a] for s, a in path])
-        for t in range(params.horizon - 1):
-            p_old *= transition[states[t], actions[t], states[t + 1]]
-            p_new *= transition[states[t], actions[t], states[t + 1]]
-        step_ratios = [pi_new[s, a] / pi_old[s, a] for s, a in path]
-        total_return = sum(reward[s, a] for s, a in path)
-        weighted_old += p_old * np.prod(step_ratios) * total_return
-        expected_new += p_new * total_return
-        total_old += p_old
-        if p_old:
-            impl_ratios = ctx.impl.probability_ratios(np.log([float(pi_new[s, a]) for s, a in path]),
-                                                      np.log([float(pi_old[s, a]) for s, a in path]))
-            exact = p_new / p_old
-            bound = rounding_bound(8 * params.horizon, float(exact) * (1 + 2 * params.horizon * np.log(10)))
-            worst = max(worst, abs(float(np.prod(impl_ratios)) - float(exact)) / bound)
-    return {"importance_weighted_old": weighted_old, "expectation_new": expected_new,
-            "difference": weighted_old - expected_new, "total_probability": total_old,
-            "impl_product_within_rounding": worst <= 1.0}
+        impl_ratios = ctx.impl.probability_ratios(np.log([float(pi_new[s, a]) for s, a in path]),
+                                                  np.log([float(pi_old[s, a]) for s, a in path]))
+        # The initial and transition probabilities cancel in p_θ(τ)/p_old(τ), as the symbolic check proves.
+        exact = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
+        bound = rounding_bound(8 * params.horizon, float(exact) * (1 + 2 * params.horizon * np.log(10)))
+        worst = max(worst, abs(float(np.prod(impl_ratios)) - float(exact)) / bound)
+    return {"importance_weighted_old": same["importance_weighted_old"], "expectation_new": same["expectation_new"],
+            "difference": same["importance_weighted_old"] - same["expectation_new"],
+            "total_probability": same["total_weight"],
+            "impl_product_within_rounding": worst <= 1.0,
+            "unweighted_gap_size": abs(same["expectation_old"] - same["expectation_new"]),
+            "gap_size_in_other_dynamics": abs(other_dynamics["importance_weighted_old"]
+                                              - other_dynamics["expectation_new"]),
+            "total_weight_without_overlap": no_overlap["total_weight"]}
 
 
 class TokenRatios(_Params):
@@ -386,6 +497,183 @@ def ratio_product_variance_exact(ctx: Context) -> dict[str, object]:
             "max_abs_residual": max(abs(r) for r in residuals)}
 
 
+# --------------------------------------------------------------------------- 4.4.2 TRPO's lower bound
+
+
+def _solve_exact(matrix: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
+    """x with matrix x = rhs, by Gaussian elimination in Fractions (the matrices here are I - γ P_π, invertible)."""
+    size = len(rhs)
+    rows = [list(row) + [value] for row, value in zip(matrix, rhs, strict=True)]
+    for column in range(size):
+        pivot = next(r for r in range(column, size) if rows[r][column] != 0)
+        rows[column], rows[pivot] = rows[pivot], rows[column]
+        for r in range(size):
+            if r != column and rows[r][column] != 0:
+                factor = rows[r][column] / rows[column][column]
+                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[column], strict=True)]
+    return [rows[r][size] / rows[r][r] for r in range(size)]
+
+
+class _Evaluation(NamedTuple):
+    eta: Fraction
+    advantages: list[list[Fraction]]
+    visitation: list[Fraction]
+
+
+def _evaluate_policy(mdp: dict[str, object], pi: list[list[Fraction]]) -> _Evaluation:
+    """Exact policy evaluation of a discounted tabular MDP: η(π) = Σ_s ρ0(s) V(s), A(s, a) = Q(s, a) - V(s),
+    and the unnormalised discounted visitation ρ_π(s) = Σ_t γ^t P(s_t = s), from (I - γ P_π) V = r_π
+    and ρ_π (I - γ P_π) = ρ0.
+    """
+    transitions, rewards, initial, gamma = mdp["transitions"], mdp["rewards"], mdp["initial"], mdp["gamma"]
+    states, actions = range(len(initial)), range(len(rewards[0]))
+    kernel = [[sum(pi[s][a] * transitions[s][a][t] for a in actions) for t in states] for s in states]
+    system = [[(1 if s == t else 0) - gamma * kernel[s][t] for t in states] for s in states]
+    values = _solve_exact(system, [sum(pi[s][a] * rewards[s][a] for a in actions) for s in states])
+    transposed = [[system[t][s] for t in states] for s in states]
+    visitation = _solve_exact(transposed, list(initial))
+    advantages = [[rewards[s][a] + gamma * sum(transitions[s][a][t] * values[t] for t in states) - values[s]
+                   for a in actions] for s in states]
+    return _Evaluation(sum(initial[s] * values[s] for s in states), advantages, visitation)
+
+
+class _TrpoBound(NamedTuple):
+    true_gain: Fraction
+    surrogate_gain: Fraction
+    penalty_coefficient: Fraction
+    max_total_variation: Fraction
+    max_kl: float
+
+
+def _trpo_bound(mdp: dict[str, object], pi_old: list[list[Fraction]], pi_new: list[list[Fraction]]) -> _TrpoBound:
+    """The parts of Schulman et al. (2015)'s bound for π = pi_old and π̃ = pi_new, all exact but the KL.
+
+    η(π̃) - η(π) (true gain), L_π(π̃) - η(π) = Σ_s ρ_π(s) Σ_a π̃(a|s) A_π(s, a) (surrogate gain),
+    C = 4 max|A_π| γ / (1 - γ)², max_s TV(π(s), π̃(s)) with TV = ½ Σ_a |π - π̃| (their Theorem 1
+    uses its square), and max_s KL(π(s) || π̃(s)) in float64 (their eq. 9).
+    """
+    old, new = _evaluate_policy(mdp, pi_old), _evaluate_policy(mdp, pi_new)
+    gamma = mdp["gamma"]
+    surrogate_gain = sum(rho * sum(p * a for p, a in zip(pi_new[s], old.advantages[s], strict=True))
+                         for s, rho in enumerate(old.visitation))
+    largest_advantage = max(abs(a) for row in old.advantages for a in row)
+    total_variation = max(sum(abs(p - q) for p, q in zip(row_old, row_new, strict=True)) / 2
+                          for row_old, row_new in zip(pi_old, pi_new, strict=True))
+    kl = max(sum(float(p) * (np.log(float(p)) - np.log(float(q))) for p, q in zip(row_old, row_new, strict=True)
+                 if p) for row_old, row_new in zip(pi_old, pi_new, strict=True))
+    return _TrpoBound(new.eta - old.eta, surrogate_gain, 4 * largest_advantage * gamma / (1 - gamma) ** 2,
+                      total_variation, kl)
+
+
+def _kl_rounding(pi_old: list[list[Fraction]], pi_new: list[list[Fraction]]) -> float:
+    """A float64 rounding bound of the KL sums of :func:`_trpo_bound` (logarithms of probabilities down to 1/1000)."""
+    size = max(len(row) for row in pi_old)
+    return rounding_bound(4 * size, 2 * float(np.log(1000)))
+
+
+def _weights_to_distribution(weights: list[int]) -> list[Fraction]:
+    total = sum(weights)
+    return [Fraction(w, total) for w in weights] if total else [Fraction(1, len(weights))] * len(weights)
+
+
+_mdp_shapes = st.tuples(st.integers(2, 4), st.integers(2, 3))
+
+
+@st.composite
+def _random_mdp_and_policies(draw: st.DrawFn) -> tuple[dict[str, object], list[list[Fraction]], list[list[Fraction]]]:
+    """A discounted MDP with rational transitions (some zero), rewards, start distribution and γ, a
+    policy π with positive rational probabilities, and π̃ = (1 - t) π + t σ for another such policy σ
+    and t in {1/100, 1/10, 1/2, 1}: near π, where the bound is tightest, and far from it.
+    """
+    n_states, n_actions = draw(_mdp_shapes)
+
+    def distribution(size: int, low: int) -> list[Fraction]:
+        return _weights_to_distribution(draw(st.lists(st.integers(low, 9), min_size=size, max_size=size)))
+
+    mdp = {"transitions": [[distribution(n_states, 0) for _ in range(n_actions)] for _ in range(n_states)],
+           "rewards": [[Fraction(draw(st.integers(-5, 5))) for _ in range(n_actions)] for _ in range(n_states)],
+           "initial": distribution(n_states, 0),
+           "gamma": draw(st.sampled_from([Fraction(k, 10) for k in range(1, 10)] + [Fraction(99, 100)]))}
+    pi_old = [distribution(n_actions, 1) for _ in range(n_states)]
+    other = [distribution(n_actions, 1) for _ in range(n_states)]
+    t = draw(st.sampled_from([Fraction(1, 100), Fraction(1, 10), Fraction(1, 2), Fraction(1)]))
+    pi_new = [[(1 - t) * p + t * q for p, q in zip(row_old, row_other, strict=True)]
+              for row_old, row_other in zip(pi_old, other, strict=True)]
+    return mdp, pi_old, pi_new
+
+
+@verifier("ppo.trpo_lower_bound_property")
+def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
+    """TRPO's lower bound (Schulman et al. 2015, Theorem 1 and eq. 9) on random small MDPs, by exact
+    policy evaluation in Fractions: η(π̃) >= L_π(π̃) - C α² with α the largest total variation
+    between π(s) and π̃(s) (exact), hence η(π̃) >= L_π(π̃) - C max_s KL(π(s) || π̃(s)) (the KL in
+    float64, compared within its rounding), with C = 4 max|A_π| γ / (1 - γ)²; and L_π(π) = η(π)
+    exactly, so the bound touches η at π and maximising it never lowers η: the monotone improvement.
+
+    Also observed: how many draws had a surrogate that over-promised (L_π(π̃) > η(π̃)), which the
+    penalty had to absorb, and the largest share of the penalty C·KL^max any draw used.
+    """
+    over_promised: list[bool] = []
+    shares: list[float] = [0.0]
+
+    def bound_holds(case: tuple[dict[str, object], list[list[Fraction]], list[list[Fraction]]]) -> None:
+        mdp, pi_old, pi_new = case
+        at_old = _trpo_bound(mdp, pi_old, pi_old)
+        assert at_old.surrogate_gain == 0 == at_old.true_gain, ("the bound does not touch η at π", at_old)
+        bound = _trpo_bound(mdp, pi_old, pi_new)
+        shortfall = bound.surrogate_gain - bound.true_gain
+        assert shortfall <= bound.penalty_coefficient * bound.max_total_variation**2, ("TV form fails", bound)
+        penalty = float(bound.penalty_coefficient) * bound.max_kl
+        slack = float(bound.penalty_coefficient) * _kl_rounding(pi_old, pi_new) + rounding_bound(2, float(shortfall))
+        assert float(shortfall) <= penalty + slack, ("KL form fails", bound)
+        over_promised.append(shortfall > 0)
+        if penalty > 0:
+            shares.append(float(shortfall) / penalty)
+
+    verdict = check_property(ctx, bound_holds, _random_mdp_and_policies())
+    return {**verdict, "draws_where_surrogate_over_promised": sum(over_promised),
+            "largest_share_of_penalty_used": max(shares)}
+
+
+class DiscountedMdp(_Params):
+    """A discounted tabular MDP and two policies, every probability as a decimal that is exact as a rational."""
+
+    transitions: list[list[list[float]]] = Field(description="P[s][a][s'], each row a distribution")
+    rewards: list[list[float]] = Field(description="r(s, a)")
+    initial: list[float] = Field(description="start distribution ρ0")
+    gamma: float = Field(gt=0, lt=1)
+    pi_old: list[list[float]] = Field(description="π[s][a], the policy the rollouts come from")
+    pi_new: list[list[float]] = Field(description="π̃[s][a], the candidate new policy")
+
+    @model_validator(mode="after")
+    def _distributions_sum_to_one(self) -> DiscountedMdp:
+        rows = [self.initial, *self.pi_old, *self.pi_new, *(row for state in self.transitions for row in state)]
+        wrong = [row for row in rows if sum(_exact(p) for p in row) != 1 or min(row) < 0]
+        if wrong:
+            raise ValueError(f"these rows are not probability distributions (non-negative, summing to 1): {wrong}")
+        return self
+
+
+@verifier("ppo.trpo_penalty_dropped_counterexample", params=DiscountedMdp)
+def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
+    """A witness that TRPO's guarantee needs its penalty: L_π(π̃) > η(π), so the surrogate alone
+    promises an improvement, yet η(π̃) < η(π); the penalised bound L_π(π̃) - C KL^max - η(π) is
+    negative and still below the true gain, as the theorem says. Exact policy evaluation in Fractions.
+    """
+    params = ctx.params
+
+    def exact(rows: object) -> object:
+        return [exact(row) for row in rows] if isinstance(rows, list) else _exact(rows)
+
+    mdp = {"transitions": exact(params.transitions), "rewards": exact(params.rewards),
+           "initial": exact(params.initial), "gamma": _exact(params.gamma)}
+    bound = _trpo_bound(mdp, exact(params.pi_old), exact(params.pi_new))
+    penalised_gain = float(bound.surrogate_gain) - float(bound.penalty_coefficient) * bound.max_kl
+    return {"surrogate_gain": bound.surrogate_gain, "true_gain": bound.true_gain,
+            "penalty_coefficient": bound.penalty_coefficient, "max_kl": bound.max_kl,
+            "penalised_gain": penalised_gain, "bound_holds": penalised_gain <= float(bound.true_gain)}
+
+
 # --------------------------------------------------------------------------- 4.4.3 clipping
 
 
@@ -417,7 +705,69 @@ def clip_cases_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-_signed_advantages = st.floats(min_value=-100, max_value=100, allow_nan=False).filter(lambda a: a != 0)
+# The six regions of (sign of Â, position of r) in which the clipped term is one smooth expression.
+CLIP_REGIONS = ("A>0, r<1-eps", "A>0, inside", "A>0, r>1+eps", "A<0, r<1-eps", "A<0, inside", "A<0, r>1+eps")
+
+
+def _sign(expression: sp.Expr) -> str:
+    """'zero', 'negative' or 'positive' when sympy can decide it under the symbols' assumptions, else 'undecided'."""
+    expression = sp.simplify(expression)
+    for name, test in (("zero", expression.is_zero), ("negative", expression.is_negative),
+                       ("positive", expression.is_positive)):
+        if test:
+            return name
+    return "undecided"
+
+
+@verifier("ppo.clip_pessimistic_symbolic")
+def clip_pessimistic_symbolic(ctx: Context) -> dict[str, object]:
+    """min(r Â, clip(r, 1-ε, 1+ε) Â) - r Â and the sign of the term's slope in r, in each of the six
+    regions of ``CLIP_REGIONS``, for every ε in (0, 1), every Â of the region's sign and every r in it.
+
+    Positive symbols e, u, a parametrise the regions: ε = e/(1+e) covers (0, 1); r = (1-ε)/(1+u)
+    is below the interval, r = 1 - ε + 2ε/(1+u) inside and r = 1 + ε + u above; Â = ±a. sympy
+    evaluates clip as Min(Max(r, 1-ε), 1+ε) and the minimum with Min under these assumptions.
+    A gap that is zero or negative in every region makes L^CLIP a lower (pessimistic) bound of the
+    unclipped surrogate; where it is negative the term is also flat in r (the plateau).
+    """
+    e, u, a = sp.symbols("e u a", positive=True)
+    epsilon = e / (1 + e)
+    positions = ((1 - epsilon) / (1 + u), 1 - epsilon + 2 * epsilon / (1 + u), 1 + epsilon + u)
+    gaps, slopes = [], []
+    for advantage in (a, -a):
+        for ratio in positions:
+            clipped = sp.simplify(sp.Min(sp.Max(ratio, 1 - epsilon), 1 + epsilon))
+            term = sp.simplify(sp.Min(ratio * advantage, clipped * advantage))
+            gaps.append(_sign(term - ratio * advantage))
+            # r is a monotone function of u in each region: d term / dr = (d term / du) / (dr / du).
+            slopes.append(_sign(sp.diff(term, u) / sp.diff(ratio, u)))
+    return {"regions": list(CLIP_REGIONS), "gap_sign": gaps, "slope_sign": slopes,
+            "never_above_unclipped": all(g in ("zero", "negative") for g in gaps)}
+
+
+@verifier("ppo.clip_objective_pessimistic_property", uses=("ppo_clip_objective",))
+def clip_objective_pessimistic_property(ctx: Context) -> dict[str, object]:
+    """impl's clipped term in exact rationals, for r in [1/100, 10^4], Â in [-10^4, 10^4] and
+    ε in {1/100, ..., 99/100}: it is at most the unclipped r Â and at most the clipped clip(r) Â (the pessimistic
+    choice of the two), and it equals min(r Â, clip(r, 1-ε, 1+ε) Â), computed here.
+    """
+
+    def pessimistic(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
+        ratio_list, advantage_list, epsilon = case
+        observed = ctx.impl.ppo_clip_objective(np.array(ratio_list, dtype=object),
+                                               np.array(advantage_list, dtype=object), epsilon)
+        for r, a, term in zip(ratio_list, advantage_list, observed, strict=True):
+            unclipped, clipped = r * a, _clip_fraction(r, epsilon) * a
+            assert term <= unclipped, ("above the unclipped term", r, a, epsilon, term)
+            assert term <= clipped, ("above the clipped term", r, a, epsilon, term)
+            assert term == min(unclipped, clipped), ("not the minimum", r, a, epsilon, term)
+
+    return check_property(ctx, pessimistic, _exact_clip_batches)
+
+
+# Advantages of at least 1e-6 in size: for subnormal ones r Â and clip(r) Â can round to the same
+# number, and whether clipping is active is then decided by rounding, not by the rule under test.
+_signed_advantages = st.floats(min_value=-100, max_value=100).filter(lambda a: abs(a) >= 1e-6)
 _ratios = st.floats(min_value=1e-4, max_value=1e4)
 _epsilons = st.floats(min_value=0.01, max_value=0.99)
 
@@ -428,11 +778,13 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
     with respect to log π is r Â (the unclipped gradient, pointing toward the advantage) whenever
     the ratio has moved against the advantage (Â > 0, r <= 1, or Â < 0, r >= 1); it is zero only
     when the ratio has already moved past 1 ± ε in the advantage's direction; and it never has the
-    opposite sign of Â.
+    opposite sign of Â. Ratios within 1e-9 of a kink 1 ± ε are skipped: there r Â and clip(r) Â
+    can round to the same float, and which branch a correct implementation takes is rounding's choice.
     """
 
     def never_blocks(case: tuple[float, float, float]) -> None:
         advantage, ratio, epsilon = case
+        hypothesis.assume(min(abs(ratio - (1 - epsilon)), abs(ratio - (1 + epsilon))) > 1e-9)
         gradient = float(ctx.impl.ppo_clip_objective_grad(np.array([ratio]), np.array([advantage]), epsilon)[0])
         moved_past = (advantage > 0 and ratio > 1 + epsilon) or (advantage < 0 and ratio < 1 - epsilon)
         if moved_past:
@@ -454,6 +806,40 @@ def clip_fractions_counterexample(ctx: Context) -> dict[str, object]:
             "difference": diagnostics.outside_fraction - diagnostics.active_fraction}
 
 
+def _diagnostic_batch(epsilon: float, n: int) -> st.SearchStrategy[tuple[list[float], list[float], float]]:
+    away_from_kinks = st.floats(0.01, 10).filter(lambda r: min(abs(r - (1 - epsilon)), abs(r - (1 + epsilon))) > 1e-9)
+    return st.tuples(st.lists(away_from_kinks, min_size=n, max_size=n),
+                     st.lists(_signed_advantages, min_size=n, max_size=n), st.just(epsilon))
+
+
+_diagnostic_batches = st.tuples(st.floats(0.01, 0.99), st.integers(1, 32)).flatmap(
+    lambda epsilon_and_size: _diagnostic_batch(*epsilon_and_size))
+
+
+@verifier("ppo.clip_diagnostics_property", uses=("clip_diagnostics",))
+def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
+    """impl's two diagnostics of step 4.4.4 against their definitions, on random batches: the share
+    of ratios outside [1-ε, 1+ε], and the share of samples whose clipped branch is strictly the
+    minimum (Â > 0 with r > 1+ε, or Â < 0 with r < 1-ε).
+
+    Ratios within 1e-9 of 1 ± ε and advantages below 1e-6 in size are not drawn, so that a
+    different but correct way of writing the comparisons (|r - 1| > ε, or clip(r) Â < r Â) cannot
+    round to the other side. Each share is k/N for
+    N <= 32, computed with one rounded division, so it must be within eps of k/N.
+    """
+
+    def match_definitions(case: tuple[list[float], list[float], float]) -> None:
+        ratio_list, advantage_list, epsilon = case
+        ratios, advantages = np.array(ratio_list), np.array(advantage_list)
+        outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
+        active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
+        diagnostics = ctx.impl.clip_diagnostics(ratios, advantages, epsilon)
+        assert abs(float(diagnostics.outside_fraction) - outside.mean()) <= EPS, ("outside", diagnostics)
+        assert abs(float(diagnostics.active_fraction) - active.mean()) <= EPS, ("active", diagnostics)
+
+    return check_property(ctx, match_definitions, _diagnostic_batches)
+
+
 class SharedLogits(_Params):
     pi_old: list[float] = Field(min_length=2, description="old action probabilities in the one state")
     actions: list[int] = Field(min_length=1)
@@ -472,7 +858,9 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
     A sample whose ratio is clipped stops contributing, but the other samples keep moving the
     shared logits, so its ratio keeps leaving [1-ε, 1+ε] and KL(π_old || π_θ) keeps growing with
     the number of steps (epochs). Reported after each number of steps in ``steps``: the ratios,
-    impl's clip diagnostics, impl's k3 estimate on the batch and the exact KL.
+    impl's clip diagnostics, impl's k3 estimate on the batch and the exact KL; whether the lowest
+    ratio (a sample with Â < 0, clipped once below 1 - ε) keeps falling and the KL keeps growing
+    from one reported step to the next.
     """
     params = ctx.params
     old_logits = np.log(np.array(params.pi_old))
@@ -499,7 +887,9 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
             report["kl_k3_batch"].append(float(np.mean(ctx.impl.kl_k3(log_pi - log_pi_old))))
             report["kl_exact"].append(float(p_old @ (np.log(p_old) - log_new)))
     kl = report["kl_exact"]
-    return {**report, "steps": list(params.steps), "min_ratio_last": min(report["ratios"][-1]),
+    lowest = [min(ratios) for ratios in report["ratios"]]
+    return {**report, "steps": list(params.steps), "min_ratio_last": lowest[-1],
+            "min_ratio_keeps_falling": all(b < a for a, b in itertools.pairwise(lowest)),
             "max_ratio_last": max(report["ratios"][-1]), "outside_fraction_last": report["outside_fraction"][-1],
             "kl_keeps_growing": all(b > a for a, b in itertools.pairwise(kl)), "kl_last": kl[-1]}
 
