@@ -83,10 +83,11 @@ class Catalogue:
         return covering
 
     def ledger_problems(self) -> list[Problem]:
-        """What keeps the ledger from being whole: a statement neither checked nor excused, a claim covering nothing.
+        """What keeps the ledger whole: a statement neither checked nor excused, a claim covering nothing or unknowns.
 
-        These do not stop a claim from running (its checks still say what they say); ``claims lint``
-        and the release gate refuse them.
+        These do not stop a claim from running (its checks still say what they say, also when its
+        file is copied without the ledgers its ``covers`` name); ``claims lint`` and the release
+        gate refuse them.
         """
         found = []
         covering = self.covering()
@@ -102,6 +103,11 @@ class Catalogue:
                                      f"claim '{claims[0].id}' covers it", field="statements.not_checkable",
                                      hint="drop 'not_checkable' or drop the statement from the claim's 'covers'"))
         for entry in self.entries:
+            for key in entry.claim.covers if entry.claim is not None else ():
+                if key not in self.statements:
+                    found.append(Problem(entry.file, entry.line, f"covers unknown statement '{key}'"
+                                         f"{did_you_mean(key, self.statements)}", claim_id=entry.id, field="covers",
+                                         hint="name a statement id of a lesson's 'statements' ledger"))
             if entry.claim is not None and not entry.claim.covers:
                 found.append(Problem(entry.file, entry.line, f"claim '{entry.id}' covers no ledger statement",
                                      claim_id=entry.id, field="covers",
@@ -143,7 +149,6 @@ def load_catalogue(claims_dir: Path) -> Catalogue:
                 entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display])
                 seen.setdefault(entry.id, entry)
             catalogue.entries.append(entry)
-    catalogue.entries = [_check_covers(entry, catalogue.statements) for entry in catalogue.entries]
     return catalogue
 
 
@@ -162,19 +167,6 @@ def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Probl
                                 "not one of this file's steps", field="statements.where",
                                 hint=f"use one of {', '.join(steps)}, or move it to the ledger of its lesson"))
     return problems
-
-
-def _check_covers(entry: ClaimEntry, statements: Mapping[str, StatementEntry]) -> ClaimEntry:
-    if entry.claim is None:
-        return entry
-    unknown = [key for key in entry.claim.covers if key not in statements]
-    if not unknown:
-        return entry
-    problems = tuple(Problem(entry.file, entry.line, f"covers unknown statement '{key}'{did_you_mean(key, statements)}",
-                             claim_id=entry.id, field="covers",
-                             hint="name a statement id of a lesson's 'statements' ledger") for key in unknown)
-    return ClaimEntry(entry.file, entry.line, entry.index, entry.id, entry.where, entry.claim,
-                      entry.check_lines, (*entry.problems, *problems))
 
 
 def _cross_check(
