@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
+
+
+def as_written(value: float) -> Fraction:
+    """The exact rational a claim file's number stands for: ``0.35`` is 7/20, not the nearest double.
+
+    ``repr`` gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
+    """
+    return Fraction(repr(value))
 
 
 def rounding_bound(operations: int, magnitude: float) -> float:

@@ -24,13 +24,8 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 from verifiers.tabular import exact_policy_values
-
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 def _mean_and_variance(probability: np.ndarray, x: np.ndarray) -> tuple[Fraction, Fraction]:
@@ -180,7 +175,7 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
     E|g - E g|^2 over the S x A entries of the update g. The expected update is the same for every
     critic (a state baseline adds nothing to it, step 4.2.1); only the variance moves.
     """
-    rewards = np.array([[_exact(r) for r in row] for row in ctx.params.rewards], dtype=object)
+    rewards = np.array([[as_written(r) for r in row] for row in ctx.params.rewards], dtype=object)
     n_states, n_actions = rewards.shape
     if len(ctx.params.bad_critic) != n_states:
         raise ValueError(f"bad_critic needs one value per start state ({n_states}), got {len(ctx.params.bad_critic)}")
@@ -197,7 +192,7 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
         table_scores[i, 0, s[i]] = scores[a[i]]
     values = {"none": np.zeros(n_states, dtype=object) + Fraction(0),
               "exact": rewards.sum(axis=1) * pi[0],
-              "bad": np.array([_exact(v) for v in ctx.params.bad_critic], dtype=object)}
+              "bad": np.array([as_written(v) for v in ctx.params.bad_critic], dtype=object)}
     probability = np.full(samples, Fraction(1, samples), dtype=object)
     one = np.ones((1, samples), dtype=int)
     means, variances = {}, {}
@@ -659,19 +654,19 @@ class Chain(BaseModel):
 
 def _chain_outcomes(chain: Chain) -> dict[int, list[tuple[Fraction, Fraction]]]:
     """action -> [(reward, probability given the action)], without outcomes of probability 0."""
-    success = _exact(chain.risky_success)
-    risky = [(_exact(chain.risky_high), success), (_exact(chain.risky_low), 1 - success)]
-    return {SAFE: [(_exact(chain.safe_reward), Fraction(1))], RISKY: [(r, p) for r, p in risky if p]}
+    success = as_written(chain.risky_success)
+    risky = [(as_written(chain.risky_high), success), (as_written(chain.risky_low), 1 - success)]
+    return {SAFE: [(as_written(chain.safe_reward), Fraction(1))], RISKY: [(r, p) for r, p in risky if p]}
 
 
 def _chain_policy(chain: Chain) -> dict[int, Fraction]:
-    risky = _exact(chain.risky_probability)
+    risky = as_written(chain.risky_probability)
     return {SAFE: 1 - risky, RISKY: risky}
 
 
 def chain_values(chain: Chain) -> list[Fraction]:
     """V^π(k) for k = 0..length (the end has value 0), backwards from the end, written out here."""
-    gamma, outcomes, policy = _exact(chain.gamma), _chain_outcomes(chain), _chain_policy(chain)
+    gamma, outcomes, policy = as_written(chain.gamma), _chain_outcomes(chain), _chain_policy(chain)
     mean_reward = sum(policy[a] * sum(r * p for r, p in outcomes[a]) for a in (SAFE, RISKY))
     values = [Fraction(0)] * (chain.length + 1)
     for k in range(chain.length - 1, -1, -1):
@@ -681,12 +676,12 @@ def chain_values(chain: Chain) -> list[Fraction]:
 
 def chain_action_value(chain: Chain, action: int) -> Fraction:
     """Q^π(0, a) = E[r | a] + γ V^π(1)."""
-    return sum(r * p for r, p in _chain_outcomes(chain)[action]) + _exact(chain.gamma) * chain_values(chain)[1]
+    return sum(r * p for r, p in _chain_outcomes(chain)[action]) + as_written(chain.gamma) * chain_values(chain)[1]
 
 
 def chain_critic(chain: Chain, values: list[Fraction]) -> list[Fraction]:
     """V̂ = V^π + e in every state, the terminal end included: only the terminated mask keeps it out of a target."""
-    return [v + _exact(chain.critic_error) for v in values]
+    return [v + as_written(chain.critic_error) for v in values]
 
 
 def _chain_paths(chain: Chain, first_action: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -707,7 +702,7 @@ def _chain_estimates(ctx: Context, chain: Chain, rewards: np.ndarray, critic: li
     values = np.array([[critic[k]] * paths for k in range(length + 1)], dtype=object)
     last = np.zeros((length, paths), dtype=int)
     last[-1] = 1
-    return ctx.impl.n_step_advantages(rewards, values[:-1], values[1:], last, last, _exact(chain.gamma), n)[0]
+    return ctx.impl.n_step_advantages(rewards, values[:-1], values[1:], last, last, as_written(chain.gamma), n)[0]
 
 
 def _strictly(values: list[Fraction], better: str) -> bool:
@@ -722,9 +717,9 @@ def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     first step enumerated exactly: zero with the exact critic, and with the claim's critic error e
     the bias γ e(s_1) - e(s_0) (one step ahead the error is γ e, unless the chain ends there)."""
     chain = ctx.params
-    gamma, values = _exact(chain.gamma), chain_values(chain)
+    gamma, values = as_written(chain.gamma), chain_values(chain)
     ends = int(chain.length == 1)
-    error_term = gamma * (1 - ends) * _exact(chain.critic_error) - _exact(chain.critic_error)
+    error_term = gamma * (1 - ends) * as_written(chain.critic_error) - as_written(chain.critic_error)
     observed: dict[str, object] = {}
     for critic_name, critic in (("exact_critic", values), ("approximate_critic", chain_critic(chain, values))):
         for action_name, action in (("safe", SAFE), ("risky", RISKY)):
@@ -755,7 +750,7 @@ def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
     critic = chain_critic(chain, values)
     rewards, probability = _chain_paths(chain, RISKY)
     q_value = chain_action_value(chain, RISKY)
-    gamma, error = _exact(chain.gamma), _exact(chain.critic_error)
+    gamma, error = as_written(chain.gamma), as_written(chain.critic_error)
     biases, variances = [], []
     for n in range(1, chain.length + 1):
         mean, variance = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, n))

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, verifier
+from verifiers._numeric import as_written
 from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
@@ -49,11 +50,11 @@ def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     impl's softmax score)."""
     arms = len(ctx.params.rewards)
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([Fraction(repr(r)) for r in ctx.params.rewards], dtype=object)
+    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
     observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a)}
     variances = {}
-    for label, baseline in (("no_baseline", Fraction(0)), ("with_baseline", Fraction(repr(ctx.params.baseline)))):
+    for label, baseline in (("no_baseline", Fraction(0)), ("with_baseline", as_written(ctx.params.baseline))):
         advantages, gradients = _single_sample_gradients(ctx, reward_a, baseline, scores_a)
         mean = pi @ gradients
         variances[label] = pi @ (gradients * gradients).sum(axis=1) - mean @ mean

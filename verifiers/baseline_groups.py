@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
@@ -72,10 +72,6 @@ def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
-
 
 class CategoricalGroup(BaseModel):
     """A one-step softmax policy over K actions, a reward per action, and the group size."""
@@ -89,7 +85,7 @@ class CategoricalGroup(BaseModel):
     def _a_distribution(self) -> CategoricalGroup:
         if len(self.pi) != len(self.rewards):
             raise ValueError("pi and rewards need one entry per action")
-        if any(p <= 0 for p in self.pi) or sum(_exact(p) for p in self.pi) != 1:
+        if any(p <= 0 for p in self.pi) or sum(as_written(p) for p in self.pi) != 1:
             raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
         return self
 
@@ -113,8 +109,8 @@ def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     Σ_a π(a) R(a) (e_a - π). Each estimator's expectation is reported as its ratio to that
     gradient, coordinate by coordinate.
     """
-    pi = np.array([_exact(p) for p in ctx.params.pi], dtype=object)
-    reward_a = np.array([_exact(r) for r in ctx.params.rewards], dtype=object)
+    pi = np.array([as_written(p) for p in ctx.params.pi], dtype=object)
+    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
     gradient = (pi * reward_a) @ scores_a
     groups = np.array(list(itertools.product(range(len(pi)), repeat=ctx.params.group_size)))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
+from verifiers._numeric import as_written
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
 
@@ -159,7 +160,7 @@ def uniform_policy_exact(ctx: Context) -> dict[str, object]:
     exactly (fractions; the exact scores are checked against impl's softmax score)."""
     categories = len(ctx.params.q)
     pi = np.array([Fraction(1, categories)] * categories, dtype=object)
-    q = np.array([Fraction(repr(v)) for v in ctx.params.q], dtype=object)
+    q = np.array([as_written(v) for v in ctx.params.q], dtype=object)
     scores = exact_softmax_scores(pi)
     value = ctx.impl.state_value_from_q(pi, q)
     optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)

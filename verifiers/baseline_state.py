@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 
 
 def exact_softmax_scores(pi_a: np.ndarray) -> np.ndarray:
@@ -241,7 +241,7 @@ def action_dependent_bias(ctx: Context) -> dict[str, object]:
     action-independent baseline Σ_a π(a) b(a).
     """
     pi = np.array([Fraction(p) for p in ctx.params.pi], dtype=object)
-    q, b = (np.array([Fraction(repr(v)) for v in values], dtype=object) for values in (ctx.params.q, ctx.params.b))
+    q, b = (np.array([as_written(v) for v in values], dtype=object) for values in (ctx.params.q, ctx.params.b))
     scores = exact_softmax_scores(pi)
 
     def expected_gradient(baseline: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
+from verifiers._numeric import as_written
 from verifiers._sampling import bernoulli
 
 _USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
@@ -73,10 +74,6 @@ def logit_score_property(ctx: Context) -> dict[str, object]:
                                                                           max_size=8)))
 
 
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
-
 
 def _estimates(ctx: Context, actions: np.ndarray, p: object, rewards: np.ndarray) -> dict[str, np.ndarray]:
     score = ctx.impl.bernoulli_logit_score(actions, p)
@@ -90,7 +87,7 @@ def _estimates(ctx: Context, actions: np.ndarray, p: object, rewards: np.ndarray
 
 def _group_outcomes(params: BernoulliGroup) -> tuple[np.ndarray, np.ndarray, Fraction, np.ndarray]:
     """Every group of G actions, its probability, p, and the rewards, all exact."""
-    p, success, failure = _exact(params.p), _exact(params.reward_success), _exact(params.reward_failure)
+    p, success, failure = as_written(params.p), as_written(params.reward_success), as_written(params.reward_failure)
     groups = np.array(list(itertools.product((0, 1), repeat=params.group_size)), dtype=object)
     successes = groups.sum(axis=1)
     probability = np.array([p**k * (1 - p) ** (params.group_size - k) for k in successes], dtype=object)
@@ -107,7 +104,7 @@ def group_estimators_exact(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     groups, probability, p, rewards = _group_outcomes(params)
-    success, failure = _exact(params.reward_success), _exact(params.reward_failure)
+    success, failure = as_written(params.reward_success), as_written(params.reward_failure)
     gradient = p * success * (1 - p) + (1 - p) * failure * (0 - p)
     expectations = {name: (probability * values).sum()
                     for name, values in _estimates(ctx, groups, p, rewards).items()}
@@ -204,7 +201,7 @@ def normalized_estimator_ratios(ctx: Context) -> dict[str, object]:
         params = BernoulliGroup(group_size=ctx.params.group_size, **case.model_dump())
         groups, probability, p, rewards = _group_outcomes(params)
         score = ctx.impl.bernoulli_logit_score(groups, p)
-        gradient = p * (1 - p) * (_exact(case.reward_success) - _exact(case.reward_failure))
+        gradient = p * (1 - p) * (as_written(case.reward_success) - as_written(case.reward_failure))
         centered = ctx.impl.score_function_gradient(ctx.impl.group_centered_advantages(rewards), score)
         normalized = ctx.impl.score_function_gradient(
             ctx.impl.group_normalized_advantages(rewards.astype(float), ctx.params.eps), score.astype(float))

@@ -24,7 +24,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
 EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
@@ -195,10 +195,6 @@ def _column_bound(column: tuple) -> float:
     magnitude = float(np.abs(r).sum() + np.abs(v).sum() + np.abs(v_next).sum())
     return rounding_bound(4 * len(r), magnitude)
 
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 class Discounting(BaseModel):
@@ -476,7 +472,7 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
     is the array's end with the next buffer's first advantage passed as ``carry``, which holds
     Â_{t+1} fixed there.
     """
-    gamma, lambda_ = _exact(ctx.params.gamma), _exact(ctx.params.gae_lambda)
+    gamma, lambda_ = as_written(ctx.params.gamma), as_written(ctx.params.gae_lambda)
     events = [ORDINARY, TERMINATED, ORDINARY, TRUNCATED, ORDINARY, BUFFER_EDGE, ORDINARY, ORDINARY]
     at = {event: events.index(event) for event in EVENTS}
     length = len(events)
@@ -573,11 +569,11 @@ def single_done_counterexample(ctx: Context) -> dict[str, object]:
     single-flag one.
     """
     params = ctx.params
-    gamma, lambda_ = _exact(params.gamma), _exact(params.gae_lambda)
+    gamma, lambda_ = as_written(params.gamma), as_written(params.gae_lambda)
     events = [TRUNCATED, ORDINARY]
-    r = np.array([_exact(params.reward), Fraction(1)], dtype=object)
-    v = np.array([_exact(params.value), Fraction(2)], dtype=object)
-    v_next = np.array([_exact(params.next_value), Fraction(3)], dtype=object)
+    r = np.array([as_written(params.reward), Fraction(1)], dtype=object)
+    v = np.array([as_written(params.value), Fraction(2)], dtype=object)
+    v_next = np.array([as_written(params.next_value), Fraction(3)], dtype=object)
     terminated, trace_cut = masks(events)
     advantages = ctx.impl.gae_advantages(r, v, v_next, terminated.astype(int), trace_cut.astype(int), gamma, lambda_)
     correct = ctx.impl.value_targets(v, advantages)[0]

@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 
 
 @verifier("kl.k3_nonnegative_symbolic")
@@ -178,7 +178,7 @@ def k3_unbiasedness_conditions_counterexample(ctx: Context) -> dict[str, object]
     params = ctx.params
     old, new = np.array(params.pi_old), np.array(params.pi_new)
     partial, full = np.array(params.pi_old_partial), np.array(params.pi_new_full)
-    missing_mass = sum((Fraction(repr(q)) for p, q in zip(params.pi_old_partial, params.pi_new_full, strict=True)
+    missing_mass = sum((as_written(q) for p, q in zip(params.pi_old_partial, params.pi_new_full, strict=True)
                         if p > 0), Fraction(0)) - 1
     return {"gap_sampling_new_policy": _k3_expectation(ctx.impl, new, old, new) - _kl(old, new),
             "gap_without_overlap": _k3_expectation(ctx.impl, partial, partial, full) - _kl(partial, full),

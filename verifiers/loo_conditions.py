@@ -20,13 +20,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness import Context, verifier
+from verifiers._numeric import as_written
 
 _USES = ("bernoulli_logit_score", "leave_one_out_advantages", "score_function_gradient")
 
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 class _BernoulliGroups(BaseModel):
@@ -95,7 +92,7 @@ def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     the average of ρ^|i-j| over the pairs i ≠ j.
     """
     params = ctx.params
-    p, success, failure = _exact(params.p), _exact(params.reward_success), _exact(params.reward_failure)
+    p, success, failure = as_written(params.p), as_written(params.reward_success), as_written(params.reward_failure)
     groups = _groups(params.group_size)
     rewards = np.where(groups == 1, success, failure).astype(object)
     gradient = _single_answer_gradient(p, success, failure)
@@ -124,14 +121,14 @@ def shared_reward_exact(ctx: Context) -> dict[str, object]:
     gradient is lost.
     """
     params = ctx.params
-    p, success, failure = _exact(params.p), _exact(params.reward_success), _exact(params.reward_failure)
+    p, success, failure = as_written(params.p), as_written(params.reward_success), as_written(params.reward_failure)
     groups = _groups(params.group_size)
     successes = groups.sum(axis=1)
     probability = np.array([p**k * (1 - p) ** (params.group_size - k) for k in successes], dtype=object)
     group_score = (groups - p).sum(axis=1)
     own = np.where(groups == 1, success, failure).astype(object)
     observed: dict[str, object] = {"total_probability": probability.sum()}
-    for suffix, bonus in (("", _exact(params.bonus)), ("_without_bonus", Fraction(0))):
+    for suffix, bonus in (("", as_written(params.bonus)), ("_without_bonus", Fraction(0))):
         rewards = own + (bonus * successes / params.group_size)[:, None]
         gradient = probability @ (rewards.mean(axis=1) * group_score)
         leave_one_out = probability @ _estimates(ctx, groups, p, rewards)["leave_one_out"]

@@ -23,15 +23,11 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import central_difference, rounding_bound
+from verifiers._numeric import as_written, central_difference, rounding_bound
 from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
 
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -146,7 +142,7 @@ class MDPExample(BaseModel):
         if np.shape(self.theta) != (n_states, n_actions) or len(self.rho) != n_states:
             raise ValueError("theta must match R's shape and rho its number of states")
         rows = [self.rho, *(row for kernel in (self.P, self.P_alt) if kernel for block in kernel for row in block)]
-        if any(sum(_exact(p) for p in row) != 1 or min(row) < 0 for row in rows):
+        if any(sum(as_written(p) for p in row) != 1 or min(row) < 0 for row in rows):
             raise ValueError("rho and every row P[s][a] must be a distribution summing to exactly one")
         return self
 
@@ -349,7 +345,7 @@ class ExactCategorical(BaseModel):
     def _valid(self) -> ExactCategorical:
         if len(self.probabilities) != len(self.values):
             raise ValueError("probabilities and values need one entry per outcome")
-        if sum(_exact(p) for p in self.probabilities) != 1 or min(self.probabilities) <= 0:
+        if sum(as_written(p) for p in self.probabilities) != 1 or min(self.probabilities) <= 0:
             raise ValueError("probabilities must be positive and sum to exactly one")
         return self
 
@@ -363,8 +359,8 @@ def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
     forms each sample's estimate; the probability-weighted sum over every N-tuple is compared
     with the gradient Σ_x π_x f_x (e_x - π) for N = 1..``max_samples``.
     """
-    pi = np.array([_exact(p) for p in ctx.params.probabilities], dtype=object)
-    values = np.array([_exact(v) for v in ctx.params.values], dtype=object)
+    pi = np.array([as_written(p) for p in ctx.params.probabilities], dtype=object)
+    values = np.array([as_written(v) for v in ctx.params.values], dtype=object)
     categories = len(pi)
     scores = np.array([[Fraction(int(x == m)) - pi[m] for m in range(categories)] for x in range(categories)],
                       dtype=object)
@@ -679,13 +675,13 @@ class ExactMDP(BaseModel):
     @model_validator(mode="after")
     def _normalised(self) -> ExactMDP:
         rows = [*self.policy, self.rho, *(row for block in self.P for row in block)]
-        if any(sum(_exact(p) for p in row) != 1 for row in rows):
+        if any(sum(as_written(p) for p in row) != 1 for row in rows):
             raise ValueError("every distribution (policy rows, rho, P[s][a]) must sum to exactly one")
         return self
 
 
 def _as_fractions(values: object) -> np.ndarray:
-    return np.vectorize(_exact, otypes=[object])(np.array(values, dtype=float))
+    return np.vectorize(as_written, otypes=[object])(np.array(values, dtype=float))
 
 
 def _finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
@@ -739,7 +735,7 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
         score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
     importance = paths.probability * len(paths.probability)
     full_minus_causal, causal_minus_theorem, norms = [], [], []
-    for gamma in map(_exact, params.gammas):
+    for gamma in map(as_written, params.gammas):
         full = ctx.impl.reinforce_gradient(ctx.impl.full_return_weights(paths.r_t, gamma) * importance, score_t)
         causal = ctx.impl.reinforce_gradient(ctx.impl.discounted_objective_weights(paths.r_t, gamma) * importance,
                                              score_t)

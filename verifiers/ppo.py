@@ -15,16 +15,12 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import EPS, central_difference, rounding_bound
+from verifiers._numeric import EPS, as_written, central_difference, rounding_bound
 
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -287,7 +283,7 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
     true_gain, surrogate = _two_step_tree(p_first, p_second)
     gap = sp.factor(sp.expand(true_gain - surrogate))
     at_old = {p_first: sp.Rational(1, 2), p_second: sp.Rational(1, 2)}
-    at_new = {p_first: _exact(ctx.params.p_first), p_second: _exact(ctx.params.p_second)}
+    at_new = {p_first: as_written(ctx.params.p_first), p_second: as_written(ctx.params.p_second)}
     observed = {
         "gap": gap,
         "gap_at_old": gap.subs(at_old),
@@ -297,7 +293,7 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
         "gap_at_new": gap.subs(at_new),
     }
     if ctx.params.behaviour_first is not None:
-        _, other_surrogate = _two_step_tree(p_first, p_second, _exact(ctx.params.behaviour_first))
+        _, other_surrogate = _two_step_tree(p_first, p_second, as_written(ctx.params.behaviour_first))
         other_gap = sp.expand(true_gain - other_surrogate)
         observed["gap_gradient_at_old_other_states"] = [sp.diff(other_gap, p).subs(at_old) for p in (p_first, p_second)]
     return observed
@@ -438,12 +434,12 @@ def token_ratio_products(ctx: Context) -> dict[str, object]:
         return float(np.prod(ctx.impl.probability_ratios(np.full(tokens, np.log(per_token)), np.zeros(tokens))))
 
     return {
-        "token_ratio": _exact(params.pi_new) / _exact(params.pi_old),
+        "token_ratio": as_written(params.pi_new) / as_written(params.pi_old),
         "token_ratio_impl": float(ctx.impl.probability_ratios(np.log([params.pi_new]), np.log([params.pi_old]))[0]),
-        "product_up": float(_exact(params.per_token_up) ** tokens),
-        "product_up_rounded_to_integer": round(_exact(params.per_token_up) ** tokens),
+        "product_up": float(as_written(params.per_token_up) ** tokens),
+        "product_up_rounded_to_integer": round(as_written(params.per_token_up) ** tokens),
         "product_up_impl": impl_product(params.per_token_up),
-        "product_down": float(_exact(params.per_token_down) ** tokens),
+        "product_down": float(as_written(params.per_token_down) ** tokens),
         "product_down_impl": impl_product(params.per_token_down),
     }
 
@@ -479,8 +475,8 @@ class IidRatios(_Params):
 def ratio_product_variance_exact(ctx: Context) -> dict[str, object]:
     """Enumerate all action sequences up to ``max_horizon`` in Fractions: the exact variance of the
     product of per-step ratios under π_old, against E[r^2]^T - 1, and the growth factor per step."""
-    old = [_exact(p) for p in ctx.params.pi_old]
-    new = [_exact(p) for p in ctx.params.pi_new]
+    old = [as_written(p) for p in ctx.params.pi_old]
+    new = [as_written(p) for p in ctx.params.pi_new]
     second_moment = sum(n * n / o for n, o in zip(new, old, strict=True))
     variances, residuals = [], []
     for horizon in range(1, ctx.params.max_horizon + 1):
@@ -648,7 +644,7 @@ class DiscountedMdp(_Params):
     @model_validator(mode="after")
     def _distributions_sum_to_one(self) -> DiscountedMdp:
         rows = [self.initial, *self.pi_old, *self.pi_new, *(row for state in self.transitions for row in state)]
-        wrong = [row for row in rows if sum(_exact(p) for p in row) != 1 or min(row) < 0]
+        wrong = [row for row in rows if sum(as_written(p) for p in row) != 1 or min(row) < 0]
         if wrong:
             raise ValueError(f"these rows are not probability distributions (non-negative, summing to 1): {wrong}")
         return self
@@ -663,10 +659,10 @@ def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
     params = ctx.params
 
     def exact(rows: object) -> object:
-        return [exact(row) for row in rows] if isinstance(rows, list) else _exact(rows)
+        return [exact(row) for row in rows] if isinstance(rows, list) else as_written(rows)
 
     mdp = {"transitions": exact(params.transitions), "rewards": exact(params.rewards),
-           "initial": exact(params.initial), "gamma": _exact(params.gamma)}
+           "initial": exact(params.initial), "gamma": as_written(params.gamma)}
     bound = _trpo_bound(mdp, exact(params.pi_old), exact(params.pi_new))
     penalised_gain = float(bound.surrogate_gain) - float(bound.penalty_coefficient) * bound.max_kl
     return {"surrogate_gain": bound.surrogate_gain, "true_gain": bound.true_gain,
@@ -691,9 +687,9 @@ def clip_cases_exact(ctx: Context) -> dict[str, object]:
     """For each (Â, r): the unclipped term r Â and the clipped term clip(r, 1-ε, 1+ε) Â (computed
     here), impl's clipped objective (their minimum), impl's gradient with respect to log π, and
     whether impl reports the clipped branch active (the plateau). All in exact Fractions."""
-    epsilon = _exact(ctx.params.epsilon)
-    advantages = np.array([_exact(a) for a in ctx.params.advantages], dtype=object)
-    ratios = np.array([_exact(r) for r in ctx.params.ratios], dtype=object)
+    epsilon = as_written(ctx.params.epsilon)
+    advantages = np.array([as_written(a) for a in ctx.params.advantages], dtype=object)
+    ratios = np.array([as_written(r) for r in ctx.params.ratios], dtype=object)
     clipped_ratios = [min(max(r, 1 - epsilon), 1 + epsilon) for r in ratios]
     return {
         "interval": [1 - epsilon, 1 + epsilon],

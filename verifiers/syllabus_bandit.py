@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import central_difference, rounding_bound
+from verifiers._numeric import as_written, central_difference, rounding_bound
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 from verifiers.policy_gradient import reference_log_softmax
 
@@ -231,7 +231,7 @@ class UndiscountedAnswer(BaseModel):
 def undiscounted_answer_exact(ctx: Context) -> dict[str, object]:
     """With γ = 1 (exact integer) and one exact final reward, every token's reward-to-go from impl."""
     params = ctx.params
-    final = Fraction(repr(params.final_reward))
+    final = as_written(params.final_reward)
     rewards = np.array([Fraction(0)] * (params.answer_length - 1) + [final], dtype=object)
     returns = ctx.impl.discounted_returns(rewards, 1)
     return {"distinct_token_weights": len(set(returns)), "first_token_weight": returns[0],
@@ -295,7 +295,7 @@ def batch_baselines_exact(ctx: Context) -> dict[str, object]:
     """
     arms, n = len(ctx.params.rewards), ctx.params.batch_size
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([Fraction(repr(r)) for r in ctx.params.rewards], dtype=object)
+    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
     true_gradient = pi * reward_a @ scores_a
     advantages = {"no_baseline": lambda r: r, "batch_mean": ctx.impl.group_centered_advantages,
@@ -343,8 +343,8 @@ def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
     Σ_a π(a) R(a) (e_a - π) computed here. ``bias`` is their difference."""
     arms = len(ctx.params.rewards)
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([Fraction(repr(r)) for r in ctx.params.rewards], dtype=object)
-    baseline_a = np.array([Fraction(repr(b)) for b in ctx.params.action_baselines], dtype=object)
+    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
+    baseline_a = np.array([as_written(b) for b in ctx.params.action_baselines], dtype=object)
     scores_a = exact_softmax_scores(pi)
     advantages = ctx.impl.baseline_advantages(reward_a, baseline_a)
     expected = pi @ ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])

@@ -21,13 +21,8 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 from verifiers.policy_gradient import reference_log_softmax
-
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 def _exact_scores(pi: list[Fraction]) -> np.ndarray:
@@ -55,15 +50,15 @@ class TwoPolicies(BaseModel):
         if not len(self.pi_old) == len(self.pi_new) == len(self.rewards):
             raise ValueError("pi_old, pi_new and rewards need one entry per arm")
         for name in ("pi_old", "pi_new"):
-            if sum(_exact(p) for p in getattr(self, name)) != 1 or min(getattr(self, name)) <= 0:
+            if sum(as_written(p) for p in getattr(self, name)) != 1 or min(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive and sum to exactly 1")
         return self
 
 
 def _exact_policies(params: TwoPolicies) -> tuple[list[Fraction], list[Fraction], np.ndarray, np.ndarray]:
-    old, new = [_exact(p) for p in params.pi_old], [_exact(p) for p in params.pi_new]
+    old, new = [as_written(p) for p in params.pi_old], [as_written(p) for p in params.pi_new]
     ratios = np.array([n / o for n, o in zip(new, old, strict=True)], dtype=object)
-    advantages = np.array([_exact(r) - _exact(params.baseline) for r in params.rewards], dtype=object)
+    advantages = np.array([as_written(r) - as_written(params.baseline) for r in params.rewards], dtype=object)
     return old, new, ratios, advantages
 
 
@@ -142,7 +137,7 @@ def clipping_bias_exact(ctx: Context) -> dict[str, object]:
     ratios are 1 and the clipped gradient is the true one.
     """
     old, new, ratios, advantages = _exact_policies(ctx.params)
-    epsilon = _exact(ctx.params.epsilon)
+    epsilon = as_written(ctx.params.epsilon)
     true_gradient = _policy_gradient(new, list(advantages))
     scores = _exact_scores(new)
     weights_old = np.array(old, dtype=object)

@@ -21,15 +21,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import as_written, rounding_bound
 
 ACTION_NAMES = ("stay", "go")
 S1, S2 = 0, 1
 
-
-def _exact(value: float) -> Fraction:
-    # repr gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
-    return Fraction(repr(value))
 
 
 class TwoStates(BaseModel):
@@ -46,9 +42,9 @@ def two_state_mdp(params: TwoStates) -> tuple[np.ndarray, np.ndarray, Fraction]:
     """P[s, a, s2], R[s, a] as exact object arrays, and γ."""
     P = np.zeros((2, 2, 2), dtype=int).astype(object)
     P[S1, 0, S1] = P[S1, 1, S2] = P[S2, 0, S2] = P[S2, 1, S2] = 1
-    s2_reward = _exact(params.s2_reward)
-    R = np.array([[_exact(params.stay_reward), _exact(params.go_reward)], [s2_reward, s2_reward]], dtype=object)
-    return P, R, _exact(params.gamma)
+    s2_reward = as_written(params.s2_reward)
+    R = np.array([[as_written(params.stay_reward), as_written(params.go_reward)], [s2_reward, s2_reward]], dtype=object)
+    return P, R, as_written(params.gamma)
 
 
 def _one_hot(actions: np.ndarray, n_actions: int) -> np.ndarray:
@@ -507,11 +503,11 @@ def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
     n_actions = len(params.rewards_after)
     P = np.zeros((3, n_actions, 3), dtype=int).astype(object)
     P[0, :, 1] = P[1, :, 2] = P[2, :, 2] = 1
-    R = np.array([[_exact(params.reward_before)] * n_actions, [_exact(r) for r in params.rewards_after],
+    R = np.array([[as_written(params.reward_before)] * n_actions, [as_written(r) for r in params.rewards_after],
                   [Fraction(0)] * n_actions], dtype=object)
     first_action_only = [Fraction(1)] + [Fraction(0)] * (n_actions - 1)
-    pi = np.array([first_action_only, [_exact(p) for p in params.pi_after], first_action_only], dtype=object)
-    gamma = _exact(params.gamma)
+    pi = np.array([first_action_only, [as_written(p) for p in params.pi_after], first_action_only], dtype=object)
+    gamma = as_written(params.gamma)
     mdp = {"P": P, "R": R, "pi": pi, "gamma": gamma, "rho": [Fraction(1), Fraction(0), Fraction(0)], "horizon": 2}
     values = exact_policy_values(P, R, pi, gamma)
     advantages = exact_action_values(P, R, values, gamma) - values[:, None]
