@@ -6,11 +6,10 @@ about it. ``VARIANTS[name].caught_by`` lists the claims that must fail (or error
 run against it (``--impl zoo.<name>``, smoke profile, seed 0) and pass against ``impl``;
 ``zoo._run.run_zoo`` runs the matrix.
 
-A claim that fails only because the variant is inconsistent with the rest of ``impl`` is left out
-of ``caught_by``: ``actor-treats-advantages-as-constants`` compares the variant's
-``gae_advantages`` and ``value_targets`` with ``impl``'s ``actor_critic_iteration``, which still
-calls ``impl``'s own versions, so it fails for the GAE and value-target variants here but would
-not catch the same bug in a student's module whose iteration uses its own functions.
+A claim that fails only because the variant is inconsistent with the rest of ``impl`` (say, a
+loop of ``impl`` that still calls ``impl``'s own version of the replaced function) is left out of
+``caught_by``: it would not catch the same bug in a student's module whose loop uses its own
+functions.
 
 Some pitfalls are a library's idiom: ``zeroed_truncation_bootstrap`` is CleanRL's single done
 flag on the contract's arguments. Its correct counterpart, Stable-Baselines3's idiom, is not a
@@ -54,7 +53,8 @@ VARIANTS: dict[str, Variant] = {
     "group_mean_as_loo": Variant(
         "group mean used where the leave-one-out baseline is claimed", "4.2.4",
         ("loo-identity", "bernoulli-group-estimators", "loo-unbiased", "no-universal-variance-ordering",
-         "group-mean-variance-fraction-of-loo")),
+         "group-mean-variance-fraction-of-loo", "loo-needs-independent-answers", "loo-biased-by-shared-reward",
+         "batch-mean-baseline-variant")),
     "rloo_as_group_mean": Variant(
         "RLOO sequence advantages computed with the group mean", "4.5.2",
         ("rloo-sequence-unbiased", "grpo-advantage-is-scaled-loo", "closing-map-group-mean-factor")),
@@ -64,7 +64,8 @@ VARIANTS: dict[str, Variant] = {
          "dropping-discount-factor-changes-direction", "reinforce-unbiased-for-chosen-objective")),
     "action_dependent_baseline": Variant(
         "baseline of the next state b(s_{t+1}), which depends on the action", "4.2.1",
-        ("state-baseline-unbiased", "action-dependent-baseline-biases")),
+        ("state-baseline-unbiased", "action-dependent-baseline-biases",
+         "action-dependent-control-variate-compensated")),
     "shifted_labels": Variant(
         "labels not shifted: the logits at position k score token k", "4.5.1",
         ("sequence-log-prob-chain-rule", "response-mask-and-causal-shift")),
@@ -81,13 +82,14 @@ VARIANTS: dict[str, Variant] = {
     "clipped_ratio_product": Variant(
         "clip applied to the product of an answer's token ratios", "4.5.1",
         ("token-clip-is-not-product-clip", "aggregation-unit-changes-objective", "broadcast-advantage-gradient",
-         "closing-map-no-token-credit")),
+         "closing-map-no-token-credit", "token-aggregation-units-are-their-definitions",
+         "closing-map-chain-ppo-pessimistic")),
     "normalised_value_targets": Variant(
         "value targets built from normalised advantages", "4.3.3",
         ("value-targets-ignore-normalisation", "single-done-flag-biases-targets")),
     "k3_as_k1": Variant(
         "k1 = -log r reported as the non-negative KL diagnostic k3", "4.4.4",
-        ("k3-nonnegative",)),
+        ("k3-nonnegative", "k3-unbiased-for-kl")),
     "outside_as_clip_fraction": Variant(
         "fraction of ratios outside [1-ε, 1+ε] reported as the active-clip fraction", "4.4.3",
         ("clip-fraction-differs-from-active-fraction",)),
@@ -95,7 +97,8 @@ VARIANTS: dict[str, Variant] = {
         "advantage sign flipped in the gradient of PPO's clipped objective", "4.4.3",
         ("surrogate-gradient-equals-policy-gradient-at-old", "ppo-keeps-neither-ratios-nor-kl-bounded",
          "clipping-four-cases", "ppo-total-loss", "ppo-trains-cartpole", "closing-map-clipping-not-trust-region",
-         "clipping-four-cases-numbers", "clipping-never-blocks-fixing-a-mistake")),
+         "clipping-four-cases-numbers", "clipping-never-blocks-fixing-a-mistake", "clipped-objective-definition",
+         "clipping-limits-moving-away", "clipping-gives-up-unbiasedness", "clip-near-old-kl-near-reference")),
     "critic_gradient_in_actor": Variant(
         "actor loss not stop-gradiented: its gradient reaches the critic's step", "4.3.1",
         ("value-targets-ignore-normalisation", "actor-treats-advantages-as-constants")),
