@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import tempfile
 import time
@@ -11,6 +10,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,12 @@ from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError
 from harness._executor import SeedRunner, time_limit
 from harness._expect import Comparison, compare, to_jsonable
+from harness._implementation import PYTEST_FLAG, REFERENCE, import_implementation
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
 from harness._schema import Check
 
-DEFAULT_IMPL = "impl"
+DEFAULT_IMPL = REFERENCE
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 
 
@@ -34,7 +35,9 @@ class RunOptions:
 
     ``scheduler`` and ``workers`` say where experiments' seeds run (a Dask scheduler's address;
     processes of the local pool, 1 for none), ``progress_dir`` where progress records go; none of
-    the three changes a result, so none is part of the cache key.
+    the three changes a result, so none is part of the cache key. Nor does ``allow_reference``
+    (``--claims-allow-reference``: the implementation may take functions it does not define from the
+    reference), which only lets the run start and goes into every reproduce command.
     """
 
     impl: str = DEFAULT_IMPL
@@ -48,6 +51,7 @@ class RunOptions:
     scheduler: str | None = None
     workers: int = 1
     progress_dir: str | None = None
+    allow_reference: bool = False
 
     @property
     def figures_dir(self) -> Path:
@@ -104,7 +108,7 @@ def check_seed(global_seed: int, claim_id: str, index: int) -> int:
 def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str:
     node = f"{entry.file}::{entry.id}::{check_names(entry)[index]}"
     return (f"pytest '{node}' --impl {options.impl} --profile {options.profile} "
-            f"--claims-seed {options.seed}")
+            f"--claims-seed {options.seed}" + (f" {PYTEST_FLAG}" if options.allow_reference else ""))
 
 
 class _MustRun(Exception):
@@ -173,11 +177,8 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
              ) -> Mapping[str, Any]:
     assert entry.claim is not None
     check = entry.claim.checks[index]
-    try:
-        module = importlib.import_module(options.impl)
-    except ImportError as error:
-        raise ClaimsError(f"cannot import the implementation '{options.impl}': {error}; "
-                          "pass an importable module with --impl or CLAIMS_IMPL") from None
+    # A verifier that uses no function of the implementation (a sympy proof, say) runs without it.
+    module = import_implementation(options.impl) if verifier.uses else ModuleType(options.impl)
     view = ImplementationView(module, verifier.uses, verifier.name, entry.id)
     missing = view.missing()
     if missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from harness._authoring import NewClaim, lint_warnings, validate, write
 from harness._context import PROFILES
+from harness._errors import ClaimsError
+from harness._implementation import PYTEST_FLAG, check_implementation
 from harness._loading import Catalogue, load_catalogue
 from harness._progress import run_showing_progress
 from harness._registry import VERIFIER_PACKAGE, registered
@@ -32,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
     verify.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default: reports)")
     verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or 'impl')")
+    verify.add_argument("--allow-reference", action="store_true",
+                        help="let the implementation take the functions it does not define from the reference "
+                             "as they are (pytest's --claims-allow-reference)")
     verify.add_argument("--profile", choices=PROFILES, default=os.environ.get("CLAIMS_PROFILE", "full"),
                         help="full (the release artifact) or smoke (default: $CLAIMS_PROFILE or full)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
@@ -70,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    refused = _implementation_refused(args)
+    if refused:
+        print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
+        return 2
     before = snapshot(args.out) if args.check else None
     catalogue = load_catalogue(args.claims_dir) if args.claims_dir.is_dir() else None
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
@@ -81,6 +91,26 @@ def _verify(args: argparse.Namespace) -> int:
     status = _report_and_registry(args, catalogue, before, status)
     incomplete = _ledger_gate(catalogue)
     return status or incomplete
+
+
+def _implementation_refused(args: argparse.Namespace) -> str | None:
+    """Why the implementation under test cannot be verified (as pytest would import it), or None."""
+    impl = resolve_options(args.impl, args.profile, args.claims_seed).impl
+    if impl == DEFAULT_IMPL and importlib.util.find_spec(impl) is not None:
+        return None  # the reference: pytest imports it if a check has to run (a second here, on the cached path)
+    # ``python -m pytest`` finds modules in the working directory: so must this check.
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        check_implementation(impl, allow_reference=args.allow_reference, flag="--allow-reference")
+    except ClaimsError as error:
+        return str(error)
+    finally:
+        if added:
+            sys.path.remove(here)
+    return None
 
 
 def _ledger_gate(catalogue: Catalogue | None) -> int:
@@ -107,6 +137,8 @@ def _verify_with_pytest(args: argparse.Namespace) -> int:
                           ("-n", args.numprocesses), ("--claims-scheduler", args.scheduler)):
         if value is not None:
             pytest_args += [option, str(value)]
+    if args.allow_reference:
+        pytest_args.append(PYTEST_FLAG)
     return run_showing_progress(pytest_args + args.pytest_args)
 
 
@@ -114,7 +146,7 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue) -> int | 
     """Write the reports without starting pytest when no check has to run; the exit status, or None."""
     started = time.time()
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
-                              cache_dir=str(CACHE_DIR))
+                              cache_dir=str(CACHE_DIR), allow_reference=args.allow_reference)
     reused = reuse_every_check(catalogue, options)
     if reused is None:
         return None

@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from harness._context import PROFILES
+from harness._errors import ClaimsError
 from harness._executor import default_workers, shutdown_executors
+from harness._implementation import (
+    FALLBACK_ATTRIBUTE,
+    PYTEST_FLAG,
+    Provenance,
+    check_implementation,
+    find_in_directory,
+)
 from harness._loading import Catalogue, ClaimEntry, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
 from harness._report import check_evidence, claim_payload, file_payload, lessons_of, problems_evidence, write_reports
@@ -26,12 +34,16 @@ from harness._schema import KIND_DESCRIPTIONS
 
 PAYLOAD = "claims_result"
 _CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
+_PROVENANCE = pytest.StashKey[Provenance | None]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("claims", "Module 4 claim verification")
     group.addoption("--impl", default=None, metavar="MODULE",
                     help=f"the implementation under test (default: $CLAIMS_IMPL or '{DEFAULT_IMPL}')")
+    group.addoption(PYTEST_FLAG, action="store_true", default=False,
+                    help="let the implementation take the functions it does not define from the reference (or another "
+                         f"package) as they are; a module can say so itself with {FALLBACK_ATTRIBUTE} = True")
     group.addoption("--profile", default=None, choices=PROFILES,
                     help="smoke: fast checks for every run; full: the release profile (default: $CLAIMS_PROFILE "
                          "or smoke)")
@@ -58,6 +70,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
         workers=workers or default_workers(_xdist_workers(config)),
         progress_dir=progress_dir(),
+        allow_reference=config.getoption("claims_allow_reference"),
     )
 
 
@@ -77,6 +90,40 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_ReportWriter(Path(report_dir), run_options(config)), "claims-report")
     if progress_dir() and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before anything is collected: the implementation imports, and what it offers is its own (or meant not to be).
+
+    One error here replaces one per check; pytest-xdist's workers start only after this has passed.
+    """
+    config = session.config
+    if not _collects_claims(config):
+        return
+    options = run_options(config)
+    find_in_directory(options.impl, str(config.invocation_params.dir))  # in xdist's workers too
+    if hasattr(config, "workerinput"):
+        return
+    try:
+        config.stash[_PROVENANCE] = check_implementation(options.impl, allow_reference=options.allow_reference)
+    except ClaimsError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    found = config.stash.get(_PROVENANCE, None)
+    return [found.summary()] if found is not None and found.borrowed else []
+
+
+def _collects_claims(config: pytest.Config) -> bool:
+    """Whether the arguments name claim files: a ``claims`` directory, a directory holding one, or a file in one."""
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0])
+        if path.is_dir() and (path.name == "claims" or (path / "claims").is_dir()):
+            return True
+        if path.suffix in (".yaml", ".yml") and path.parent.name == "claims":
+            return True
+    return False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -4,8 +4,8 @@ Small pure functions named after the literature. Claims are checked against this
 default; ``--impl other.module`` checks any module that offers the same functions instead.
 """
 
-from impl.actor_critic import Rollout, actor_critic_iteration, collect_rollout, squared_error_value_loss_grad
-from impl.baselines import (
+from .actor_critic import Rollout, actor_critic_iteration, collect_rollout, squared_error_value_loss_grad
+from .baselines import (
     baseline_advantages,
     group_centered_advantages,
     group_normalized_advantages,
@@ -13,11 +13,11 @@ from impl.baselines import (
     optimal_scalar_baseline,
     state_value_from_q,
 )
-from impl.cartpole import VectorCartPole, VectorStep, cartpole_dynamics, cartpole_reset_states, cartpole_terminated
-from impl.estimators import reinforce_gradient, score_function_gradient
-from impl.gae import gae_advantages, n_step_advantages, normalize_advantages, td_errors, value_targets
-from impl.gru import gru_backward, gru_forward, gru_init, gru_sample
-from impl.gru_task import (
+from .cartpole import VectorCartPole, VectorStep, cartpole_dynamics, cartpole_reset_states, cartpole_terminated
+from .estimators import reinforce_gradient, score_function_gradient
+from .gae import gae_advantages, n_step_advantages, normalize_advantages, td_errors, value_targets
+from .gru import gru_backward, gru_forward, gru_init, gru_sample
+from .gru_task import (
     answer_rewards,
     encode_prompts,
     evaluate_reward,
@@ -27,8 +27,8 @@ from impl.gru_task import (
     train_gru_policy,
     verifiable_reward,
 )
-from impl.kl import kl_k1, kl_k3
-from impl.mdp import (
+from .kl import kl_k1, kl_k3
+from .mdp import (
     TabularMDP,
     Trajectories,
     enumerate_trajectories,
@@ -39,10 +39,10 @@ from impl.mdp import (
     trajectory_score,
     transition_kernel,
 )
-from impl.mlp import ActorCriticOutput, actor_critic_backward, actor_critic_forward, actor_critic_init, policy_logits
-from impl.optim import AdamState, adam_init, adam_update, clip_by_global_norm, global_norm
-from impl.policies import bernoulli_logit_score, log_softmax, softmax, softmax_score, tabular_softmax_score
-from impl.ppo import (
+from .mlp import ActorCriticOutput, actor_critic_backward, actor_critic_forward, actor_critic_init, policy_logits
+from .optim import AdamState, adam_init, adam_update, clip_by_global_norm, global_norm
+from .policies import bernoulli_logit_score, log_softmax, softmax, softmax_score, tabular_softmax_score
+from .ppo import (
     ClipDiagnostics,
     categorical_entropy,
     categorical_entropy_grad,
@@ -56,7 +56,7 @@ from impl.ppo import (
     surrogate_objective,
     surrogate_objective_grad,
 )
-from impl.ppo_cartpole import (
+from .ppo_cartpole import (
     PPOConfig,
     PPORun,
     evaluate_greedy,
@@ -65,8 +65,8 @@ from impl.ppo_cartpole import (
     sample_categorical,
     train_ppo_cartpole,
 )
-from impl.returns import discounted_objective_weights, discounted_returns, full_return_weights
-from impl.sequence import (
+from .returns import discounted_objective_weights, discounted_returns, full_return_weights
+from .sequence import (
     group_mean_advantages,
     grpo_advantages,
     response_mask,
@@ -75,7 +75,7 @@ from impl.sequence import (
     token_log_probs,
     token_log_probs_vjp,
 )
-from impl.tabular import (
+from .tabular import (
     action_values,
     bellman_expectation_operator,
     bellman_optimality_operator,
@@ -84,7 +84,7 @@ from impl.tabular import (
     policy_state_values,
     value_iteration,
 )
-from impl.token_objectives import (
+from .token_objectives import (
     aggregation_weights,
     kl_penalized_rewards,
     kl_penalty_loss,

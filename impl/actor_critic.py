@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.estimators import score_function_gradient
-from impl.gae import gae_advantages, normalize_advantages, value_targets
-from impl.policies import log_softmax, tabular_softmax_score
-from impl.ppo_cartpole import sample_categorical
+from .estimators import score_function_gradient
+from .gae import gae_advantages, normalize_advantages, value_targets
+from .policies import log_softmax, tabular_softmax_score
+from .ppo_cartpole import sample_categorical
 
 
 def squared_error_value_loss_grad(v_t: ArrayLike, target_t: ArrayLike) -> np.ndarray:

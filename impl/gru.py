@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.policies import softmax
+from .policies import softmax
 
 GruParams = dict[str, np.ndarray]
 

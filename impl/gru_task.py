@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from impl.gru import gru_sample
+from .gru import gru_sample
 
 EOS, SYMBOL_A, SYMBOL_B, COPY, REVERSE, COUNT, PAD = range(7)
 VOCAB_SIZE = 7
@@ -116,7 +116,7 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
       ``{"eval_iterations", "eval_reward", "batch_reward", "truncated_fraction"}``, lists per
       evaluation or per iteration; the first evaluation is of the untrained policy.
     """
-    ops = ops or importlib.import_module("impl")
+    ops = ops or importlib.import_module(__package__)
     rng = np.random.default_rng(seed)
     params = ops.gru_init(rng, VOCAB_SIZE, hidden_size)
     adam = ops.adam_init(params)

@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.policies import softmax, tabular_softmax_score
-from impl.returns import discounted_returns
+from .policies import softmax, tabular_softmax_score
+from .returns import discounted_returns
 
 
 class TabularMDP(NamedTuple):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.policies import log_softmax, softmax
+from .policies import log_softmax, softmax
 
 
 def probability_ratios(log_pi_t: ArrayLike, log_pi_old_t: ArrayLike) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from impl.cartpole import N_ACTIONS, OBSERVATION_SIZE
+from .cartpole import N_ACTIONS, OBSERVATION_SIZE
 
 
 @dataclass(frozen=True)

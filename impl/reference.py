@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from impl.baselines import group_centered_advantages, leave_one_out_advantages
-from impl.estimators import score_function_gradient
-from impl.policies import bernoulli_logit_score
+from .baselines import group_centered_advantages, leave_one_out_advantages
+from .estimators import score_function_gradient
+from .policies import bernoulli_logit_score
 
 ESTIMATORS = ("no_baseline", "group_mean", "leave_one_out")
 LABELS = {"no_baseline": "no baseline", "group_mean": "group mean", "leave_one_out": "leave-one-out"}

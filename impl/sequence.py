@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.baselines import group_centered_advantages, group_normalized_advantages, leave_one_out_advantages
-from impl.policies import log_softmax, softmax
+from .baselines import group_centered_advantages, group_normalized_advantages, leave_one_out_advantages
+from .policies import log_softmax, softmax
 
 
 def token_log_probs(logits: ArrayLike, tokens: ArrayLike) -> np.ndarray:

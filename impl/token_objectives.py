@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from impl.policies import log_softmax, softmax
+from .policies import log_softmax, softmax
 
 AGGREGATIONS = ("token_mean", "answer_mean", "answer_sum")
 

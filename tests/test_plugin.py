@@ -495,6 +495,8 @@ def test_implementation_lacking_a_function_errors_only_where_it_is_needed(projec
         \"""The reference implementation without leave_one_out_advantages.\"""
         import impl
 
+        __claims_reference_fallback__ = True
+
         for _name in impl.__all__:
             if _name != "leave_one_out_advantages":
                 globals()[_name] = getattr(impl, _name)
@@ -512,11 +514,12 @@ def test_implementation_lacking_a_function_errors_only_where_it_is_needed(projec
             in errors[f"{BERNOULLI}::exact"])
 
 
-def test_unimportable_implementation_is_an_error(project):
+def test_unimportable_implementation_is_one_usage_error_before_collection(project):
     project.copy_real(BASELINES)
     run = project.run("--impl", "no_such_impl_module", "-k", "bernoulli-group-estimators and exact")
-    run.result.assert_outcomes(errors=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
-    assert "cannot import the implementation 'no_such_impl_module'" in run.the_error().longreprtext
+    assert run.result.ret == pytest.ExitCode.USAGE_ERROR
+    assert run.reports == []
+    assert "cannot import the implementation 'no_such_impl_module'" in run.result.stderr.str()
 
 
 # --------------------------------------------------------------------------- reports

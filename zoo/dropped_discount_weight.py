@@ -8,6 +8,8 @@ import impl
 from impl import *  # noqa: F403
 from impl import __all__  # noqa: F401
 
+__claims_reference_fallback__ = True  # what this module does not define is impl's, on purpose
+
 
 def discounted_objective_weights(r_t, gamma):
     return impl.discounted_returns(r_t, gamma)

@@ -11,6 +11,8 @@ import impl
 from impl import *  # noqa: F403
 from impl import __all__  # noqa: F401
 
+__claims_reference_fallback__ = True  # what this module does not define is impl's, on purpose
+
 
 def token_log_probs(logits, tokens):
     logits, tokens = np.asarray(logits, dtype=float), np.asarray(tokens)
