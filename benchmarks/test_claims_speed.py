@@ -30,7 +30,7 @@ def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("workers", ["serial", "-n 2"])
 def test_smoke_profile_of_every_claim(benchmark, record_median, workers):
-    command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:randomly", "--profile", "smoke"]
+    command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:randomly", "--claims-profile", "smoke"]
     command += workers.split() if workers != "serial" else []
     done = benchmark.pedantic(_run, (command, ROOT), rounds=1, iterations=1)
     assert done.returncode == 0, done.stdout[-2000:]

@@ -1,4 +1,7 @@
-"""The claim-verification engine for Module 4, "Policy gradients: from REINFORCE to PPO".
+"""The claim-verification engine: every checkable statement of a course text, checked against an implementation.
+
+Which course, and where its claims, sources and reference implementation are, is the project's
+``[tool.claims]`` table in pyproject.toml (``harness._course``).
 
 Verifiers use :func:`verifier` to register, receive a :class:`Context`, and return a mapping
 of observed values; the harness compares those with what the claim file expects.

@@ -49,7 +49,7 @@ def validate(new: NewClaim, catalogue: Catalogue) -> list[str]:
     return errors
 
 
-def lint_warnings(catalogue: Catalogue, impl_module: str = "impl") -> list[str]:
+def lint_warnings(catalogue: Catalogue, impl_module: str) -> list[str]:
     """Things that load but are likely not what the author meant."""
     import importlib
 
@@ -111,7 +111,7 @@ def verifier_stub(new: NewClaim, existing: bool) -> str:
         "from harness import Context, verifier\n"
     return f'''{header}
 
-@verifier("{new.verifier}")
+@verifier("{new.verifier}", kind="{new.kind}")
 def {new.function}(ctx: Context) -> dict[str, object]:
     """TODO: what this computes, and why that checks claim '{new.id}' ({new.step})."""
     raise NotImplementedError("fill in {new.module}.py:{new.function}: compute and return the observed values")
@@ -131,7 +131,8 @@ def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]
     with module_path.open("a", encoding="utf-8") as handle:
         handle.write(verifier_stub(new, existing))
     return [
-        f"{file}: claim '{new.id}': write the statement, formula, sources (keys of Module_4_Sources.md), "
+        f"{file}: claim '{new.id}': write the statement, formula, sources (keys of "
+        f"{catalogue.course.sources.name}), "
         "limitations, and in expect the numbers exactly as the text prints them",
         f"{module_path}: {new.function}(): compute the observed values with ctx.impl (declare the functions in "
         "uses=) and return them in a dict whose keys match expect",

@@ -6,18 +6,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel
 
 from harness import stats
-from harness._errors import ImplementationError, VerifierError
-
-if TYPE_CHECKING:
-    from harness._executor import SeedRunner
+from harness._errors import ClaimsError, ImplementationError, VerifierError
 
 PROFILES = ("smoke", "full")
+# The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
+# (a group of answers, a gradient per logit), so at 2**24 samples it already holds a few GiB; the
+# checks of the course need at most 0.71 million (reinforce-unbiased-for-chosen-objective). A
+# deviation that needs more is a typo, and is refused before a byte is allocated.
+MAX_SAMPLES = 2**24
+
+
+class SeedMapper(Protocol):
+    """Where an experiment's seeds run (``harness._executor.SeedRunner``), as the context sees it."""
+
+    def map(self, function: Callable[..., Any], seeds: Sequence[int], args: tuple[Any, ...]) -> list[Any]: ...
 
 
 class ImplementationView:
@@ -86,7 +94,7 @@ class Context:
     beta: float
     deviation: float | None
     figures_dir: Path
-    seed_runner: SeedRunner
+    seed_runner: SeedMapper
     shift: float = 0.0
 
     def map_seeds(self, function: Callable[..., Any], seeds: Sequence[int], *args: Any) -> list[Any]:
@@ -102,10 +110,18 @@ class Context:
         return self.seed_runner.map(function, seeds, args)
 
     def samples_needed(self, support: tuple[float, float]) -> int:
-        """How many independent samples detect ``deviation`` at this check's alpha and beta."""
+        """How many independent samples detect ``deviation`` at this check's alpha and beta.
+
+        Raises:
+          ClaimsError: when that is more than :data:`MAX_SAMPLES`, before anything is drawn.
+        """
         if self.deviation is None:
             raise VerifierError("samples_needed() needs the check's 'deviation'; state it in the claim file")
-        return stats.min_samples(self.alpha, self.beta, self.deviation, support[1] - support[0])
+        try:
+            return stats.min_samples(self.alpha, self.beta, self.deviation, support[1] - support[0], MAX_SAMPLES)
+        except stats.SampleSizeError as error:
+            raise ClaimsError(f"the check's 'deviation' is too small to test: {error} (this check's alpha is "
+                              "split evenly over its comparisons)") from None
 
     def mean_estimate(self, samples: Any, support: tuple[float, float], method: str = "hoeffding"
                       ) -> stats.MeanEstimate:

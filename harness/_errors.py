@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from harness._formats import visible
+
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest valid name, or nothing when none is close."""
@@ -21,7 +23,9 @@ class ClaimsError(Exception):
 class Problem:
     """One defect in a claim file, located precisely enough to fix without searching.
 
-    Rendered as ``file:line: claim 'id', check N, field 'f': message; hint``.
+    Rendered as ``file:line: claim 'id', check N, field 'f': message; hint``, always one line: every part may
+    hold text from the claim file (an id, a key, a quoted value), so control characters are shown escaped
+    (``\\x1b``, ``\\n``) and cannot restyle a terminal, start a line of their own or fail to encode.
     """
 
     file: str
@@ -42,7 +46,7 @@ class Problem:
         if self.field:
             context.append(f"field '{self.field}'")
         text = f"{where}: " + (", ".join(context) + ": " if context else "") + self.message
-        return f"{text}; {self.hint}" if self.hint else text
+        return visible(f"{text}; {self.hint}" if self.hint else text)
 
 
 class VerifierError(ClaimsError):

@@ -17,7 +17,6 @@ import inspect
 import multiprocessing
 import os
 import pickle
-import platform
 import signal
 import sys
 import threading
@@ -26,11 +25,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
-from importlib import metadata
 from typing import Any
 
 from harness._context import ImplementationView
+from harness._course import find_course
 from harness._errors import ClaimsError, VerifierError
+from harness._formats import library_versions
 from harness._progress import SeedProgress
 
 
@@ -56,7 +56,9 @@ def time_limit(seconds: float, stated: float | None = None) -> Iterator[None]:
     if seconds <= 0:
         expire(signal.SIGALRM, None)
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # Past the limit the alarm repeats every second: code that catches the first one (Hypothesis replays a
+    # failing example; an implementation may swallow it) meets the next. The supervisor's kill is the backstop.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
         yield
     finally:
@@ -258,7 +260,7 @@ def _pool_context(impl: str) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["numpy", "verifiers", impl])
+    context.set_forkserver_preload(["numpy", find_course().verifiers, impl])
     return context
 
 
@@ -275,23 +277,18 @@ def _dask_client(address: str) -> Any:
                           "and workers with 'dask worker <address>' (docs/performance.md), or drop "
                           "--claims-scheduler") from None
     try:
-        require_same_numerics(address, client.run(numerics_versions))
+        require_same_numerics(address, client.run(library_versions))
     except ClaimsError:
         client.close()
         raise
     return client
 
 
-def numerics_versions() -> dict[str, str]:
-    """What a seed's numbers depend on besides its inputs: the Python and numerical library versions."""
-    return {"python": platform.python_version(), **{name: metadata.version(name) for name in ("numpy", "scipy")}}
-
-
 def require_same_numerics(address: str, workers: dict[str, dict[str, str]]) -> None:
     """Refuse a cluster whose workers would compute other numbers than this machine (and than the cache holds)."""
     if not workers:
         raise ClaimsError(f"the Dask scheduler at {address} has no workers; start some with 'dask worker {address}'")
-    ours = numerics_versions()
+    ours = library_versions()
     for worker, theirs in sorted(workers.items()):
         if theirs != ours:
             differences = ", ".join(f"{name} {theirs.get(name)} there, {version} here" for name, version in

@@ -19,6 +19,7 @@ while every inequality needs the whole interval on the claimed side (it must be 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -28,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from harness._errors import did_you_mean
+from harness._formats import format_interval
 from harness.stats import MeanEstimate
 
 _LARGEST_EXPONENT = 400
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
 INEQUALITIES = ("differs_from", "less_than", "greater_than", "at_least", "at_most")
 OPERATORS = ("approx", "exact", *INEQUALITIES)
 
@@ -201,29 +204,33 @@ _SIDES = {"differs_from": "exclude", "less_than": "lie below", "at_most": "lie a
 
 
 def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) -> Comparison:
-    target = float(condition.value)
+    # Only an exact integer may lie beyond float range; no interval reaches it.
+    target = _float_or_infinity(condition.value)
     operator = condition.operator
     expected = condition.text if operator in ("approx", "exact") else condition.describe()
-    interval = (f"{1 - estimate.alpha:.7g} interval [{estimate.low:.6g}, {estimate.high:.6g}] "
-                f"(n={estimate.n}, alpha={estimate.alpha:.3g}, {estimate.method})")
+    interval = format_interval(estimate.as_dict())
     if operator == "exact":
-        return Comparison(key, expected, estimate.as_dict(), estimate.contains(target),
-                          f"{condition.text} inside the {interval}")
-    if operator == "approx":
+        passed, rule = estimate.contains(target), f"{condition.text} inside the {interval}"
+    elif operator == "approx":
         # The text's number stands for every value that rounds to it; only an interval clear of all of them refutes it.
         assert condition.tolerance is not None
         low, high = float(condition.value - condition.tolerance), float(condition.value + condition.tolerance)
-        return Comparison(key, expected, estimate.as_dict(), estimate.low <= high and low <= estimate.high,
-                          f"the {interval} must meet [{low:.10g}, {high:.10g}], the values printed as {condition.text}")
-    passed = {
-        "differs_from": not estimate.contains(target),
-        "less_than": estimate.high < target,
-        "at_most": estimate.high <= target,
-        "greater_than": estimate.low > target,
-        "at_least": estimate.low >= target,
-    }[operator]
-    return Comparison(key, expected, estimate.as_dict(), passed,
-                      f"the whole {interval} must {_SIDES[operator]} {condition.text}")
+        passed = estimate.low <= high and low <= estimate.high
+        rule = f"the {interval} must meet [{low:.10g}, {high:.10g}], the values printed as {condition.text}"
+    else:
+        passed = {
+            "differs_from": not estimate.contains(target),
+            "less_than": estimate.high < target,
+            "at_most": estimate.high <= target,
+            "greater_than": estimate.low > target,
+            "at_least": estimate.low >= target,
+        }[operator]
+        rule = f"the whole {interval} must {_SIDES[operator]} {condition.text}"
+    if (estimate.low, estimate.high) == tuple(estimate.support):
+        # So few samples that the interval is the whole support: the evidence can refute no mean the variable can have.
+        rule += (f"; warning: with n={estimate.n} the interval is the whole support, so no mean can be refuted: the "
+                 "check's deviation is too large for its support; state a smaller one")
+    return Comparison(key, expected, estimate.as_dict(), passed, rule)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -268,13 +275,20 @@ def _approx(raw: Any, path: tuple[str | int, ...]) -> Condition:
     return Condition("approx", value, text, _printed_tolerance(text))
 
 
-def _number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
+def _number(raw: Any, path: tuple[str | int, ...], exact: bool = False) -> Fraction:
+    """The exact value of a numeric literal; unless ``exact``, one a float observation can be compared with."""
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise ExpectationError(f"expected a number, got {raw!r}", path)
-    if not math.isfinite(raw):
+    # math.isfinite would raise OverflowError on an integer beyond float range; only floats can be NaN or infinite.
+    if isinstance(raw, float) and not math.isfinite(raw):
         raise ExpectationError(f"expected a finite number, got {raw!r}; state the number the text prints "
                                "(a check against NaN or infinity cannot mean anything)", path)
-    return _fraction(_text(raw), path)
+    value = _fraction(_text(raw), path)
+    if not exact and abs(value) > _LARGEST_FLOAT:
+        raise ExpectationError(f"{_abbreviated(_text(raw))} is beyond the range of a 64-bit float (about ±1.8e308), "
+                               "so no float observation or interval can be compared with it; state an exact integer "
+                               "as {exact: ...}", path)
+    return value
 
 
 def _fraction(text: str, path: tuple[str | int, ...]) -> Fraction:
@@ -284,9 +298,13 @@ def _fraction(text: str, path: tuple[str | int, ...]) -> Fraction:
     except InvalidOperation:
         magnitude = 0
     if abs(magnitude) > _LARGEST_EXPONENT:
-        raise ExpectationError(f"'{text[:40]}' is out of range: exponents beyond ±{_LARGEST_EXPONENT} cannot be "
+        raise ExpectationError(f"{_abbreviated(text)} is out of range: exponents beyond ±{_LARGEST_EXPONENT} cannot be "
                                "stated or observed", path)
     return Fraction(text)
+
+
+def _abbreviated(text: str) -> str:
+    return f"'{text}'" if len(text) <= 40 else f"'{text[:20]}...' ({len(text)} characters)"
 
 
 def _exact_number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
@@ -299,7 +317,7 @@ def _exact_number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
             raise ExpectationError(
                 f"'{raw}' is not an exact number; write an integer, a decimal or a fraction like \"7/8\"", path
             ) from None
-    return _number(raw, path)
+    return _number(raw, path, exact=True)
 
 
 def _text(raw: Any) -> str:
@@ -358,6 +376,13 @@ def _as_list(value: Any) -> list | None:
     if isinstance(value, list | tuple):
         return list(value)
     return None
+
+
+def _float_or_infinity(value: Fraction) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _show(value: Fraction | None) -> str:

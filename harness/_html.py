@@ -1,18 +1,27 @@
-"""The self-contained HTML report: inline CSS, inline SVG figures, MathML, filters without a server."""
+"""The self-contained HTML report: inline CSS, inline SVG figures, MathML, filters without a server.
+
+Jinja escapes every value the template prints; what is not escaped is markup the harness made
+itself (MathML it checked element by element, the SVG figures the run saved). Control characters
+in a value are shown as escapes (:func:`harness._formats.visible`), as in the terminal.
+
+Rendering is linear in the size of the report: the template is compiled once per process, claims
+are grouped by their step before the template runs, and a formula or a figure that appears many
+times is converted or read once per report.
+"""
 
 from __future__ import annotations
 
-import re
+import functools
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from markupsafe import Markup
 
+from harness._formats import HARNESS_ORIGIN, figure_paths, format_observed, visible
+
 HTML_FILE = "claims_report.html"
-HARNESS_ORIGIN = ("added by the harness, not stated by the text: a consequence or a caveat of what the text says, "
-                  "checked like the text's own claims")
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"
 # Presentation MathML only: nothing here can run script or load anything.
 _MATHML_ELEMENTS = {
@@ -26,7 +35,6 @@ _MATHML_ATTRIBUTES = {
     "depth", "linethickness", "notation", "open", "close", "separators", "encoding", "movablelimits", "largeop",
     "symmetric", "minsize", "maxsize",
 }
-_FIGURE = re.compile(r"^figures/[A-Za-z0-9_.-]+\.svg$")
 
 
 def formula_to_mathml(latex: str) -> Markup | None:
@@ -47,31 +55,40 @@ def formula_to_mathml(latex: str) -> Markup | None:
 
 
 def render_html(results: dict[str, Any], report_dir: Path) -> str:
-    environment = Environment(loader=PackageLoader("harness"), autoescape=select_autoescape(default=True),
-                              undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    environment.filters["mathml"] = formula_to_mathml
-    environment.filters["value"] = format_value
-    environment.filters["plain"] = lambda text: text.replace("*", "")
-    environment.filters["css"] = lambda status: status.replace(" ", "-")
-    environment.filters["figures"] = lambda observed: [
-        svg for path in figure_paths(observed) if (svg := _inline_svg(report_dir / path)) is not None]
+    """The report of ``results``; figures are read from ``report_dir``, where the run saved them."""
     claims = results["claims"]
+    rows_at: dict[tuple[str, str], list[dict[str, Any]]] = {}  # each step's claims, found once, not at each step
+    for row in claims:
+        rows_at.setdefault((row["file"], row["where"]), []).append(row)
     ledger = [statement for lesson in results["coverage"] for step in lesson["steps"]
               for statement in step["statements"]]
-    return environment.get_template("report.html.j2").render(
+    inline_svg = functools.cache(lambda path: _inline_svg(report_dir / path))
+    return _template().render(
         run=results["run"], summary=results["summary"], coverage=results["coverage"], claims=claims,
-        criterion=results["coverage_criterion"], uncovered=results["uncovered"],
+        rows_at=rows_at, criterion=results["coverage_criterion"], uncovered=results["uncovered"],
         excused=[statement for statement in ledger if statement["status"] == "not checkable"],
         harness_origin=HARNESS_ORIGIN,
         failures=[row for row in claims if row["status"] in ("failed", "error")],
         lessons=[lesson["title"] for lesson in results["coverage"]],
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],
+        mathml=functools.cache(formula_to_mathml),
+        figures=lambda observed: [svg for path in figure_paths(observed) if (svg := inline_svg(path)) is not None],
     )
 
 
-def figure_paths(observed: dict[str, Any]) -> list[str]:
-    """Observed values that name a figure the run saved under ``figures/``."""
-    return [value for value in observed.values() if isinstance(value, str) and _FIGURE.match(value)]
+@functools.cache
+def _template() -> Template:
+    environment = Environment(loader=PackageLoader("harness"), autoescape=select_autoescape(default=True),
+                              undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
+    environment.filters["value"] = format_observed
+    environment.filters["plain"] = lambda text: text.replace("*", "")
+    environment.filters["css"] = lambda status: status.replace(" ", "-")
+    return environment.get_template("report.html.j2")
+
+
+def _shown(value: Any) -> Any:
+    """A printed value, control characters escaped (line breaks and tabs kept for ``<pre>``); markup untouched."""
+    return visible(value, keep="\n\t") if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 def _inline_svg(path: Path) -> Markup | None:
@@ -80,17 +97,3 @@ def _inline_svg(path: Path) -> Markup | None:
     text = path.read_text(encoding="utf-8")
     start = text.find("<svg")
     return Markup(text[start:]) if start >= 0 else None
-
-
-def format_value(value: Any) -> str:
-    """An observed value as a reader wants to see it: intervals spelled out, fractions kept exact."""
-    import json
-
-    if isinstance(value, dict) and {"mean", "low", "high"} <= value.keys():
-        return (f"mean {value['mean']:.6g}, interval [{value['low']:.6g}, {value['high']:.6g}], n = {value['n']}, "
-                f"alpha = {value['alpha']:.3g}, detects {value['detectable_deviation']:.3g}")
-    if isinstance(value, dict) and "exact" in value:
-        return f"{value['value']:.10g} (exactly {value['exact']})"
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

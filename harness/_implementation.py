@@ -24,9 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness._course import find_course
 from harness._errors import ImplementationError
 
-REFERENCE = "impl"
 FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
 PYTEST_FLAG = "--claims-allow-reference"
 
@@ -37,7 +37,8 @@ def import_implementation(name: str) -> ModuleType:
         return importlib.import_module(name)
     except (Exception, SystemExit) as error:
         raise ImplementationError(f"cannot import the implementation '{name}': {_cause(name, error)}; "
-                                  "pass an importable module with --impl or CLAIMS_IMPL") from None
+                                  "pass an importable module with --claims-impl (claims verify --impl) or "
+                                  "CLAIMS_IMPL") from None
 
 
 def _cause(name: str, error: BaseException) -> str:
@@ -55,7 +56,7 @@ def find_in_directory(name: str, directory: str) -> None:
     """Let ``name`` be imported from ``directory`` when nothing on ``sys.path`` provides it.
 
     ``python -m pytest`` and ``claims verify`` find a module of the working directory, plain ``pytest``
-    does not; with this, ``pytest claims/ --impl student_rl`` next to ``student_rl/`` works the same.
+    does not; with this, ``pytest claims/ --claims-impl student_rl`` next to ``student_rl/`` works the same.
     """
     top = _package(name)
     try:
@@ -175,10 +176,10 @@ def check_implementation(name: str, *, allow_reference: bool = False, flag: str 
         package and neither it nor the run said that is meant.
     """
     module = import_implementation(name)
-    if _package(name) == _package(REFERENCE):
+    if _package(name) == _package(reference_implementation()):
         return None
     try:
-        reference = importlib.import_module(REFERENCE)
+        reference = importlib.import_module(reference_implementation())
     except Exception:  # without the reference, only the modules' names can tell
         reference = None
     found = provenance(module, contract_functions() if functions is None else functions, reference)
@@ -200,4 +201,9 @@ def _package(module: str) -> str:
 
 
 def _in_reference(module: str) -> bool:
-    return _package(module) == _package(REFERENCE)
+    return _package(module) == _package(reference_implementation())
+
+
+def reference_implementation() -> str:
+    """The course's reference implementation (``implementation`` in ``[tool.claims]``)."""
+    return find_course().implementation

@@ -3,13 +3,23 @@
 Loading never stops at the first defect. A file that is not YAML becomes one problem for that
 file; a claim that is malformed becomes one broken entry carrying its problems; every other
 claim loads normally. Nothing in a claim file is executed: the YAML is read with a safe
-loader that also refuses aliases (no expansion bombs) and duplicate keys (no silent loss).
+loader that also refuses aliases (no expansion bombs) and duplicate keys (no silent loss), and
+every value must be plain data (text, numbers, booleans, lists, mappings): a tag that makes
+anything else (bytes, a set whose order changes between runs, a date), a tagged or non-text key
+and text that cannot be written out as UTF-8 (a lone surrogate from a "\\udfff" escape) are
+problems of the field that holds them. Only regular files inside the project are read, and at
+most ``MAX_FILE_BYTES`` of them; anything else named ``*.yaml`` (a directory, a device, a pipe, a
+looping or outward symlink) is a problem of that file, never silently skipped.
 """
 
 from __future__ import annotations
 
+import errno
+import math
+import os
 import re
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,14 +27,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness._errors import Problem, did_you_mean
+from harness._course import Course, find_course
+from harness._errors import ClaimsError, Problem, did_you_mean
 from harness._expect import ExpectationError, FloatLiteral
+from harness._formats import visible
 from harness._registry import Verifier, registered
 from harness._schema import Check, Claim, ClaimFile, Statement
-from harness._sources import SOURCES_FILE, Source, read_sources
+from harness._sources import Source, read_sources
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
 MAX_FILE_BYTES = 1 << 20
+_BYTE_ORDER_MARK = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class ClaimEntry:
     claim: Claim | None
     check_lines: tuple[int, ...] = ()
     problems: tuple[Problem, ...] = ()
+    # The line of each of the claim's own fields; not part of the entry's identity (nor hashable).
+    field_lines: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def broken(self) -> bool:
@@ -67,6 +82,8 @@ class Catalogue:
     sources: dict[str, Source]
     verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
     statements: dict[str, StatementEntry] = field(default_factory=dict)
+    course: Course | None = field(repr=False, default=None)
+    claims_dir: Path | None = None
 
     def problems(self) -> list[Problem]:
         found = [p for problems in self.file_problems.values() for p in problems]
@@ -118,38 +135,126 @@ class Catalogue:
     def in_file(self, file: str) -> list[ClaimEntry]:
         return [entry for entry in self.entries if entry.file == file]
 
+    def display_of(self, path: Path) -> str:
+        """The name the catalogue gives the claim file at ``path`` (its path from the root, the link itself if one)."""
+        return _display(path.parent.resolve() / path.name, self.root)
+
 
 def claim_files(claims_dir: Path) -> list[Path]:
-    return sorted(p for p in claims_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    """Every entry of ``claims_dir`` named ``*.yaml`` or ``*.yml``, whatever it is: reading tells if it is a claim file.
 
-
-def load_catalogue(claims_dir: Path) -> Catalogue:
-    """Load and cross-check every claim file in ``claims_dir``.
-
-    The sources registry is ``Module_4_Sources.md`` beside the claims directory.
+    Hidden names (an editor's lock or swap file, ``.#lesson.yaml``) are not claim files.
     """
-    claims_dir = claims_dir.resolve()
-    root = claims_dir.parent
-    sources = read_sources(root / SOURCES_FILE)
-    verifiers = registered()
-    catalogue = Catalogue(root, [], [], {}, {}, {}, sources, verifiers)
+    return sorted(p for p in claims_dir.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
+
+
+def load_catalogue(claims_dir: Path | None = None) -> Catalogue:
+    """Load and cross-check every claim file in ``claims_dir`` (default: the course's claims directory).
+
+    The course is the one whose tree holds ``claims_dir`` (``harness._course``): its sources file,
+    its verifier package and its steps are what the claims are checked against.
+
+    Raises:
+      ClaimsError: when ``claims_dir`` is in no course's tree, or is not a directory.
+    """
+    course = find_course(claims_dir if claims_dir is not None else None)
+    claims_dir = (claims_dir if claims_dir is not None else course.claims).resolve()
+    if not claims_dir.is_dir():
+        raise ClaimsError(f"{claims_dir}: no such directory of claim files; pass --claims-dir, or set 'claims' "
+                          f"in [tool.claims] of {course.root / 'pyproject.toml'}")
+    root = course.root
+    sources = read_sources(course.sources)
+    verifiers = registered(course.verifiers)
+    catalogue = Catalogue(root, [], [], {}, {}, {}, sources, verifiers, course=course, claims_dir=claims_dir)
     seen: dict[str, ClaimEntry] = {}
     for path in claim_files(claims_dir):
-        display = path.relative_to(root).as_posix()
+        display = _display(path, root)
         catalogue.files.append(display)
-        entries, problems, header, statements = _load_file(path, display)
+        entries, problems, header, statements = _load_file(path, display, root)
         catalogue.file_problems[display] = problems
         catalogue.titles[display] = header.title if header else path.stem
         catalogue.steps[display] = header.steps if header else []
+        problems.extend(Problem(display, 1, f"step '{step}' is not a step of the course", field="steps",
+                                hint=f"the course's steps are {course.describe_steps()} ([tool.claims] steps in "
+                                     "pyproject.toml)")
+                        for step in catalogue.steps[display] if not course.is_step(step))
         for stated in statements:
             problems.extend(_check_statement(stated, catalogue))
             catalogue.statements.setdefault(stated.statement.id, stated)
         for entry in entries:
             if entry.claim is not None:
-                entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display])
+                entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display], course)
                 seen.setdefault(entry.id, entry)
             catalogue.entries.append(entry)
     return catalogue
+
+
+def _display(path: Path, root: Path) -> str:
+    """A claim file's name in problems and reports: its path from the root, escaped if the name is not text."""
+    try:
+        name = path.relative_to(root).as_posix()
+    except ValueError:  # a claims directory that is not below the root
+        name = path.as_posix()
+    # A name that is not UTF-8 arrives with its bytes as lone surrogates; write them as \xNN.
+    return visible(os.fsencode(name).decode("utf-8", "backslashreplace"))
+
+
+class _Unreadable(Exception):
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+_FILE_TYPES = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket"}
+_NOT_A_FILE = "a claim file is a regular file of the project; remove or rename this entry"
+
+
+def _read(path: Path, root: Path) -> bytes:
+    """The bytes of the regular file at ``path``, inside ``root``, at most ``MAX_FILE_BYTES`` of them.
+
+    Never blocks and never reads without end: a device (``/dev/zero``), a pipe or a directory is
+    refused by its type, and the file is opened without blocking and checked again once open.
+
+    Raises:
+      _Unreadable: saying what the entry is instead, and what to do.
+    """
+    try:
+        path.name.encode("utf-8")  # a name that is not UTF-8 arrives with its bytes as lone surrogates
+    except UnicodeEncodeError:
+        raise _Unreadable("the file name is not valid UTF-8", "rename the file to a UTF-8 name") from None
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _Unreadable("a symlink that loops: following it never reaches a file", _NOT_A_FILE) from None
+        if error.errno == errno.ENOENT and path.is_symlink():
+            raise _Unreadable(f"a symlink to nothing: its target '{visible(os.readlink(path))}' does not exist",
+                              _NOT_A_FILE) from None
+        raise _Unreadable(f"cannot be read: {error.strerror}", "make it readable, or remove it") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _Unreadable(f"not a regular file ({_FILE_TYPES.get(stat.S_IFMT(info.st_mode), 'a special file')})",
+                          _NOT_A_FILE)
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(root):
+        raise _Unreadable(f"a symlink that leaves the project (to {visible(str(target))})",
+                          "copy the file into the claims directory, or link to a file inside the project")
+    if info.st_size > MAX_FILE_BYTES:
+        raise _Unreadable(f"file is {info.st_size} bytes; claim files are limited to {MAX_FILE_BYTES}",
+                          "split the lesson's claims or move bulk data into a verifier")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as error:
+        raise _Unreadable(f"cannot be read: {error.strerror}", "make it readable, or remove it") from None
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since it was looked at
+            raise _Unreadable("not a regular file", _NOT_A_FILE)
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _Unreadable(f"file is more than {MAX_FILE_BYTES} bytes; claim files are limited to {MAX_FILE_BYTES}",
+                          "split the lesson's claims or move bulk data into a verifier")
+    return data
 
 
 def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Problem]:
@@ -171,7 +276,7 @@ def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Probl
 
 def _cross_check(
     entry: ClaimEntry, seen: Mapping[str, ClaimEntry], sources: Mapping[str, Source],
-    verifiers: Mapping[str, Verifier], steps: list[str],
+    verifiers: Mapping[str, Verifier], steps: list[str], course: Course,
 ) -> ClaimEntry:
     claim = entry.claim
     assert claim is not None
@@ -180,18 +285,24 @@ def _cross_check(
     def problem(message: str, line: int, **where: Any) -> None:
         problems.append(Problem(entry.file, line, message, claim_id=claim.id, **where))
 
+    def line_of(name: str) -> int:
+        return entry.field_lines.get(name, entry.line)
+
     if claim.id in seen:
         first = seen[claim.id]
-        problem(f"duplicate id '{claim.id}'", entry.line, field="id",
+        problem(f"duplicate id '{claim.id}'", line_of("id"), field="id",
                 hint=f"first defined at {first.file}:{first.line}; ids must be unique across all claim files")
-    if steps and claim.where not in steps:
-        problem(f"step '{claim.where}' is not one of this file's steps", entry.line, field="where",
+    if not course.is_step(claim.where):
+        problem(f"step '{claim.where}' is not a step of the course", line_of("where"), field="where",
+                hint=f"the course's steps are {course.describe_steps()} ([tool.claims] steps in pyproject.toml)")
+    elif steps and claim.where not in steps:
+        problem(f"step '{claim.where}' is not one of this file's steps", line_of("where"), field="where",
                 hint=f"use one of {', '.join(steps)}, or move the claim to the file of its lesson")
     for key in claim.sources:
         if key not in sources:
             known = ", ".join(sorted(sources)) or "none"
-            problem(f"unknown source '{key}'{did_you_mean(key, sources)}", entry.line, field="sources",
-                    hint=f"add it to {SOURCES_FILE} as a '### {key}' heading, or use a defined key ({known})")
+            problem(f"unknown source '{key}'{did_you_mean(key, sources)}", line_of("sources"), field="sources",
+                    hint=f"add it to {course.sources.name} as a '### {key}' heading, or use a defined key ({known})")
     for index, (check, line) in enumerate(zip(claim.checks, entry.check_lines, strict=True)):
         verifier = verifiers.get(check.verifier)
         if verifier is None:
@@ -200,8 +311,22 @@ def _cross_check(
                     hint=None if did_you_mean(check.verifier, verifiers) else
                     "register it with @harness.verifier in a module of verifiers/")
             continue
+        if check.kind not in verifier.kinds:
+            declared = " or ".join(f"'{kind}'" for kind in verifier.kinds)
+            problem(f"a check of kind '{check.kind}' names verifier '{verifier.name}', whose computation is of kind "
+                    f"{declared}", line, check_index=index, field="kind",
+                    hint=f"write 'kind: {verifier.kinds[0]}' (the kind its @verifier(..., kind=...) at "
+                         f"{verifier.location} declares), or name a verifier of kind '{check.kind}'")
+        non_finite = list(_non_finite(check.params))
+        for path, value in non_finite:
+            problem(f"{value!r} is not a finite number; a parameter must be one a verifier can compute with", line,
+                    check_index=index, field=".".join(["params", *map(str, path)]),
+                    hint="state the finite value the check is about")
+        if non_finite:
+            continue
         try:
-            verifier.params.model_validate(check.params)
+            # Strict: "8" or 8.0 for an int, or "0.35" for a float, is a mistake to show, not a value to coerce.
+            verifier.params.model_validate(check.params, strict=True)
         except ValidationError as error:
             for detail in error.errors():
                 problem(_describe(detail, verifier.params), line, check_index=index,
@@ -209,10 +334,22 @@ def _cross_check(
     if not problems:
         return entry
     return ClaimEntry(entry.file, entry.line, entry.index, entry.id, entry.where, entry.claim,
-                      entry.check_lines, tuple(problems))
+                      entry.check_lines, tuple(problems), entry.field_lines)
 
 
-def _load_file(path: Path, display: str
+def _non_finite(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], float]]:
+    """Every NaN or infinity below ``value``, with the keys and indices that lead to it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, (*path, index))
+
+
+def _load_file(path: Path, display: str, root: Path
                ) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None, list[StatementEntry]]:
     """The file's claims, its file-level problems, its header (title, steps) if readable, and its ledger."""
 
@@ -220,11 +357,10 @@ def _load_file(path: Path, display: str
                      ) -> tuple[list, list, None, list]:
         return [], [Problem(display, line, message, hint=hint)], None, []
 
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return file_problem(f"file is {size} bytes; claim files are limited to {MAX_FILE_BYTES}",
-                            hint="split the lesson's claims or move bulk data into a verifier")
-    data = path.read_bytes()
+    try:
+        data = _read(path, root)
+    except _Unreadable as error:
+        return file_problem(error.message, hint=error.hint)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -247,13 +383,21 @@ def _load_file(path: Path, display: str
         if loader is not None:
             loader.dispose()
     problems = []
-    if not text.startswith(MODELINE):
+    if text.startswith(_BYTE_ORDER_MARK):
+        problems.append(Problem(display, 1, "the file starts with a byte-order mark (U+FEFF), before the modeline",
+                                hint="remove the byte-order mark: save the file as UTF-8 without a BOM"))
+    elif not text.startswith(MODELINE):
         problems.append(Problem(display, 1, "the first line is not the schema modeline",
                                 hint=f"start the file with '{MODELINE}' so editors validate it"))
     if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
         message = "the file must be a mapping with 'title', 'steps' and 'claims'"
         return [], [*problems, Problem(display, 1, message + _tag_note(root))], None, []
     first_lines: dict[str, int] = {}
+    refused_keys = [(key_node, refused) for key_node, _ in root.value if (refused := _key_problem(key_node, loader))]
+    if refused_keys:
+        # What the file holds under a key that is not plain text cannot be told: read nothing of it.
+        return [], [*problems, *(Problem(display, _line(key_node), message, field=visible(str(key_node.value)),
+                                         hint=hint) for key_node, (message, hint) in refused_keys)], None, []
     for key, node in _pairs(root):
         if key in first_lines:
             problems.append(Problem(display, _line(node), f"duplicate key '{key}' at the top level "
@@ -263,13 +407,12 @@ def _load_file(path: Path, display: str
     seen: set[int] = set()
     fields = {key: value for key, value in _pairs(root) if key not in ("claims", "statements")}
     claims_node = dict(_pairs(root)).get("claims")
-    statements, statement_problems = _load_statements(dict(_pairs(root)).get("statements"), display, seen,
-                                                      loader.alias_lines)
+    statements, statement_problems = _load_statements(dict(_pairs(root)).get("statements"), display, seen, loader)
     problems.extend(statement_problems)
     header = None
     try:
         for value in fields.values():
-            _refuse_aliases(value, seen, loader.alias_lines)
+            _refuse_unsafe(value, seen, loader)
         header = ClaimFile.model_validate({**_construct(fields), "claims": [], "statements": []})
     except (ValidationError, _UnsafeYaml) as error:
         problems.extend(_problems(error, display, root, ClaimFile))
@@ -280,12 +423,11 @@ def _load_file(path: Path, display: str
         message = "'claims' must be a list of claims" + _tag_note(claims_node)
         problems.append(Problem(display, _line(claims_node), message))
         return [], problems, header, statements
-    entries = [_load_claim(node, index, display, seen, loader.alias_lines)
-               for index, node in enumerate(claims_node.value)]
+    entries = [_load_claim(node, index, display, seen, loader) for index, node in enumerate(claims_node.value)]
     return entries, problems, header, statements
 
 
-def _load_statements(node: yaml.Node | None, display: str, seen: set[int], alias_lines: dict[int, list[int]]
+def _load_statements(node: yaml.Node | None, display: str, seen: set[int], loader: _ClaimLoader
                      ) -> tuple[list[StatementEntry], list[Problem]]:
     """The ledger's statements one by one, so that one malformed statement never hides the others."""
     if node is None:
@@ -296,7 +438,7 @@ def _load_statements(node: yaml.Node | None, display: str, seen: set[int], alias
     statements, problems = [], []
     for item in node.value:
         try:
-            _refuse_aliases(item, seen, alias_lines)
+            _refuse_unsafe(item, seen, loader)
             statements.append(StatementEntry(display, _line(item), Statement.model_validate(_construct(item))))
         except (ValidationError, _UnsafeYaml) as error:
             for found in _problems(error, display, item, Statement):
@@ -315,43 +457,95 @@ def _tag_note(node: yaml.Node | None) -> str:
     return "" if standard else f" (the tag '{node.tag}' is not allowed)"
 
 
-def _refuse_aliases(node: yaml.Node, seen: set[int], alias_lines: dict[int, list[int]]) -> None:
-    """Raise if any node below ``node`` was reached before: the YAML reused it through an alias.
+# Plain data: what the YAML core schema reads text, numbers, booleans, null, lists and mappings as.
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_WHY_NOT = {
+    "tag:yaml.org,2002:binary": "bytes are not text; write the text itself",
+    "tag:yaml.org,2002:set": "a set has no order, so it would read differently from run to run; write a list",
+    "tag:yaml.org,2002:omap": "write a plain mapping",
+    "tag:yaml.org,2002:pairs": "write a plain mapping",
+    "tag:yaml.org,2002:timestamp": "YAML reads an unquoted date as a date; quote it to keep it text",
+}
+# The characters the YAML reader refuses in a file, refused too when an escape writes them ("\\udfff", "\\x1b").
+_UNWRITABLE = yaml.reader.Reader.NON_PRINTABLE
 
-    The composer shares aliased nodes instead of copying them, so an alias "bomb" costs nothing
-    until something expands it; this walk never does, and stops at the first repeat.
+
+def _refuse_unsafe(node: yaml.Node, seen: set[int], loader: _ClaimLoader) -> None:
+    """Raise at the first node below ``node`` that is not plain data, or that was reached before.
+
+    A node reached twice is shared through an alias: the composer shares aliased nodes instead
+    of copying them, so an alias "bomb" costs nothing until something expands it; this walk never
+    does, and stops at the first repeat. A tag other than the plain ones, a key that is not plain
+    text and text the reader would refuse are refused with the node, so the problem names its field.
     """
     first, last = _line(node), node.end_mark.line + 1
     stack = [node]
     while stack:
         current = stack.pop()
         if id(current) in seen:
-            uses = alias_lines.get(id(current), [])
+            uses = loader.alias_lines.get(id(current), [])
             line = next((use for use in uses if first <= use <= last), uses[0] if uses else _line(current))
             raise _UnsafeYaml(f"an alias (*name) reuses the value anchored at line {_line(current)}; aliases and "
                               "merge keys are not allowed in claim files: write the value out", line)
         seen.add(id(current))
-        if isinstance(current, yaml.MappingNode):
+        if current.tag not in _PLAIN_TAGS:
+            raise _UnsafeYaml(f"the tag '{visible(current.tag)}' is not allowed", _line(current), current,
+                              _WHY_NOT.get(current.tag))
+        if isinstance(current, yaml.ScalarNode):
+            unwritable = _UNWRITABLE.search(current.value)
+            if unwritable:
+                raise _UnsafeYaml(f"the text holds {_character(unwritable.group())}; claim files hold printable text "
+                                  "only", _line(current), current, "remove it (an escape such as \\e or \\udfff in "
+                                  "a double-quoted string writes it)")
+        elif isinstance(current, yaml.MappingNode):
+            for key, _ in current.value:
+                refused = _key_problem(key, loader)
+                if refused:
+                    raise _UnsafeYaml(refused[0], _line(key), key, refused[1])
             stack.extend(item for pair in reversed(current.value) for item in reversed(pair))
         elif isinstance(current, yaml.SequenceNode):
             stack.extend(reversed(current.value))
 
 
-def _load_claim(node: yaml.Node, index: int, display: str, seen: set[int], alias_lines: dict[int, list[int]]
-                ) -> ClaimEntry:
+def _key_problem(key: yaml.Node, loader: _ClaimLoader) -> tuple[str, str] | None:
+    """Why ``key`` cannot name a field, and the fix: a tag, or a plain scalar YAML reads as other than text."""
+    if not isinstance(key, yaml.ScalarNode):
+        return None  # refused when constructed: "mapping keys must be plain names"
+    name = visible(key.value)
+    if id(key) in loader.explicit_tags:
+        return (f"the key '{name}' has a tag ('{visible(key.tag)}')", "keys are plain field names: remove the tag")
+    if key.tag == "tag:yaml.org,2002:merge":
+        return f"the key '{name}' is a merge key, which claim files do not allow", "write the keys out"
+    if key.tag != "tag:yaml.org,2002:str":
+        return (f"the key '{name}' reads as a {key.tag.rsplit(':', 1)[-1]}, not as a name",
+                "keys are plain field names: quote it, or rename it")
+    return None
+
+
+def _character(character: str) -> str:
+    code = ord(character)
+    what = "a lone surrogate" if 0xD800 <= code <= 0xDFFF else "a control character" if code < 0xA0 else \
+        "a non-character"
+    return f"U+{code:04X} ({what})"
+
+
+def _load_claim(node: yaml.Node, index: int, display: str, seen: set[int], loader: _ClaimLoader) -> ClaimEntry:
+    # A broken claim is shown by the id and step it was given, escaped: they may hold anything.
     id_node = dict(_pairs(node)).get("id") if isinstance(node, yaml.MappingNode) else None
-    claim_id = id_node.value if isinstance(id_node, yaml.ScalarNode) and id_node.value else f"<claim {index + 1}>"
+    claim_id = visible(id_node.value) if isinstance(id_node, yaml.ScalarNode) and id_node.value \
+        else f"<claim {index + 1}>"
     where_node = dict(_pairs(node)).get("where") if isinstance(node, yaml.MappingNode) else None
-    where = where_node.value if isinstance(where_node, yaml.ScalarNode) else None
+    where = visible(where_node.value) if isinstance(where_node, yaml.ScalarNode) else None
     try:
-        _refuse_aliases(node, seen, alias_lines)
+        _refuse_unsafe(node, seen, loader)
         claim = Claim.model_validate(_construct(node))
     except (ValidationError, _UnsafeYaml) as error:
         problems = tuple(_problems(error, display, node, Claim, claim_id))
         return ClaimEntry(display, _line(node), index, claim_id, where, None, problems=problems)
     checks_node = dict(_pairs(node))["checks"]
     check_lines = tuple(_line(check) for check in checks_node.value)
-    return ClaimEntry(display, _line(node), index, claim.id, claim.where, claim, check_lines)
+    field_lines = {key: _line(value) for key, value in _pairs(node)}
+    return ClaimEntry(display, _line(node), index, claim.id, claim.where, claim, check_lines, field_lines=field_lines)
 
 
 def _problems(
@@ -363,8 +557,8 @@ def _problems(
         check_index = loc[1] if len(loc) > 1 and loc[0] == "checks" and isinstance(loc[1], int) else None
         rest = loc[2:] if check_index is not None else loc
         yield Problem(display, error.line, error.message, claim_id=claim_id, check_index=check_index,
-                      field=".".join(map(str, rest)) or None,
-                      hint="claim files are data only: numbers, strings, lists and mappings")
+                      field=visible(".".join(map(str, rest))) or None,
+                      hint=error.hint or "claim files are data only: numbers, strings, lists and mappings")
         return
     for detail in error.errors():
         loc = list(detail["loc"])
@@ -380,7 +574,7 @@ def _problems(
 
 _HINTS = {
     "id": "write ids in kebab-case, e.g. 'loo-identity'",
-    "where": "write the step as '4.2.4', or 'week16/step-2' for the syllabus",
+    "where": "write the step as the course names it ([tool.claims] steps in pyproject.toml)",
     "verifier": "name a registered verifier ('claims verifiers' lists them), e.g. 'baselines.loo_identity'",
 }
 
@@ -413,29 +607,36 @@ def _model_at(model: type[BaseModel], loc: list[Any]) -> type[BaseModel] | None:
 
 
 class _UnsafeYaml(Exception):
-    def __init__(self, message: str, line: int | None, node: yaml.Node | None = None):
+    def __init__(self, message: str, line: int | None, node: yaml.Node | None = None, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
         self.node = node
+        self.hint = hint
 
 
 class _ClaimLoader(yaml.SafeLoader):
     """A safe loader that refuses duplicate and non-scalar keys and keeps numeric literals' text.
 
-    It also records the line of every alias, so that loading can say where one is used.
+    It also records the line of every alias, so that loading can say where one is used, and which
+    nodes carry a tag written in the file (``!!str``), which a resolved tag does not tell.
     """
 
     def __init__(self, stream: str):
         super().__init__(stream)
         self.alias_lines: dict[int, list[int]] = {}
+        self.explicit_tags: set[int] = set()
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
             if event.anchor in self.anchors:
                 self.alias_lines.setdefault(id(self.anchors[event.anchor]), []).append(event.start_mark.line + 1)
-        return super().compose_node(parent, index)
+            return super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
+        if event.tag not in (None, "!"):
+            self.explicit_tags.add(id(node))
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         keys = set()

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck
 from hypothesis.strategies import SearchStrategy
 
 from harness._context import Context
+from harness._executor import CheckTimeout
 
 EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile also shrinks
@@ -36,8 +37,30 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(test)))
     try:
         run()
-    except AssertionError as error:
+    except CheckTimeout:
+        raise
+    except BaseException as error:
+        # Hypothesis wraps what a replay raised (FlakyFailure, an exception group): a timeout reads as one.
+        timeout = _timeout_within(error)
+        if timeout is not None:
+            raise timeout from None
+        if not isinstance(error, AssertionError):
+            raise
         notes = [note for note in getattr(error, "__notes__", []) if "Falsifying" in note or "=" in note]
         return {"holds": False, "examples": examples, "falsifying_example": "\n".join(notes),
                 "error": str(error)}
     return {"holds": True, "examples": examples}
+
+
+def _timeout_within(error: BaseException) -> CheckTimeout | None:
+    """The check's timeout inside ``error``'s group, cause or context, if any."""
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, CheckTimeout):
+            return current
+        pending += [*getattr(current, "exceptions", ()), *(e for e in (current.__cause__, current.__context__) if e)]
+    return None

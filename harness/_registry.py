@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from harness._course import find_course
 from harness._errors import RegistryError, did_you_mean
-
-VERIFIER_PACKAGE = "verifiers"
+from harness._schema import KINDS
 
 
 class NoParams(BaseModel):
@@ -27,6 +27,7 @@ class Verifier:
 
     name: str
     function: Callable[..., Mapping[str, Any]]
+    kinds: tuple[str, ...]
     uses: tuple[str, ...]
     params: type[BaseModel]
     file: str
@@ -41,16 +42,28 @@ _REGISTRY: dict[str, Verifier] = {}
 
 
 def verifier(
-    name: str, *, uses: tuple[str, ...] = (), params: type[BaseModel] = NoParams
+    name: str, *, kind: str | tuple[str, ...], uses: tuple[str, ...] = (), params: type[BaseModel] = NoParams
 ) -> Callable[[Callable[..., Mapping[str, Any]]], Callable[..., Mapping[str, Any]]]:
     """Register a verifier under ``name``.
 
     Args:
       name: the stable dotted name claim files use, ``module.what_it_checks``.
+      kind: the kind of check its computation is (``harness._schema.KINDS``: 'symbolic' for a
+        sympy proof, 'experiment' for training runs, ...); a check of another kind that names it
+        is refused when claims load, so a proof is never counted as an experiment. An exact
+        computation that also serves as a counterexample's witness names both kinds.
       uses: the functions of the implementation under test that the verifier calls; it may
         call no others, and an implementation lacking one makes the check an error.
       params: a pydantic model of the verifier's parameters, validated when claims load.
+
+    Raises:
+      RegistryError: when ``kind`` names no kind of check, or ``name`` is another function's.
     """
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    unknown = [each for each in kinds if each not in KINDS]
+    if not kinds or unknown:
+        raise RegistryError(f"verifier '{name}': kind {', '.join(map(repr, unknown)) or 'missing'} is not one of "
+                            f"{', '.join(KINDS)}{did_you_mean(unknown[0], KINDS) if unknown else ''}")
 
     def register(function: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
         # Names, not identities: re-importing a module (pytester, reload) registers the same function again.
@@ -61,7 +74,7 @@ def verifier(
         _, line = inspect.getsourcelines(function)
         # The module path, not the absolute file, keeps reports identical across checkouts.
         file = function.__module__.replace(".", "/") + ".py"
-        _REGISTRY[name] = Verifier(name, function, tuple(uses), params, file, line)
+        _REGISTRY[name] = Verifier(name, function, kinds, tuple(uses), params, file, line)
         return function
 
     return register
@@ -71,9 +84,11 @@ def _identity(function: Callable[..., Any]) -> tuple[str, str, int]:
     return function.__module__, function.__qualname__, function.__code__.co_firstlineno
 
 
-def registered() -> Mapping[str, Verifier]:
-    """Every registered verifier, after importing the project's verifier package."""
-    importlib.import_module(VERIFIER_PACKAGE)
+def registered(package: str | None = None) -> Mapping[str, Verifier]:
+    """Every registered verifier, after importing ``package`` (default: the verifier package of the course here)."""
+    if package is None:
+        package = find_course().verifiers
+    importlib.import_module(package)
     return _REGISTRY
 
 

@@ -1,27 +1,28 @@
-"""Results JSON and the Markdown report, built only from the evidence items carried."""
+"""The results document, built only from the evidence items carried, and the writing of the reports."""
 
 from __future__ import annotations
 
 import json
-import platform
+import os
+import shutil
+import signal
 import subprocess
 import time
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jinja2 import UndefinedError
-
-from harness._html import HARNESS_ORIGIN, HTML_FILE, figure_paths, format_value, render_html
+from harness._course import find_course
+from harness._formats import UNCOVERED, library_versions
+from harness._html import HTML_FILE, render_html
 from harness._loading import Catalogue, ClaimEntry
+from harness._markdown import render_markdown
 from harness._runner import CheckResult, RunOptions
 from harness._schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 
 STATUSES = ("passed", "failed", "error", "skipped")
 RESULTS_FILE = "claims.json"
 MARKDOWN_FILE = "claims_report.md"
-_VERSIONED = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
 
 # What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
 # for which shape of statement is the schema's (STRONG_KINDS, SHAPE_DESCRIPTIONS); _statement_status decides.
@@ -38,11 +39,6 @@ STATEMENT_STATUSES = {
 }
 STATEMENT_PRECEDENCE = ("a statement no claim covers is not checkable (with a reason) or missing; otherwise "
                         "failed wins over covered, covered over not run, and not run over weak")
-UNCOVERED = ("missing", "weak", "failed")
-CHOSEN_MARK = "\u2020"
-CHOSEN_LEGEND = (f"{CHOSEN_MARK} marks an expected value the harness chose (a witness, a threshold, a corrected "
-                 "value); every other expected value is the text's own")
-
 
 # The evidence of one pytest item, or of one check reused without pytest: JSON text, as it travels from
 # pytest-xdist workers to the controller, so both ways of writing reports read exactly the same values.
@@ -92,12 +88,15 @@ def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
     lessons = []
     for catalogue in catalogues:
         covering = catalogue.covering()
-        for file in catalogue.files:
-            ledger = [_ledger_entry(stated.statement, covering[key])
-                      for key, stated in catalogue.statements.items() if stated.file == file]
-            lessons.append({"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
-                            "claims": [[entry.id, entry.where] for entry in catalogue.in_file(file)],
-                            "statements": ledger})
+        stated_in: dict[str, list[dict[str, Any]]] = {}
+        for key, stated in catalogue.statements.items():
+            stated_in.setdefault(stated.file, []).append(_ledger_entry(stated.statement, covering[key]))
+        claims_in: dict[str, list[list[Any]]] = {}
+        for entry in catalogue.entries:
+            claims_in.setdefault(entry.file, []).append([entry.id, entry.where])
+        lessons += [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
+                     "claims": claims_in.get(file, []), "statements": stated_in.get(file, [])}
+                    for file in catalogue.files]
     return lessons
 
 
@@ -133,8 +132,9 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
     ledger = [statement for lesson in coverage for step in lesson["steps"] for statement in step["statements"]]
     return {
         "run": {
+            "course": find_course(root).title, "sources_file": find_course(root).sources.relative_to(root).as_posix(),
             "impl": options.impl, "profile": options.profile, "seed": options.seed,
-            "revision": _revision(root), "versions": _versions(),
+            "revision": _revision(root), "versions": library_versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 2),
         },
@@ -151,33 +151,41 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
 
 
 def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every step of every lesson with the statuses of its claims and of its ledger's statements."""
+    """Every step of every lesson with the statuses of its claims and of its ledger's statements.
+
+    Rows, statements and unselected claims are grouped by step once: linear in the report's size.
+    """
     coverage = []
     run_ids = {row["id"] for row in rows}
     rows_of: dict[str, list[dict[str, Any]]] = {}
+    rows_at: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for row in rows:
         rows_of.setdefault(row["id"], []).append(row)
+        rows_at.setdefault((row["file"], row["where"]), []).append(row)
     for lesson in lessons:
         ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
                    "shape": statement["shape"], "status": _statement_status(statement, rows_of),
                    "claims": statement["claims"], "not_checkable": statement["not_checkable"]}
                   for statement in lesson.get("statements", [])]
-        steps = []
+        stated_at: dict[Any, list[dict[str, Any]]] = {}
+        for statement in ledger:
+            stated_at.setdefault(statement["where"], []).append(statement)
+        unselected = Counter(where for claim, where in lesson.get("claims", []) if claim not in run_ids)
+        declared = set(lesson["steps"])
         # Claims and statements of a file whose declared steps are unreadable still need a place in the report.
-        undeclared = [row["where"] for row in rows
-                      if row["file"] == lesson["file"] and row["where"] not in lesson["steps"]]
-        undeclared += [statement["where"] for statement in ledger if statement["where"] not in lesson["steps"]]
+        undeclared = [where for (file, where) in rows_at if file == lesson["file"] and where not in declared]
+        undeclared += [where for where in stated_at if where not in declared]
+        steps = []
         for step in [*lesson["steps"], *dict.fromkeys(step for step in undeclared if step)]:
-            ran = [row for row in rows if row["file"] == lesson["file"] and row["where"] == step]
+            ran = rows_at.get((lesson["file"], step), [])
             statuses = Counter(row["status"] for row in ran)
             step_row = {"step": step, "claims": len(ran),
                         "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}}
             # Claims this run did not select (pytest -k) are "not run", never "uncovered".
-            unselected = sum(1 for claim, where in lesson.get("claims", []) if where == step and claim not in run_ids)
-            if unselected:
-                step_row["statuses"]["not run"] = unselected
-                step_row["claims"] += unselected
-            stated = [statement for statement in ledger if statement["where"] == step]
+            if unselected[step]:
+                step_row["statuses"]["not run"] = unselected[step]
+                step_row["claims"] += unselected[step]
+            stated = stated_at.get(step, [])
             step_row["statements"] = stated
             step_row["statement_counts"] = _statement_counts(stated)
             steps.append(step_row)
@@ -252,201 +260,57 @@ def _revision(root: Path) -> str:
     return f"{revision}+dirty" if dirty else revision
 
 
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in _VERSIONED:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
 def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
-                  options: RunOptions, started: float, root: Path) -> dict[str, Any]:
-    """Write ``claims.json`` and ``claims_report.md`` to ``directory``; return the results."""
+                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """Write ``claims.json``, ``claims_report.md``, ``claims_report.html`` and ``figures/`` to ``directory``.
+
+    Everything is first written where the run staged its figures (``options.staging_dir``, or a new
+    directory beside ``directory``), then moved over the old files together with signals held, so
+    a full disk or a Ctrl-C leaves the previous report whole and a new one is never half there.
+    ``completeness`` is :func:`run_completeness`'s record; it goes into ``run`` and every format.
+    Returns the results.
+    """
     results = build_results(payloads, lessons, options, started, root)
+    results["run"].update(completeness or {"complete": True, "incomplete": None, "selection": "all"})
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / RESULTS_FILE).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (directory / MARKDOWN_FILE).write_text(render_markdown(results), encoding="utf-8")
-    (directory / HTML_FILE).write_text(render_html(results, directory), encoding="utf-8")
+    staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))
+    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        texts = {RESULTS_FILE: json.dumps(results, indent=2, ensure_ascii=False) + "\n",
+                 MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, staging)}
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        _move_together(staging, directory, list(texts))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return results
 
 
-def render_markdown(results: dict[str, Any]) -> str:
-    run, summary = results["run"], results["summary"]
-    out = [
-        "# Module 4 claims report",
-        "",
-        "Generated by `claims verify`; do not edit by hand. Every claim below is a statement of the module "
-        "\"Policy gradients: from REINFORCE to PPO\" with the checks that can refute it, except the claims marked "
-        "*added by the harness*: consequences or caveats the harness adds, which the text does not state. "
-        f"In the expected values, {CHOSEN_LEGEND}.",
-        "",
-        f"- implementation under test: `{run['impl']}`; profile: `{run['profile']}`; global seed: {run['seed']}",
-        f"- revision: `{run['revision']}`; started {run['started']}; {run['seconds']} s",
-        "- versions: " + ", ".join(f"{name} {version}" for name, version in run["versions"].items()),
-        "",
-        "## Summary",
-        "",
-        "| | " + " | ".join(STATUSES) + " |",
-        "|---|" + "---|" * len(STATUSES),
-        "| claims | " + " | ".join(str(summary["claims"][s]) for s in STATUSES) + " |",
-        "| checks | " + " | ".join(str(summary["checks"][s]) for s in STATUSES) + " |",
-    ]
-    out += [f"| {kind} checks | " + " | ".join(str(counts[s]) for s in STATUSES) + " |"
-            for kind, counts in summary["by_kind"].items() if any(counts.values())]
-    statements = summary["statements"]
-    out += ["", "| | " + " | ".join(statements) + " |", "|---|" + "---|" * len(statements),
-            "| statements of the text | " + " | ".join(str(n) for n in statements.values()) + " |"]
-    broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
-    if broken:
-        out += ["", "## Failures and errors", ""]
-        for row in broken:
-            out.append(f"- `{row['id']}` ({row['where']}): {_badge(row['status'])}")
-            out += [f"  - `{check['reproduce']}`" for check in row["checks"] if check["status"] in ("failed", "error")]
-    errata = [row for row in results["claims"] if row["erratum"]]
-    if errata:
-        out += ["", "## Errata: where the text itself is wrong or imprecise", ""]
-        out += [f"- `{row['id']}` ({row['where']}): {' '.join(row['erratum'].split())}" for row in errata]
-    out += _render_coverage(results)
-    placed = {(lesson["file"], step["step"]) for lesson in results["coverage"] for step in lesson["steps"]}
-    # Claims under no step: the problems of a file that cannot be read, say.
-    unplaced = [row for row in results["claims"] if (row["file"], row["where"]) not in placed]
-    for lesson in results["coverage"]:
-        out += ["", f"## {lesson['title']}"]
-        for step in lesson["steps"]:
-            out += ["", f"### Step {step['step']}"]
-            if step["statements"]:
-                out += ["", "Statements of this step:", ""]
-                out += [_render_statement(statement) for statement in step["statements"]]
-            for row in results["claims"]:
-                if (row["file"], row["where"]) == (lesson["file"], step["step"]):
-                    out += _render_claim(row)
-        out += _render_unplaced([row for row in unplaced if row["file"] == lesson["file"]])
-    files = {lesson["file"] for lesson in results["coverage"]}
-    orphans = [row for row in unplaced if row["file"] not in files]
-    for title in dict.fromkeys(row["lesson"] for row in orphans):
-        out += ["", f"## {title}", *_render_unplaced([row for row in orphans if row["lesson"] == title])]
-    return "\n".join(out) + "\n"
+def staging_dir_for(directory: Path, run_id: str) -> Path:
+    """Where a run writes its report and figures before they replace ``directory``'s (same filesystem)."""
+    return directory.resolve().parent / f".{directory.resolve().name}.staging-{run_id}"
 
 
-def _render_unplaced(rows: list[dict[str, Any]]) -> list[str]:
-    return ["", "### (step unknown)", *[line for row in rows for line in _render_claim(row)]] if rows else []
-
-
-def _render_coverage(results: dict[str, Any]) -> list[str]:
-    criterion = results["coverage_criterion"]
-    statuses = list(criterion["statuses"])
-    out = ["", "## Coverage", "",
-           "Every checkable statement of the text is in the ledger of its step (`statements:` in the claim files), "
-           "and each claim names the statements it checks (`covers:`). A statement's status comes from this "
-           "run's checks of the claims covering it:", ""]
-    out += [f"- **{status}**: {description}" for status, description in criterion["statuses"].items()]
-    out += ["", f"When several apply, {criterion['precedence']}. Which kinds of check are "
-            "strong depends on the statement's shape:", ""]
-    out += [f"- `{shape}` ({', '.join(item['strong_kinds'])}): {item['description']}"
-            for shape, item in criterion["shapes"].items()]
-    out += ["", "| step | statements | " + " | ".join(statuses) + " | claims |",
-            "|---|---|" + "---|" * len(statuses) + "---|"]
-    for lesson in results["coverage"]:
-        for step in lesson["steps"]:
-            counts = step["statement_counts"]
-            claims = ", ".join(f"{n} {status}" for status, n in step["statuses"].items()) if step["claims"] else "none"
-            cells = [f"**{counts[s]}**" if counts[s] and s in UNCOVERED else str(counts[s]) for s in statuses]
-            out.append(f"| {step['step']} | {len(step['statements']) or '**none**'} | " + " | ".join(cells)
-                       + f" | {claims} |")
-    out += ["", "### Statements not covered (missing, weak or failed)", ""]
-    uncovered = results["uncovered"]
-    out += [f"- `{s['id']}` ({s['where']}, {s['shape']}): {_badge(s['status'])}: {_one_line(s['says'])}"
-            + (f" (claims: {', '.join(f'`{c}`' for c in s['claims'])})" if s["claims"] else "") for s in uncovered]
-    if not uncovered:
-        out.append("None: every statement of the ledger is covered, not run in this profile, or not checkable.")
-    excused = [s for lesson in results["coverage"] for step in lesson["steps"] for s in step["statements"]
-               if s["status"] == "not checkable"]
-    if excused:
-        out += ["", "### Not checkable, and why", ""]
-        out += [f"- `{s['id']}` ({s['where']}): {_one_line(s['says'])} *Why not:* {_one_line(s['not_checkable'])}"
-                for s in excused]
-    return out
-
-
-def _render_statement(statement: dict[str, Any]) -> str:
-    status = statement["status"]
-    shape = "" if status == "not checkable" else f" ({statement['shape']})"
-    line = f"- `{statement['id']}`{shape}: {_badge(status, UNCOVERED)}: {_one_line(statement['says'])}"
-    if statement["claims"]:
-        line += f" (claims: {', '.join(f'`{claim}`' for claim in statement['claims'])})"
-    if status == "not checkable":
-        line += f" *Why not:* {_one_line(statement['not_checkable'])}"
-    return line
-
-
-def _render_claim(row: dict[str, Any]) -> list[str]:
-    harness = row["origin"] == "harness"
-    out = ["", f"#### `{row['id']}`: {_badge(row['status'])}" + (" (added by the harness)" if harness else ""), ""]
-    if row["statement"]:
-        out += [row["statement"].strip(), ""]
-    if row["formula"]:
-        out += ["$$", row["formula"].strip(), "$$", ""]
-    if harness:
-        out.append(f"- *{HARNESS_ORIGIN}*")
-    if row["covers"]:
-        out.append(f"- covers: {', '.join(f'`{key}`' for key in row['covers'])}")
-    for key in row["sources"]:
-        out.append(f"- source `{key}`: {row['citations'].get(key, '(not in the registry)')}")
-    if row["limitations"]:
-        out.append(f"- limitations: {row['limitations'].strip()}")
-    if row["erratum"]:
-        out.append(f"- **erratum**: {row['erratum'].strip()}")
-    out.append(f"- defined at `{row['file']}:{row['line']}`")
-    for problem in row["problems"]:
-        out.append(f"- **cannot be loaded**: {problem}")
-    for check in row["checks"]:
-        out += ["", f"**{check['kind']}** check, verifier `{check['verifier']}` (`{check['verifier_location']}`)"
-                f"{', uses ' + ', '.join(f'`{u}`' for u in check['uses']) if check['uses'] else ''}: "
-                f"{_badge(check['status'])}, seed {check['seed']}, {check['seconds']} s"
-                f"{' (observations reused from the cache)' if check['reused'] else ''}"]
-        if check["rejects"]:
-            out += ["", f"Rejects: {_one_line(check['rejects'])}"]
-        if check["comparisons"]:
-            out += ["", f"| observed | expected (stated by the text; {CHOSEN_MARK} chosen by the harness) | "
-                    "observed value | rule | verdict |", "|---|---|---|---|---|"]
-            out += [f"| `{c['key']}` | {_cell(c['expected'])}"
-                    f"{' ' + CHOSEN_MARK if c['stated_by'] == 'harness' else ''} | "
-                    f"{_cell(format_value(c['observed']))} | "
-                    f"{_cell(c['rule'])} | {'ok' if c['passed'] else '**FAILED**'} |" for c in check["comparisons"]]
-            if any(c["stated_by"] == "harness" for c in check["comparisons"]):
-                out += ["", f"{CHOSEN_MARK} chosen by the harness, not stated by the text: "
-                        + ", ".join(f"`{key}`" for key in check["harness_chosen"])]
-        extra = {k: v for k, v in check["observed"].items() if k not in check["expected"]}
-        if extra:
-            out.append("")
-            out += [f"- also observed `{key}`: {format_value(value)}" for key, value in extra.items()]
-        if check["error"]:
-            out += ["", "```", check["error"].rstrip(), "```"]
-        if check["skip_reason"]:
-            out += ["", f"Skipped: {check['skip_reason']}."]
-        if check["status"] in ("failed", "error"):
-            out += ["", f"Reproduce: `{check['reproduce']}`"]
-    return out
-
-
-def _badge(status: str, loud: tuple[str, ...] | None = None) -> str:
-    """The status, in capitals and bold when a reader must look: anything but a pass, or one of ``loud``."""
-    return f"**{status.upper()}**" if (status != "passed" if loud is None else status in loud) else status
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _move_together(staging: Path, directory: Path, names: list[str]) -> None:
+    """Replace ``directory``'s report files and figures with ``staging``'s, with SIGINT and SIGTERM held."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        old_figures = directory / f".figures-replaced-{os.getpid()}"
+        if (directory / "figures").exists():
+            os.replace(directory / "figures", old_figures)
+        if (staging / "figures").exists():
+            os.replace(staging / "figures", directory / "figures")
+        for name in names:
+            os.replace(staging / name, directory / name)
+        shutil.rmtree(old_figures, ignore_errors=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # Where and when it ran, not what it found: results that depend on them differ visibly in the claims.
-_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision", "versions")
+_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision", "versions", "id")
 
 
 def normalized(results: dict[str, Any]) -> dict[str, Any]:
@@ -468,61 +332,3 @@ def normalized(results: dict[str, Any]) -> dict[str, Any]:
 
     claims = [{**row, "checks": [stable(check) for check in row["checks"]]} for row in results["claims"]]
     return {**results, "run": run, "claims": claims}
-
-
-def snapshot(directory: Path) -> dict[str, Any]:
-    """What a report directory says, apart from timings: for comparing a fresh run with a committed one."""
-    results_file = directory / RESULTS_FILE
-    if not results_file.is_file():
-        return {}
-    results = json.loads(results_file.read_text(encoding="utf-8"))
-    state: dict[str, Any] = {RESULTS_FILE: normalized(results)}
-    for name, render in ((MARKDOWN_FILE, render_markdown), (HTML_FILE, lambda r: render_html(r, directory))):
-        path = directory / name
-        try:
-            text = render(results)
-        except (KeyError, TypeError, UndefinedError):  # written by an older harness, with fields this one needs
-            text = None
-        state[name] = text is not None and path.is_file() and path.read_text(encoding="utf-8") == text
-    # The figures the claims' evidence names; other files in figures/ belong to other commands.
-    named = {path for row in results["claims"] for check in row["checks"] for path in figure_paths(check["observed"])}
-    for path in sorted(named):
-        figure = directory / path
-        state[path] = figure.read_bytes() if figure.is_file() else None
-    return state
-
-
-def compare_snapshots(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """How a fresh report differs from the one that was there, in words; empty when only timings differ."""
-    if not before:
-        return [f"there was no {RESULTS_FILE} to compare with"]
-    differences = []
-    old, new = before[RESULTS_FILE], after[RESULTS_FILE]
-    run_fields = sorted(old["run"].keys() | new["run"].keys())
-    differences += [f"run field '{key}' was {old['run'].get(key)!r}, is {new['run'].get(key)!r}"
-                    for key in run_fields if old["run"].get(key) != new["run"].get(key)]
-    old_claims = {row["id"]: row for row in old["claims"]}
-    new_claims = {row["id"]: row for row in new["claims"]}
-    differences += [f"claim '{claim}' is new" for claim in new_claims.keys() - old_claims.keys()]
-    differences += [f"claim '{claim}' is gone" for claim in old_claims.keys() - new_claims.keys()]
-    differences += [f"claim '{claim}' changed (status {old_claims[claim]['status']} -> {new_claims[claim]['status']})"
-                    for claim in old_claims.keys() & new_claims.keys() if old_claims[claim] != new_claims[claim]]
-    if [row["id"] for row in old["claims"]] != [row["id"] for row in new["claims"]] and not differences:
-        differences.append("the order of claims changed")
-    old_statements, new_statements = _statement_statuses(old), _statement_statuses(new)
-    differences += [f"statement '{key}' was {old_statements.get(key, 'not in the ledger')}, is "
-                    f"{new_statements.get(key, 'not in the ledger')}" for key in old_statements.keys() | new_statements
-                    if old_statements.get(key) != new_statements.get(key)]
-    differences += [f"{name} did not match the {RESULTS_FILE} beside it" for name in (MARKDOWN_FILE, HTML_FILE)
-                    if not before[name]]
-    figures = sorted(key for key in before.keys() | after.keys() if key.startswith("figures/"))
-    differences += [f"{figure} changed" for figure in figures if before.get(figure) != after.get(figure)]
-    if not differences and old != new:
-        differences.append("summary or coverage changed")
-    return sorted(differences)
-
-
-def _statement_statuses(results: dict[str, Any]) -> dict[str, str]:
-    """Every ledger statement's status; none in a report written before there was a ledger."""
-    return {statement["id"]: statement["status"] for lesson in results["coverage"]
-            for step in lesson["steps"] for statement in step.get("statements", [])}

@@ -20,12 +20,17 @@ from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError
 from harness._executor import SeedRunner, time_limit
 from harness._expect import Comparison, compare, to_jsonable
-from harness._implementation import PYTEST_FLAG, REFERENCE, import_implementation
+from harness._formats import format_observed, visible
+from harness._implementation import PYTEST_FLAG, import_implementation, reference_implementation
+from harness._isolation import run_isolated
+from harness._isolation import supported as isolation_supported
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
 from harness._schema import Check
 
-DEFAULT_IMPL = REFERENCE
+# Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
+# minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
+DEFAULT_PROFILE = "smoke"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 
 
@@ -37,10 +42,12 @@ class RunOptions:
     processes of the local pool, 1 for none), ``progress_dir`` where progress records go; none of
     the three changes a result, so none is part of the cache key. Nor does ``allow_reference``
     (``--claims-allow-reference``: the implementation may take functions it does not define from the
-    reference), which only lets the run start and goes into every reproduce command.
+    reference), which only lets the run start and goes into every reproduce command. ``isolation``
+    off runs verifiers in the checking process (for ``--pdb``); ``staging_dir`` is where this run's
+    report and figures are written before they replace the report directory's.
     """
 
-    impl: str = DEFAULT_IMPL
+    impl: str = field(default_factory=reference_implementation)
     profile: str = "smoke"
     seed: int = 0
     report_dir: str | None = None
@@ -52,18 +59,22 @@ class RunOptions:
     workers: int = 1
     progress_dir: str | None = None
     allow_reference: bool = False
+    isolation: bool = True
+    staging_dir: str | None = None
+    run_id: str | None = None
 
     @property
     def figures_dir(self) -> Path:
-        base = Path(self.report_dir) if self.report_dir else Path(tempfile.gettempdir()) / "module4-claims"
+        # Figures go where the run stages its report, and reach the report directory only with the whole report.
+        base = Path(self.staging_dir) if self.staging_dir else Path(tempfile.gettempdir()) / "claims-figures"
         return base / "figures"
 
 
 def resolve_options(impl: str | None, profile: str | None, seed: int | None, **settings: Any) -> RunOptions:
     """The options of a run, with what the command line left out taken from $CLAIMS_IMPL, $CLAIMS_PROFILE and
     $CLAIMS_SEED, else the defaults: the reference implementation, the smoke profile, seed 0."""
-    return RunOptions(impl=impl or os.environ.get("CLAIMS_IMPL") or DEFAULT_IMPL,
-                      profile=profile or os.environ.get("CLAIMS_PROFILE") or "smoke",
+    return RunOptions(impl=impl or os.environ.get("CLAIMS_IMPL") or reference_implementation(),
+                      profile=profile or os.environ.get("CLAIMS_PROFILE") or DEFAULT_PROFILE,
                       seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")), **settings)
 
 
@@ -107,7 +118,7 @@ def check_seed(global_seed: int, claim_id: str, index: int) -> int:
 
 def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str:
     node = f"{entry.file}::{entry.id}::{check_names(entry)[index]}"
-    return (f"pytest '{node}' --impl {options.impl} --profile {options.profile} "
+    return (f"pytest '{node}' --claims-impl {options.impl} --claims-profile {options.profile} "
             f"--claims-seed {options.seed}" + (f" {PYTEST_FLAG}" if options.allow_reference else ""))
 
 
@@ -147,9 +158,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if observed is None and reuse_only:
             raise _MustRun
         if observed is None:
-            limit = check.timeout or DEFAULT_TIMEOUT[options.profile]
-            with time_limit(limit):
-                observed = _observe(entry, index, verifier, options, seed, limit)
+            observed = _observe_supervised(entry, index, verifier, options, seed,
+                                           check.timeout or DEFAULT_TIMEOUT[options.profile])
             if cache:
                 cache.store(key, observed, options.figures_dir)
         missing = [key for key in check.expect if key not in observed]
@@ -171,6 +181,47 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
     result.seconds = round(time.perf_counter() - started, 4)
     return result
+
+
+def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, why: str) -> CheckResult:
+    """The row of a check that has no result of its own, e.g. one whose result never reached the report."""
+    assert entry.claim is not None
+    seed = options.check_seed if options.check_seed is not None else check_seed(options.seed, entry.id, index)
+    return CheckResult(entry.claim.checks[index].kind, verifier.name, verifier.location, list(verifier.uses), "error",
+                       seed, 0.0, error=why, reproduce=reproduce_command(entry, index, options))
+
+
+def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
+                        limit: float) -> dict[str, Any]:
+    """The verifier's observations, computed in a supervised worker process (``harness._isolation``)."""
+
+    def observe() -> dict[str, Any]:
+        with time_limit(limit):
+            return dict(_observe(entry, index, verifier, options, seed, limit))
+
+    if not (options.isolation and isolation_supported()):
+        return observe()
+    if verifier.uses:
+        import_once_isolated(options.impl)
+    return run_isolated(observe, limit, f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})")
+
+
+_IMPORTED: set[str] = set()
+IMPORT_TIME_LIMIT = 120.0
+
+
+def import_once_isolated(impl: str) -> ModuleType:
+    """The implementation, imported in this process after a worker imported it without dying.
+
+    Each check's worker is a fork of this process, so an implementation imported here once costs no
+    import per check; trying it in a worker first keeps an implementation that kills the interpreter
+    on import (``os._exit`` at module level) from taking this process, and so the report, with it.
+    """
+    if impl not in _IMPORTED:
+        run_isolated(lambda: import_implementation(impl) and None, IMPORT_TIME_LIMIT,
+                     f"importing the implementation '{impl}'")
+        _IMPORTED.add(impl)
+    return import_implementation(impl)
 
 
 def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
@@ -222,14 +273,14 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
              f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
              f"{entry.check_lines[index]}"]
     if result.error:
-        lines.append(f"ERROR: {result.error.rstrip()}")
+        lines.append(f"ERROR: {visible(result.error.rstrip(), keep=chr(10) + chr(9))}")
     for comparison in result.comparisons:
         verdict = "ok    " if comparison["passed"] else "FAILED"
-        lines.append(f"  {verdict} {comparison['key']}: expected {comparison['expected']}, "
-                     f"observed {_short(comparison['observed'])}; rule: {comparison['rule']}")
+        lines.append(f"  {verdict} {visible(str(comparison['key']))}: expected {visible(str(comparison['expected']))}, "
+                     f"observed {_short(comparison['observed'])}; rule: {visible(str(comparison['rule']))}")
     expected_keys = {comparison["key"].split("[")[0] for comparison in result.comparisons}
     if result.status == "failed":
-        lines += [f"  also observed {key}: {_short(value)}" for key, value in result.observed.items()
+        lines += [f"  also observed {visible(key)}: {_short(value)}" for key, value in result.observed.items()
                   if key not in expected_keys]
     lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
                  f"'{options.impl}', profile '{options.profile}'")
@@ -238,9 +289,4 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
 
 
 def _short(value: Any) -> str:
-    if isinstance(value, dict) and "mean" in value:
-        return f"mean {value['mean']:.6g} in [{value['low']:.6g}, {value['high']:.6g}] (n={value['n']})"
-    if isinstance(value, dict) and "exact" in value:
-        return f"{value['value']!r} (exactly {value['exact']})"
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return visible(format_observed(value, limit=200))

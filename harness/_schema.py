@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -40,7 +41,8 @@ STRONG_KINDS: dict[str, frozenset[str]] = {
     "negative": frozenset({"counterexample", "exact", "symbolic"}),
     "empirical": frozenset({"experiment", "montecarlo"}),
 }
-Where = Annotated[str, StringConstraints(pattern=r"^(\d+\.\d+\.\d+|week\d+/step-\d+)$")]
+# Which steps exist is the course's (its step_pattern and steps, checked when claims load).
+Where = Annotated[str, StringConstraints(pattern=r"^[^\s]+$")]
 VerifierName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
 
 _NUMBER_OR_TEXT = {"anyOf": [{"type": "number"}, {"type": "string"}]}
@@ -74,10 +76,13 @@ class Check(_Strict):
         min_length=1,
         description="observed name -> what the text states; a number agrees within half a unit of its last digit",
     )
-    alpha: float = Field(1e-6, gt=0, lt=1, description="montecarlo: false-failure rate of the whole check")
-    beta: float = Field(1e-3, gt=0, lt=1, description="montecarlo: false-pass rate at the stated deviation")
+    alpha: float = Field(1e-6, gt=0, lt=1, allow_inf_nan=False,
+                         description="montecarlo: false-failure rate of the whole check")
+    beta: float = Field(1e-3, gt=0, lt=1, allow_inf_nan=False,
+                        description="montecarlo: false-pass rate at the stated deviation")
     deviation: float | None = Field(
-        None, gt=0, description="montecarlo: the smallest deviation of a mean the check must detect"
+        None, gt=0, allow_inf_nan=False,
+        description="montecarlo: the smallest deviation of a mean the check must detect",
     )
     timeout: float | None = Field(
         None, gt=0, le=86400,
@@ -100,6 +105,15 @@ class Check(_Strict):
                     "not the text; every other expected value is the text's",
     )
 
+    @field_validator("alpha", "beta")
+    @classmethod
+    def _rate_is_a_normal_float(cls, rate: float) -> float:
+        # Below the smallest normal float a rate loses its digits, and split over comparisons it becomes 0.
+        if rate < sys.float_info.min:
+            raise ValueError(f"{rate!r} is below {sys.float_info.min:.3g}, the smallest rate float arithmetic keeps "
+                             "exactly; state the rate the check is designed for (the default alpha is 1e-6)")
+        return rate
+
     @field_validator("expect", mode="after")
     @classmethod
     def _parse_expect(cls, raw: dict[str, Any]) -> dict[str, Expectation]:
@@ -120,10 +134,10 @@ class Claim(_Strict):
     """A checkable statement of the course text, where it is said, what backs it, and how it is checked."""
 
     id: ClaimId = Field(description="kebab-case, unique across all claim files")
-    where: Where = Field(description="the step that says it: '4.2.4', or 'week16/step-2' for the syllabus")
+    where: Where = Field(description="the step that says it, one of the course's steps")
     statement: str = Field(min_length=1, description="the claim, paraphrased in English")
     formula: str | None = Field(None, description="LaTeX")
-    sources: list[str] = Field(min_length=1, description="keys of Module_4_Sources.md")
+    sources: list[str] = Field(min_length=1, description="keys of the course's sources file")
     limitations: str | None = Field(None, description="what the claim does not say")
     erratum: str | None = Field(
         None, description="where the text's own wording or number is wrong or imprecise, and what is true instead"
@@ -139,21 +153,9 @@ class Claim(_Strict):
 
     @field_validator("formula")
     @classmethod
-    def _formula_renders(cls, formula: str | None) -> str | None:
-        if formula is None:
-            return None
-        from harness._html import formula_to_mathml
-
-        depth = 0
-        for character in re.sub(r"\\[{}]", "", formula):
-            depth += {"{": 1, "}": -1}.get(character, 0)
-            if depth < 0:
-                break
-        if depth != 0:
-            raise ValueError("the formula's braces { } do not balance; fix the LaTeX")
-        if formula_to_mathml(formula) is None:
-            raise ValueError("the formula does not convert to MathML (or contains markup that is not MathML); "
-                             "write plain LaTeX math")
+    def _formula_is_well_formed(cls, formula: str | None) -> str | None:
+        if formula is not None:
+            check_formula(formula)
         return formula
 
 
@@ -182,6 +184,60 @@ class ClaimFile(_Strict):
     claims: list[dict[str, Any]] = Field(description="the claims of this lesson")
 
 
+# A formula is one displayed equation (the course's longest is 285 characters); far longer text is
+# data pasted by mistake, refused before anything walks it.
+MAX_FORMULA_CHARACTERS = 4000
+_FORMULA_TOKEN = re.compile(r"\\(begin|end)(?![A-Za-z])\s*(?:\{([^{}]*)\})?|\\(?:left|right)(?![A-Za-z])|\\.|[{}]",
+                            re.DOTALL)
+# What an HTML parser reads as a tag, a comment or a declaration; `y_{<t}` and `a < b` are math.
+_MARKUP = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*[\s/>]|/|!|\?)")
+
+
+def check_formula(formula: str) -> None:
+    """Refuse a formula whose structure is broken: one linear pass, without rendering anything.
+
+    Checks that braces balance (``\\{`` and ``\\}`` are characters, not braces), that every
+    ``\\left`` has its ``\\right`` and every ``\\begin{env}`` its ``\\end{env}``, each within the
+    group it opens in, and that the text holds no HTML markup. Whether the formula then renders
+    as MathML is the report's concern (it shows the LaTeX source when it does not).
+
+    Raises:
+      ValueError: naming the first defect and the character where it is.
+    """
+    if len(formula) > MAX_FORMULA_CHARACTERS:
+        raise ValueError(f"the formula is {len(formula)} characters long; a formula is one equation of at most "
+                         f"{MAX_FORMULA_CHARACTERS} characters: split it, or move the data into a verifier")
+    markup = _MARKUP.search(formula)
+    if markup:
+        raise ValueError(f"the formula contains markup ({markup.group()!r} at character {markup.start() + 1}); "
+                         "write plain LaTeX math (a < b, with spaces, for a comparison)")
+    opened: list[tuple[str, int]] = []  # '{', '\\left' or '\\begin{env}', with the character that opened it
+    for token in _FORMULA_TOKEN.finditer(formula):
+        text, at = token.group(), token.start() + 1
+        if token.group(1) and token.group(2) is None:
+            raise ValueError(f"the formula's \\{token.group(1)} at character {at} names no environment; write "
+                             f"\\{token.group(1)}{{name}}")
+        if text in ("{", "\\left"):
+            opened.append((text, at))
+        elif token.group(1) == "begin":
+            opened.append((f"\\begin{{{token.group(2)}}}", at))
+        elif text in ("}", "\\right") or token.group(1) == "end":
+            wanted = {"}": "{", "\\right": "\\left"}.get(text, f"\\begin{{{token.group(2)}}}")
+            if not opened or opened[-1][0] != wanted:
+                inside = f", inside the {opened[-1][0]} at character {opened[-1][1]}" if opened else ""
+                raise ValueError(_unmatched(text, at, f"has no {wanted} to close{inside}"))
+            opened.pop()
+    if opened:
+        text, at = opened[-1]
+        raise ValueError(_unmatched(text, at, "is never closed"))
+
+
+def _unmatched(text: str, at: int, what: str) -> str:
+    kind = "braces { } do not balance" if text in ("{", "}") else "\\left and \\right do not pair" if text.startswith(
+        ("\\left", "\\right")) else "\\begin and \\end do not pair"
+    return f"the formula's {kind}: the {text} at character {at} {what}; fix the LaTeX"
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema editors use to complete and validate claim files."""
     schema = ClaimFile.model_json_schema()
@@ -192,7 +248,7 @@ def json_schema() -> dict[str, Any]:
     schema["properties"]["claims"]["items"] = {"$ref": "#/$defs/Claim"}
     definitions["Check"]["properties"]["expect"]["additionalProperties"] = {"$ref": "#/$defs/ExpectValue"}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "Module 4 claim file"
+    schema["title"] = "Claim file"
     return schema
 
 

@@ -1,4 +1,4 @@
-"""The registry of primary sources, read from ``Module_4_Sources.md``.
+"""The registry of primary sources, read from the course's sources file (``sources`` in ``[tool.claims]``).
 
 Each source is a level-3 heading holding its key, followed by a citation paragraph and a few
 ``- Label: text`` lines::
@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SOURCES_FILE = "Module_4_Sources.md"
 _HEADING = re.compile(r"^###\s+([a-z0-9][a-z0-9-]*)\s*$")
 _FIELD = re.compile(r"^-\s+([A-Za-z ]+):\s*(.+)$")
 

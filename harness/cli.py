@@ -1,4 +1,10 @@
-"""The ``claims`` command: verify every claim and write ``reports/``, lint, list, schema."""
+"""The ``claims`` command: verify every claim and write the reports, lint, list, schema.
+
+Every command works on the course whose tree holds the working directory (``[tool.claims]`` in
+the nearest pyproject.toml, ``harness._course``), or the one holding ``--claims-dir``; outside any
+course it refuses with one line. Paths it writes (reports, cache, the registry) are the course's,
+never the working directory's.
+"""
 
 from __future__ import annotations
 
@@ -8,38 +14,44 @@ import json
 import os
 import sys
 import time
+import uuid
+from functools import partial
 from pathlib import Path
 
-from harness._authoring import NewClaim, lint_warnings, validate, write
 from harness._context import PROFILES
+from harness._course import Course, find_course
 from harness._errors import ClaimsError
-from harness._implementation import PYTEST_FLAG, check_implementation
+from harness._formats import visible
+from harness._implementation import PYTEST_FLAG, check_implementation, reference_implementation
+from harness._isolation import run_isolated
+from harness._isolation import supported as isolation_supported
 from harness._loading import Catalogue, load_catalogue
 from harness._progress import run_showing_progress
-from harness._registry import VERIFIER_PACKAGE, registered
-from harness._report import RESULTS_FILE, compare_snapshots, lessons_of, snapshot, write_reports
-from harness._reuse import reuse_every_check
-from harness._runner import DEFAULT_IMPL, check_names, resolve_options
+from harness._registry import registered
+from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
 from harness._schema import KINDS, json_schema_text
-from harness._sources import SOURCES_FILE, registry_section, render_registry, with_registry
+from harness._sources import registry_section, render_registry, with_registry
 
 SCHEMA_FILE = "schema.json"
-CACHE_DIR = Path(".claims-cache")
+RESULTS_FILE = "claims.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="claims", description=__doc__)
-    parser.add_argument("--claims-dir", type=Path, default=Path("claims"), help="where the claim files are")
+    parser.add_argument("--claims-dir", type=Path, default=None,
+                        help="where the claim files are (default: the course's, from [tool.claims] in pyproject.toml)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
-    verify.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default: reports)")
-    verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or 'impl')")
+    verify.add_argument("--out", type=Path, default=None, help="report directory (default: the course's reports/)")
+    verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or the course's "
+                                       "reference implementation)")
     verify.add_argument("--allow-reference", action="store_true",
                         help="let the implementation take the functions it does not define from the reference "
                              "as they are (pytest's --claims-allow-reference)")
-    verify.add_argument("--profile", choices=PROFILES, default=os.environ.get("CLAIMS_PROFILE", "full"),
-                        help="full (the release artifact) or smoke (default: $CLAIMS_PROFILE or full)")
+    verify.add_argument("--profile", choices=PROFILES, default=None,
+                        help=f"smoke (fast) or full (the release artifact) (default: $CLAIMS_PROFILE or "
+                             f"{DEFAULT_PROFILE}, as everywhere)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
     verify.add_argument("--scheduler", default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
@@ -47,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: $CLAIMS_SCHEDULER, else a local process pool)")
     verify.add_argument("--no-cache", action="store_true", help="re-run every check, reusing nothing from the cache")
     verify.add_argument("--check", action="store_true",
-                        help="also fail if the reports differ, apart from timings, from the ones already in --out")
+                        help="also fail if the reports differ, in what the claims state, from the ones already in "
+                             "--out, or if the run is incomplete")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
 
     commands.add_parser("lint", help="validate every claim file without running checks")
@@ -58,53 +71,84 @@ def main(argv: list[str] | None = None) -> int:
     audit = commands.add_parser("audit", help="measure Monte Carlo checks' false-failure rate and power")
     audit.add_argument("--runs", type=int, default=20, help="runs per check and series (default 20)")
     audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
-    audit.add_argument("--impl", default=DEFAULT_IMPL, help="implementation module under test")
+    audit.add_argument("--impl", default=None, help="implementation module under test (default: the reference)")
     audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
     zoo = commands.add_parser("zoo", help="run the claims against the bug zoo and print which claims caught what")
     zoo.add_argument("variants", nargs="*", help="variants to run (default: all)")
     zoo.add_argument("--workers", type=int, help="variants run at once (default: the number of CPUs)")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
-    new.add_argument("--step", help="where the text says it, e.g. 4.2.3 or week16/step-2")
+    new.add_argument("--step", help="where the text says it: one of the course's steps")
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
     new.add_argument("--id", dest="claim_id", help="kebab-case id, unique across claim files")
-    new.add_argument("--module", help="verifier module in verifiers/ (default: the lesson's, e.g. lesson_4_2)")
+    new.add_argument("--module", help="verifier module in the verifier package (default: lesson_<the step's lesson>)")
 
     args = parser.parse_args(argv)
-    return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-            "new": _new, "audit": _audit, "zoo": _zoo}[args.command](args)
+    try:
+        args.course = find_course(args.claims_dir)
+        args.claims_dir = (args.claims_dir or args.course.claims).resolve()
+        if not args.claims_dir.is_dir():
+            raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
+                              f"course's claims directory ({args.course.claims})")
+        return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
+                "new": _new, "audit": _audit, "zoo": _zoo}[args.command](args)
+    except ClaimsError as error:
+        print(f"claims {args.command}: {error}", file=sys.stderr)
+        return 2
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from harness._gate import compare_snapshots, snapshot  # the reports' code: not needed to lint or list
+
+    course: Course = args.course
+    args.out = (args.out or course.reports).resolve()
     refused = _implementation_refused(args)
     if refused:
         print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
         return 2
     before = snapshot(args.out) if args.check else None
-    catalogue = load_catalogue(args.claims_dir) if args.claims_dir.is_dir() else None
+    catalogue = load_catalogue(args.claims_dir)
+    run_id = uuid.uuid4().hex[:12]
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
-    reusable = catalogue is not None and not (args.no_cache or args.pytest_args)
-    status = _verify_from_cache(args, catalogue) if reusable else None
+    reusable = not (args.no_cache or args.pytest_args)
+    status = _verify_from_cache(args, catalogue, run_id) if reusable else None
     if status is None:  # some check has to run
-        status = _verify_with_pytest(args)
+        status = _verify_with_pytest(args, run_id)
+    results = _this_runs_results(args.out, run_id)
+    if results is None:
+        print(f"claims verify: pytest wrote no report (exit status {status}); the reports in {args.out}/ are "
+              "unchanged and are not this run's", file=sys.stderr)
+        return status or 1
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
-    status = _report_and_registry(args, catalogue, before, status)
+    status = _registry_and_gate(args, catalogue, results, before, compare_snapshots, snapshot) or status
     incomplete = _ledger_gate(catalogue)
     return status or incomplete
+
+
+def _this_runs_results(out: Path, run_id: str) -> dict | None:
+    """The results this run wrote, or None when the file there is missing, unreadable or another run's."""
+    try:
+        results = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return results if results.get("run", {}).get("id") == run_id else None
 
 
 def _implementation_refused(args: argparse.Namespace) -> str | None:
     """Why the implementation under test cannot be verified (as pytest would import it), or None."""
     impl = resolve_options(args.impl, args.profile, args.claims_seed).impl
-    if impl == DEFAULT_IMPL and importlib.util.find_spec(impl) is not None:
+    if impl == reference_implementation() and importlib.util.find_spec(impl) is not None:
         return None  # the reference: pytest imports it if a check has to run (a second here, on the cached path)
     # ``python -m pytest`` finds modules in the working directory: so must this check.
     here = os.getcwd()
     added = here not in sys.path
     if added:
         sys.path.insert(0, here)
+    check = partial(check_implementation, impl, allow_reference=args.allow_reference, flag="--allow-reference")
     try:
-        check_implementation(impl, allow_reference=args.allow_reference, flag="--allow-reference")
+        # In a worker: an implementation that kills the interpreter on import must not take this command with it.
+        run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'") if isolation_supported() \
+            else check()
     except ClaimsError as error:
         return str(error)
     finally:
@@ -113,13 +157,13 @@ def _implementation_refused(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _ledger_gate(catalogue: Catalogue | None) -> int:
+def _ledger_gate(catalogue: Catalogue) -> int:
     """1 when the statement ledger is incomplete: a green report must mean every statement was checked.
 
     Checks still run and the reports still say what they found (``pytest claims/`` never fails on
     the ledger); only ``claims verify``, and so the release gate, refuses to call the result done.
     """
-    problems = catalogue.ledger_problems() if catalogue is not None else []
+    problems = catalogue.ledger_problems()
     for problem in problems:
         print(f"claims verify: {problem}", file=sys.stderr)
     if problems:
@@ -128,51 +172,94 @@ def _ledger_gate(catalogue: Catalogue | None) -> int:
     return 1 if problems else 0
 
 
-def _verify_with_pytest(args: argparse.Namespace) -> int:
-    # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`.
-    pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out), "-q", "-rfE"]
+def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
+    # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`; it runs
+    # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
+    course: Course = args.course
+    pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out),
+                   "--claims-run-id", run_id, "-q", "-rfE", "-p", "no:cacheprovider"]
     if not args.no_cache:
-        pytest_args += ["--claims-cache", str(CACHE_DIR)]
-    for option, value in (("--impl", args.impl), ("--profile", args.profile), ("--claims-seed", args.claims_seed),
-                          ("-n", args.numprocesses), ("--claims-scheduler", args.scheduler)):
+        pytest_args += ["--claims-cache", str(course.cache)]
+    for option, value in (("--claims-impl", args.impl), ("--claims-profile", args.profile),
+                          ("--claims-seed", args.claims_seed), ("-n", args.numprocesses),
+                          ("--claims-scheduler", args.scheduler)):
         if value is not None:
             pytest_args += [option, str(value)]
     if args.allow_reference:
         pytest_args.append(PYTEST_FLAG)
-    return run_showing_progress(pytest_args + args.pytest_args)
+    # The implementation is looked for where the command was started (as `python -m pytest` there would).
+    env_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PYTHONPATH"] = env_path
+    return run_showing_progress(pytest_args + args.pytest_args, cwd=course.root)
 
 
-def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue) -> int | None:
+def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
     """Write the reports without starting pytest when no check has to run; the exit status, or None."""
+    from harness._engine import evaluate, every_part
+    from harness._report import lessons_of, write_reports
+
+    if not _imports_as_pytest_would(args):
+        return None
     started = time.time()
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
-                              cache_dir=str(CACHE_DIR), allow_reference=args.allow_reference)
-    reused = reuse_every_check(catalogue, options)
-    if reused is None:
-        return None
-    write_reports(args.out, reused.evidence, lessons_of([catalogue]), options, started, catalogue.root)
-    for failure in reused.failures:
+                              cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id)
+    outcomes = []
+    for part in every_part(catalogue):
+        outcome = evaluate(part, catalogue, options, reuse_only=True)
+        if outcome is None:
+            return None
+        outcomes.append(outcome)
+    if not outcomes:
+        return None  # nothing to report is pytest's to say (it exits with "no tests collected")
+    completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
+    write_reports(args.out, [outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options, started,
+                  catalogue.root, completeness)
+    failures = [outcome.message for outcome in outcomes if outcome.status in ("failed", "error")]
+    for failure in failures:
         print(failure, end="\n\n")
-    print(f"claims verify: no check had to run; {len(reused.failures)} of {len(reused.evidence)} results failed "
+    print(f"claims verify: no check had to run; {len(failures)} of {len(outcomes)} results failed "
           "(pytest not started)")
-    return 1 if reused.failures else 0
+    return 1 if failures else 0
 
 
-def _report_and_registry(args: argparse.Namespace, catalogue: Catalogue | None, before: dict | None,
-                         status: int) -> int:
-    results_file = args.out / RESULTS_FILE
-    if not results_file.is_file():
-        return status or 1
-    results = json.loads(results_file.read_text(encoding="utf-8"))
+def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
+    """Whether this process finds the harness, the verifiers and the implementation where pytest would.
+
+    ``python -m pytest`` puts its working directory (the course root) first on ``sys.path``, so a package
+    there shadows the installed one (a tox environment's copy of the harness, say); a cache key computed
+    from the other copy could reuse observations the code pytest runs never made.
+    """
+    root: Path = args.course.root
+    impl = args.impl or os.environ.get("CLAIMS_IMPL") or reference_implementation()
+    for name in ("harness", args.course.verifiers, impl.partition(".")[0]):
+        local = next((path for path in (root / name / "__init__.py", root / f"{name}.py") if path.is_file()), None)
+        spec = importlib.util.find_spec(name)
+        found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+        if found is None or (local is not None and local.resolve() != found):
+            return False
+    return True
+
+
+def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,
+                       compare_snapshots, snapshot) -> int:
+    """Rewrite the registry of claims after a whole run of the reference, and apply ``--check``; an exit status."""
+    run = results["run"]
     checks = [check for row in results["claims"] for check in row["checks"]]
     print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
-          f"from {CACHE_DIR}/" + (" (cache off)" if args.no_cache else ""))
-    if results["run"]["impl"] == DEFAULT_IMPL:
-        catalogue = catalogue or load_catalogue(args.claims_dir)
-        sources_file = catalogue.root / SOURCES_FILE
+          f"from {args.course.cache}/" + (" (cache off)" if args.no_cache else ""))
+    whole = run.get("complete") and run.get("selection") == "all"
+    if not run.get("complete"):
+        print(f"claims verify: the run is incomplete ({run.get('incomplete')}); the reports say so",
+              file=sys.stderr)
+    if whole and run["impl"] == reference_implementation() and args.out == args.course.reports.resolve():
+        sources_file = args.course.sources
         text = sources_file.read_text(encoding="utf-8")
         sources_file.write_text(with_registry(text, _registry(catalogue, results)), encoding="utf-8")
         print(f"claims verify: registry of claims rewritten in {sources_file}")
+    elif run["impl"] == reference_implementation():
+        print("claims verify: registry of claims left as it was (only a whole, complete run of the reference into "
+              f"{args.course.reports} rewrites it)")
+    status = 0 if run.get("complete") else 1
     if before is not None:
         differences = compare_snapshots(before, snapshot(args.out))
         for difference in differences:
@@ -180,7 +267,7 @@ def _report_and_registry(args: argparse.Namespace, catalogue: Catalogue | None, 
         if differences:
             print("claims verify --check: the committed reports are stale; commit the regenerated ones",
                   file=sys.stderr)
-            return status or 1
+            status = 1
     return status
 
 
@@ -200,9 +287,9 @@ def _registry(catalogue: Catalogue, results: dict | None) -> str:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    if not args.claims_dir.is_dir():
-        print(f"{args.claims_dir}: no such directory; run from the project root or pass --claims-dir", file=sys.stderr)
-        return 2
+    from harness._authoring import lint_warnings
+
+    course: Course = args.course
     catalogue = load_catalogue(args.claims_dir)
     problems = [str(problem) for problem in [*catalogue.problems(), *catalogue.ledger_problems()]]
     problems += [f"{entry.file}:{entry.line}: claim '{entry.id}', check {index + 1}, field 'rejects': missing; name "
@@ -210,23 +297,23 @@ def _lint(args: argparse.Namespace) -> int:
                  for entry in catalogue.entries if entry.claim
                  for index, check in enumerate(entry.claim.checks) if check.rejects is None]
     cited = {key for entry in catalogue.entries if entry.claim for key in entry.claim.sources}
-    problems += [f"{SOURCES_FILE}:{source.line}: source '{key}' is cited by no claim; cite it where it backs a "
+    sources_file = course.sources
+    problems += [f"{sources_file.name}:{source.line}: source '{key}' is cited by no claim; cite it where it backs a "
                  "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
-    sources_file = catalogue.root / SOURCES_FILE
-    results_file = catalogue.root / "reports" / RESULTS_FILE
+    results_file = course.reports / RESULTS_FILE
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
     registry = _registry(catalogue, results)
     if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
-        problems.append(f"{SOURCES_FILE}: the generated registry of claims does not match the claim files and "
-                        f"reports/{RESULTS_FILE}; regenerate both with 'claims verify'")
+        problems.append(f"{sources_file.name}: the generated registry of claims does not match the claim files and "
+                        f"{course.reports.name}/{RESULTS_FILE}; regenerate both with 'claims verify --profile full'")
     schema_path = args.claims_dir / SCHEMA_FILE
     if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
     for problem in problems:
-        print(problem)
-    warnings = lint_warnings(catalogue)
+        print(visible(problem))
+    warnings = lint_warnings(catalogue, reference_implementation())
     for warning in warnings:
-        print(f"warning: {warning}")
+        print(f"warning: {visible(warning)}")
     claims = sum(1 for entry in catalogue.entries if not entry.broken)
     print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems, "
           f"{len(warnings)} warnings", file=sys.stderr)
@@ -237,7 +324,7 @@ def _list(args: argparse.Namespace) -> int:
     catalogue = load_catalogue(args.claims_dir)
     for entry in catalogue.entries:
         kinds = "cannot be loaded" if entry.broken else ", ".join(check_names(entry))
-        print(f"{entry.id:40} {entry.where or '?':14} {kinds}")
+        print(f"{visible(entry.id):40} {visible(entry.where or '?'):14} {kinds}")
     return 0
 
 
@@ -253,15 +340,16 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _verifiers(args: argparse.Namespace) -> int:
-    for name, verifier in sorted(registered().items()):
-        print(f"{name:45} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
+    for name, verifier in sorted(registered(args.course.verifiers).items()):
+        print(f"{name:45} {'/'.join(verifier.kinds):14} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
     return 0
 
 
 def _audit(args: argparse.Namespace) -> int:
     from harness._audit import audit, render
 
-    rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl, args.selected)
+    rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl or reference_implementation(),
+                 args.selected)
     table = render(rows, args.runs, args.alpha)
     print(table)
     if args.write:
@@ -287,6 +375,8 @@ def _zoo(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
+    from harness._authoring import NewClaim, validate, write
+
     catalogue = load_catalogue(args.claims_dir)
 
     def ask(value: str | None, question: str) -> str:
@@ -296,7 +386,7 @@ def _new(args: argparse.Namespace) -> int:
             raise SystemExit(f"claims new: {question} is needed; pass it as a flag")
         return input(f"{question}: ").strip()
 
-    step = ask(args.step, "step (e.g. 4.2.3)")
+    step = ask(args.step, f"step (one of {args.course.describe_steps()})")
     kind = ask(args.kind, f"kind ({', '.join(KINDS)})")
     claim_id = ask(args.claim_id, "id (kebab-case)")
     module = args.module or "lesson_" + step.replace(".", "_").replace("/", "_").rsplit("_", 1)[0]
@@ -306,7 +396,7 @@ def _new(args: argparse.Namespace) -> int:
         print(f"claims new: {error}", file=sys.stderr)
     if errors:
         return 2
-    for line in write(request, catalogue, catalogue.root / VERIFIER_PACKAGE):
+    for line in write(request, catalogue, catalogue.root / catalogue.course.verifiers.replace(".", "/")):
         print(line)
     return 0
 

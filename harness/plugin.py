@@ -1,22 +1,32 @@
-"""The pytest plugin: every check of every claim is a test item.
+"""The pytest plugin: every part of a run (``harness._engine``) is a test item.
 
-Collection turns ``claims/*.yaml`` into items ``claims/<file>.yaml::<claim-id>::<kind>``;
-running an item runs its check through the same engine as ``claims verify``; reporting
-attaches the check's evidence to the test report (``user_properties``), which is how results
-reach the controller under pytest-xdist and end up in ``reports/``.
+Collection turns the claim files of the course's claims directory into items
+``claims/<file>.yaml::<claim-id>::<kind>``; an item runs its check in ``runtest`` through the one
+driver (the verifier itself in a supervised worker process); reporting attaches the evidence to
+the test report (``user_properties``), which is how results reach the controller under
+pytest-xdist. The controller writes ``reports/`` from this run's evidence alone: a selected item
+whose evidence never arrived (a crashed xdist worker, an interrupted run) is an error row, and an
+interrupted or stopped run says so in every format.
+
+Options are namespaced ``--claims-*`` so that they cannot collide with other plugins'.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
+import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness._context import PROFILES
+from harness._course import find_root, load_course
+from harness._engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
 from harness._errors import ClaimsError
 from harness._executor import default_workers, shutdown_executors
 from harness._implementation import (
@@ -26,10 +36,12 @@ from harness._implementation import (
     check_implementation,
     find_in_directory,
 )
-from harness._loading import Catalogue, ClaimEntry, load_catalogue
+from harness._isolation import run_isolated
+from harness._isolation import supported as isolation_supported
+from harness._loading import Catalogue, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
-from harness._report import check_evidence, claim_payload, file_payload, lessons_of, problems_evidence, write_reports
-from harness._runner import DEFAULT_IMPL, RunOptions, check_names, failure_text, resolve_options, run_check
+from harness._report import lessons_of, staging_dir_for, write_reports
+from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, RunOptions, resolve_options
 from harness._schema import KIND_DESCRIPTIONS
 
 PAYLOAD = "claims_result"
@@ -38,15 +50,16 @@ _PROVENANCE = pytest.StashKey[Provenance | None]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("claims", "Module 4 claim verification")
-    group.addoption("--impl", default=None, metavar="MODULE",
-                    help=f"the implementation under test (default: $CLAIMS_IMPL or '{DEFAULT_IMPL}')")
+    group = parser.getgroup("claims", "claim verification (harness)")
+    group.addoption("--claims-impl", default=None, metavar="MODULE",
+                    help="the implementation under test (default: $CLAIMS_IMPL or the course's reference "
+                         "implementation)")
     group.addoption(PYTEST_FLAG, action="store_true", default=False,
                     help="let the implementation take the functions it does not define from the reference (or another "
                          f"package) as they are; a module can say so itself with {FALLBACK_ATTRIBUTE} = True")
-    group.addoption("--profile", default=None, choices=PROFILES,
+    group.addoption("--claims-profile", default=None, choices=PROFILES,
                     help="smoke: fast checks for every run; full: the release profile (default: $CLAIMS_PROFILE "
-                         "or smoke)")
+                         f"or {DEFAULT_PROFILE})")
     group.addoption("--claims-seed", type=int, default=None, metavar="N",
                     help="global seed every check's generator is derived from (default: $CLAIMS_SEED or 0)")
     group.addoption("--claims-report", default=None, metavar="DIR",
@@ -59,18 +72,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--claims-workers", type=int, default=None, metavar="N",
                     help="processes of the local pool for experiments' seeds; 1 runs them in the checking process "
                          "(default: $CLAIMS_WORKERS, else the cores divided by the xdist workers)")
+    group.addoption("--claims-run-id", default=None, metavar="ID", help=argparse.SUPPRESS)
 
 
 def run_options(config: pytest.Config) -> RunOptions:
     workers = config.getoption("claims_workers") or int(os.environ.get("CLAIMS_WORKERS", "0"))
+    report_dir = config.getoption("claims_report")
+    run_id = config.getoption("claims_run_id")
     return resolve_options(
-        config.getoption("impl"), config.getoption("profile"), config.getoption("claims_seed"),
-        report_dir=config.getoption("claims_report"),
+        config.getoption("claims_impl"), config.getoption("claims_profile"), config.getoption("claims_seed"),
+        report_dir=report_dir,
         cache_dir=config.getoption("claims_cache"),
         scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
         workers=workers or default_workers(_xdist_workers(config)),
         progress_dir=progress_dir(),
         allow_reference=config.getoption("claims_allow_reference"),
+        # A debugger must stop in the process it talks to: --pdb and --trace run checks in this one.
+        isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
+        staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
+        run_id=run_id,
     )
 
 
@@ -83,12 +103,17 @@ def _xdist_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     for kind, description in KIND_DESCRIPTIONS.items():
         config.addinivalue_line("markers", f"{kind}: {description}")
-    config.addinivalue_line("markers", "claim: a check of a Module 4 claim")
+    config.addinivalue_line("markers", "claim: a check of a claim")
     config.stash[_CATALOGUES] = {}
+    if hasattr(config, "workerinput"):
+        return
+    # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).
+    if config.option.claims_run_id is None:
+        config.option.claims_run_id = uuid.uuid4().hex[:12]
     report_dir = config.getoption("claims_report")
-    if report_dir and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_ReportWriter(Path(report_dir), run_options(config)), "claims-report")
-    if progress_dir() and not hasattr(config, "workerinput"):
+    if report_dir:
+        config.pluginmanager.register(_ReportWriter(Path(report_dir), config), "claims-report")
+    if progress_dir():
         config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
 
 
@@ -104,8 +129,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     find_in_directory(options.impl, str(config.invocation_params.dir))  # in xdist's workers too
     if hasattr(config, "workerinput"):
         return
+    check = partial(check_implementation, options.impl, allow_reference=options.allow_reference)
     try:
-        config.stash[_PROVENANCE] = check_implementation(options.impl, allow_reference=options.allow_reference)
+        # In a worker: an implementation that kills the interpreter on import must not take pytest with it.
+        config.stash[_PROVENANCE] = (run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation "
+                                                  f"'{options.impl}'") if options.isolation and isolation_supported()
+                                     else check())
     except ClaimsError as error:
         raise pytest.UsageError(str(error)) from None
 
@@ -115,13 +144,25 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [found.summary()] if found is not None and found.borrowed else []
 
 
+def _claims_dir_of(path: Path) -> Path | None:
+    """The claims directory of the course whose tree holds ``path``, or None outside any course."""
+    root = find_root(path)
+    return load_course(root).claims.resolve() if root is not None else None
+
+
+def _is_claim_file(path: Path) -> bool:
+    return path.suffix in (".yaml", ".yml") and _claims_dir_of(path.parent) == path.parent.resolve()
+
+
 def _collects_claims(config: pytest.Config) -> bool:
-    """Whether the arguments name claim files: a ``claims`` directory, a directory holding one, or a file in one."""
+    """Whether the arguments name claim files: a course's claims directory, a directory above it, or a file in it."""
     for arg in config.args:
         path = Path(config.invocation_params.dir, arg.split("::")[0])
-        if path.is_dir() and (path.name == "claims" or (path / "claims").is_dir()):
-            return True
-        if path.suffix in (".yaml", ".yml") and path.parent.name == "claims":
+        claims = _claims_dir_of(path)
+        if claims is None:
+            continue
+        resolved = path.resolve()
+        if resolved == claims or claims.is_relative_to(resolved) or _is_claim_file(path):
             return True
     return False
 
@@ -130,126 +171,187 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutdown_executors()
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "claims":
-        return ClaimFileNode.from_parent(parent, path=file_path)
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    # Only the course's claims directory: a YAML file elsewhere (a fixture, a CI config) is not a claim file.
+    if path.resolve() == _claims_dir_of(path):
+        return ClaimsDirectory.from_parent(parent, path=path)
     return None
+
+
+class ClaimsDirectory(pytest.Directory):
+    """The course's claims directory: a node for every entry the catalogue lists, a claim file or not.
+
+    pytest itself would pass over a directory, a device or a broken symlink named ``*.yaml``; the
+    catalogue reports each as a problem of that file, so each gets its row here.
+    """
+
+    def collect(self):
+        catalogue = _catalogue(self.config, self.path.resolve())
+        for display in catalogue.files:
+            yield ClaimFileNode.from_parent(self, path=catalogue.root / display)
+
+
+def _catalogue(config: pytest.Config, claims_dir: Path) -> Catalogue:
+    catalogues = config.stash[_CATALOGUES]
+    if claims_dir not in catalogues:
+        catalogues[claims_dir] = load_catalogue(claims_dir)
+    return catalogues[claims_dir]
 
 
 class ClaimFileNode(pytest.File):
     """One claim file: a node per claim, plus one error item for problems of the file itself."""
 
     def collect(self):
-        catalogues = self.config.stash[_CATALOGUES]
-        claims_dir = self.path.parent.resolve()
-        if claims_dir not in catalogues:
-            catalogues[claims_dir] = load_catalogue(claims_dir)
-        catalogue = catalogues[claims_dir]
-        display = self.path.resolve().relative_to(catalogue.root).as_posix()
-        problems = catalogue.file_problems.get(display, [])
-        if problems:
-            yield ProblemItem.from_parent(self, name="file-problems", problems=[str(p) for p in problems],
-                                          payload=file_payload(catalogue, display))
-        used: set[str] = set()
-        for entry in catalogue.in_file(display):
-            name = entry.id if entry.id not in used else f"{entry.id}@{entry.line}"
-            used.add(name)
-            yield ClaimNode.from_parent(self, name=name, entry=entry, catalogue=catalogue)
+        catalogue = _catalogue(self.config, self.path.parent.resolve())
+        display = catalogue.display_of(self.path)
+        claims: dict[str, ClaimNode] = {}
+        for part in parts_of_file(catalogue, display):
+            if len(part.names) == 1:
+                yield PartItem.from_parent(self, name=part.names[0], part=part, catalogue=catalogue)
+                continue
+            if part.names[0] not in claims:
+                claims[part.names[0]] = ClaimNode.from_parent(self, name=part.names[0], entry=part.entry)
+                yield claims[part.names[0]]
+            claims[part.names[0]].parts.append(part)
 
 
 class ClaimNode(pytest.Collector):
     """One claim: an item per check, or a single error item when the claim cannot be used."""
 
-    def __init__(self, *, entry: ClaimEntry, catalogue: Catalogue, **kwargs: Any):
+    def __init__(self, *, entry: Any, **kwargs: Any):
         super().__init__(**kwargs)
         self.entry = entry
-        self.catalogue = catalogue
+        self.parts: list[Part] = []
 
     def collect(self):
-        payload = claim_payload(self.entry, self.catalogue)
-        if self.entry.broken:
-            yield ProblemItem.from_parent(self, name="load-error", problems=[str(p) for p in self.entry.problems],
-                                          payload=payload)
-            return
-        for index, name in enumerate(check_names(self.entry)):
-            yield CheckItem.from_parent(self, name=name, index=index, payload=payload)
+        catalogue = _catalogue(self.config, self.path.parent.resolve())
+        for part in self.parts:
+            yield PartItem.from_parent(self, name=part.names[-1], part=part, catalogue=catalogue)
 
     def reportinfo(self):
         return self.path, self.entry.line - 1, f"claim {self.entry.id} ({self.entry.where})"
 
 
-class CheckItem(pytest.Item):
-    """One check of one claim."""
+class PartItem(pytest.Item):
+    """One part of the run: a check of a claim, or the problems of a claim or file that cannot be used.
 
-    def __init__(self, *, index: int, payload: dict[str, Any], **kwargs: Any):
+    The check runs in ``runtest`` (so ``--setup-only`` runs none, and durations are the check's); a part
+    that is only problems errors in ``setup``, where pytest reports what keeps a test from running.
+    """
+
+    def __init__(self, *, part: Part, catalogue: Catalogue, **kwargs: Any):
         super().__init__(**kwargs)
-        self.entry: ClaimEntry = self.parent.entry
-        self.index = index
-        self.payload = payload
-        check = self.entry.claim.checks[index]
-        self.add_marker(check.kind)
-        self.add_marker("claim")
-        self.user_properties += [("claim_id", self.entry.id), ("where", self.entry.where),
-                                 ("sources", ",".join(self.entry.claim.sources))]
+        self.part = part
+        self.catalogue = catalogue
+        entry = part.entry
+        if part.index is not None and entry is not None and entry.claim is not None:
+            self.add_marker(entry.claim.checks[part.index].kind)
+            self.add_marker("claim")
+        if entry is not None:
+            self.user_properties += [("claim_id", entry.id), ("where", entry.where or ""),
+                                     ("sources", ",".join(entry.claim.sources) if entry.claim else "")]
 
     def setup(self) -> None:
-        options = run_options(self.config)
-        check = self.entry.claim.checks[self.index]
-        verifier = self.parent.catalogue.verifiers[check.verifier]
-        self.result = run_check(self.entry, self.index, verifier, options)
-        self.user_properties.append((PAYLOAD, check_evidence(self.payload, self.entry, self.index, self.result)))
-        if self.result.status == "error":
-            pytest.fail(failure_text(self.entry, self.index, self.result, options), pytrace=False)
-        if self.result.status == "skipped":
-            pytest.skip(self.result.skip_reason)
+        # A claim or file that cannot be used is known at collection: it errors (as a broken fixture would),
+        # with no check to run.
+        if self.part.index is None:
+            self._report(evaluate(self.part, self.catalogue, run_options(self.config)))
 
     def runtest(self) -> None:
-        if self.result.status == "failed":
-            pytest.fail(failure_text(self.entry, self.index, self.result, run_options(self.config)), pytrace=False)
+        self._report(evaluate(self.part, self.catalogue, run_options(self.config)))
+
+    def _report(self, outcome: Outcome | None) -> None:
+        assert outcome is not None
+        self.user_properties.append((PAYLOAD, json.dumps(outcome.evidence)))
+        if outcome.status in ("failed", "error"):
+            pytest.fail(outcome.message, pytrace=False)
+        if outcome.status == "skipped":
+            pytest.skip(outcome.message)
 
     def reportinfo(self):
-        line = self.entry.check_lines[self.index]
-        return self.path, line - 1, f"{self.entry.file}:{line}: {self.entry.id}::{self.name} ({self.entry.where})"
-
-
-class ProblemItem(pytest.Item):
-    """A claim or file that cannot be run: it errors with every problem found, and hides nothing else."""
-
-    def __init__(self, *, problems: list[str], payload: dict[str, Any], **kwargs: Any):
-        super().__init__(**kwargs)
-        self.problems = problems
-        self.payload = payload
-
-    def setup(self) -> None:
-        self.user_properties.append((PAYLOAD, problems_evidence(self.payload, self.problems)))
-        pytest.fail("\n".join(self.problems), pytrace=False)
-
-    def runtest(self) -> None:  # setup() always fails first
-        raise AssertionError("unreachable")
-
-    def reportinfo(self):
-        return self.path, self.payload["line"] - 1, f"{self.payload['claim']['id']} (cannot be loaded)"
+        entry, index = self.part.entry, self.part.index
+        if entry is None:
+            return self.path, 0, f"{self.part.file} (cannot be loaded)"
+        if index is None:
+            return self.path, entry.line - 1, f"{entry.id} (cannot be loaded)"
+        line = entry.check_lines[index]
+        return self.path, line - 1, f"{entry.file}:{line}: {entry.id}::{self.name} ({entry.where})"
 
 
 class _ReportWriter:
-    """Gathers every item's evidence in the controlling process and writes ``reports/``."""
+    """Gathers every item's evidence in the controlling process and writes ``reports/`` at the end of the run.
 
-    def __init__(self, directory: Path, options: RunOptions):
+    The rows are every selected part: its evidence if it arrived, else an error row saying that it never
+    did. The run is complete only when every selected part reported and pytest was not interrupted.
+    """
+
+    def __init__(self, directory: Path, config: pytest.Config):
         self.directory = directory
-        self.options = options
-        self.payloads: dict[str, dict[str, Any]] = {}
+        self.config = config
+        self.evidence: dict[str, dict[str, Any]] = {}
+        self.selected: list[str] | None = None
         self.started = time.time()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not session.config.pluginmanager.hasplugin("dsession"):
+            self.selected = [item.nodeid for item in session.items]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.selected = list(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == PAYLOAD:
-                self.payloads[report.nodeid] = json.loads(value)
+                self.evidence[report.nodeid] = json.loads(value)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        payloads = list(self.payloads.values())
-        catalogues = [load_catalogue(Path(d)) for d in sorted({p["claims_dir"] for p in payloads})]
-        root = catalogues[0].root if catalogues else Path(session.config.rootpath)
-        write_reports(self.directory, payloads, lessons_of(catalogues), self.options, self.started, root)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        options = run_options(self.config)
+        parts = self._selected_parts(session)
+        if not parts:
+            return  # nothing of a course was collected: there is no report to write
+        missing = [key for key in parts if key not in self.evidence]
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        stopped = bool(session.shouldstop or session.shouldfail) and not interrupted
+        why = ("the run was interrupted before this check reported" if interrupted else
+               "the run stopped early (-x or --maxfail) before this check ran" if stopped else
+               "its result never reached the report: the process running it died")
+        rows = [self.evidence[key] if key in self.evidence else never_reported(part, catalogue, options, why)
+                for key, (part, catalogue) in parts.items()]
+        problems = []
+        if interrupted:
+            problems.append("interrupted")
+        if stopped:
+            problems.append("stopped early")
+        if missing:
+            problems.append(f"{len(missing)} of {len(parts)} selected checks never reported")
+        catalogues = list({id(catalogue): catalogue for _, catalogue in parts.values()}.values())
+        every = sum(len(every_part(catalogue)) for catalogue in catalogues)
+        completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
+                        "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
+        write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
+                      completeness)
+
+    def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
+        """Every selected item's part, by node id, in collection order."""
+        rootdir = Path(session.config.rootpath)
+        by_file: dict[Path, tuple[Catalogue, dict[str, Part]]] = {}
+        found: dict[str, tuple[Part, Catalogue]] = {}
+        for nodeid in self.selected or []:
+            file, _, names = nodeid.partition("::")
+            path = rootdir / file
+            if path not in by_file:
+                if not _is_claim_file(path):
+                    continue
+                catalogue = _catalogue(self.config, path.parent.resolve())
+                display = catalogue.display_of(path)
+                by_file[path] = (catalogue, {part.key.partition("::")[2]: part
+                                             for part in parts_of_file(catalogue, display)})
+            catalogue, parts = by_file[path]
+            if names in parts:
+                found[nodeid] = (parts[names], catalogue)
+        return found
 
 
 class _CheckCounter:

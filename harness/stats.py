@@ -30,6 +30,7 @@ from harness._errors import ClaimsError
 __all__ = [
     "METHODS",
     "MeanEstimate",
+    "SampleSizeError",
     "SupportViolation",
     "detectable_deviation",
     "empirical_bernstein_halfwidth",
@@ -40,7 +41,7 @@ __all__ = [
 
 METHODS: tuple[str, ...] = ("hoeffding", "empirical-bernstein")
 
-_MAX_SAMPLES_SQRT = 2.0**26.5
+_LARGEST_EXACT_N = 2**53
 
 
 class SupportViolation(ClaimsError, ValueError):
@@ -50,6 +51,23 @@ class SupportViolation(ClaimsError, ValueError):
     support, so a violation means the verifier's premise is wrong, not that the
     sample was unlucky.
     """
+
+
+class SampleSizeError(ClaimsError, ValueError):
+    """The sample size that detects ``deviation`` at (alpha, beta) exceeds what the caller can draw.
+
+    Raised before any sample is drawn; the message names the size, the memory it would take
+    (eight bytes a sample, the least a float64 sample takes) and the inputs that led to it.
+    """
+
+    def __init__(self, needed: float, limit: int, alpha: float, beta: float, deviation: float, width: float):
+        self.needed, self.limit = needed, limit
+        self.alpha, self.beta, self.deviation, self.width = alpha, beta, deviation, width
+        super().__init__(
+            f"detecting a deviation of {deviation!r} over a support of width {width!r} at alpha {alpha!r} and beta "
+            f"{beta!r} takes n = {needed:.4g} samples ({_bytes(8 * needed)} at eight bytes a sample), more than the "
+            f"{limit:,} that can be drawn; state a larger deviation (n grows as 1/deviation^2; alpha and beta enter "
+            "only through their logarithms)")
 
 
 @dataclass(frozen=True)
@@ -187,7 +205,7 @@ def hoeffding_halfwidth(n: int, alpha: float, width: float) -> float:
     n = _check_n(n)
     alpha = _check_rate("alpha", alpha)
     width = _check_positive("width", width)
-    return width * math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+    return width * math.sqrt(_log_over(2.0, alpha) / (2.0 * n))
 
 
 def empirical_bernstein_halfwidth(
@@ -228,7 +246,7 @@ def empirical_bernstein_halfwidth(
     n = _check_n(n, minimum=2)
     alpha = _check_rate("alpha", alpha)
     width = _check_positive("width", width)
-    log_term = math.log(4.0 / alpha)
+    log_term = _log_over(4.0, alpha)
     return math.sqrt(2.0 * variance * log_term / n) + 7.0 * width * log_term / (3.0 * (n - 1))
 
 
@@ -260,11 +278,11 @@ def detectable_deviation(n: int, alpha: float, beta: float, width: float) -> flo
     beta = _check_rate("beta", beta)
     width = _check_positive("width", width)
     return width * (
-        math.sqrt(math.log(2.0 / alpha) / (2.0 * n)) + math.sqrt(math.log(1.0 / beta) / (2.0 * n))
+        math.sqrt(_log_over(2.0, alpha) / (2.0 * n)) + math.sqrt(_log_over(1.0, beta) / (2.0 * n))
     )
 
 
-def min_samples(alpha: float, beta: float, deviation: float, width: float) -> int:
+def min_samples(alpha: float, beta: float, deviation: float, width: float, limit: int = _LARGEST_EXACT_N) -> int:
     """Smallest n at which the Hoeffding test detects a mean ``deviation`` off, w.p. >= 1 - beta.
 
     Solves ``detectable_deviation(n, alpha, beta, width) <= deviation`` for n::
@@ -278,24 +296,25 @@ def min_samples(alpha: float, beta: float, deviation: float, width: float) -> in
         beta: False-pass rate tolerated, in (0, 1).
         deviation: Smallest ``|true mean - hypothesised mean|`` that must be detected, > 0.
         width: ``b - a``, > 0.
+        limit: The largest n the caller can draw; at most 2**53.
 
     Returns:
         The smallest integer n >= 1 with ``detectable_deviation(n, ...) <= deviation``.
+
+    Raises:
+        SampleSizeError: If that n exceeds ``limit``, before anything is allocated.
     """
     alpha = _check_rate("alpha", alpha)
     beta = _check_rate("beta", beta)
     deviation = _check_positive("deviation", deviation)
     width = _check_positive("width", width)
-    root = math.sqrt(math.log(2.0 / alpha) / 2.0) + math.sqrt(math.log(1.0 / beta) / 2.0)
+    root = math.sqrt(_log_over(2.0, alpha) / 2.0) + math.sqrt(_log_over(1.0, beta) / 2.0)
+    # Past 2**53 consecutive n are no longer distinct floats, so the search below could not settle.
+    limit = min(limit, _LARGEST_EXACT_N)
     ratio = width * root / deviation
-    # Past 2**53 consecutive n are no longer distinct floats, so the search below
-    # could not settle; no Monte Carlo run could draw that many samples anyway.
-    if not ratio <= _MAX_SAMPLES_SQRT:
-        raise ValueError(
-            f"deviation must be large enough that the sample size stays below 2**53, "
-            f"got {deviation!r} (width {width!r}, alpha {alpha!r}, beta {beta!r})"
-        )
-    exact = ratio**2
+    exact = ratio * ratio  # inf, not OverflowError, past float range
+    if not exact <= limit:
+        raise SampleSizeError(exact, limit, alpha, beta, deviation, width)
     n = max(1, math.ceil(exact))
     # The closed form can land one off when `exact` is within round-off of an
     # integer; nudge so that n is minimal for the detectable_deviation callers use.
@@ -304,6 +323,19 @@ def min_samples(alpha: float, beta: float, deviation: float, width: float) -> in
     while detectable_deviation(n, alpha, beta, width) > deviation:
         n += 1
     return n
+
+
+def _bytes(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if count < 1024 or unit == "PiB":
+            return f"{count:.4g} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def _log_over(numerator: float, rate: float) -> float:
+    """``log(numerator / rate)``, finite even for a subnormal rate, where the quotient itself overflows."""
+    return math.log(numerator) - math.log(rate)
 
 
 # --------------------------------------------------------------------------- estimation

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,38 @@ def restore_registry() -> Iterator[dict]:
     yield _registry._REGISTRY
     _registry._REGISTRY.clear()
     _registry._REGISTRY.update(saved)
+
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def course_table() -> str:
+    """This project's ``[tool.claims]`` table, as pyproject.toml states it."""
+    text = (PROJECT / "pyproject.toml").read_text(encoding="utf-8")
+    start = text.index("[tool.claims]")
+    end = text.index("\n[", start + 1)
+    return text[start:end].strip() + "\n"
+
+
+def write_course(root: Path) -> Path:
+    """Make ``root`` a throwaway project of this project's course: a pyproject.toml with its ``[tool.claims]``."""
+    path = root / "pyproject.toml"
+    path.write_text(course_table(), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _throwaway_projects_are_this_course(request: pytest.FixtureRequest) -> None:
+    """Every temporary directory a test builds a project in (``tmp_path``, ``pytester.path``) is a course.
+
+    The engine finds its course from ``[tool.claims]`` in the nearest pyproject.toml; a test that is
+    about another course, or about running outside one, writes its own file or removes this one.
+    """
+    for name in ("tmp_path", "pytester"):
+        if name in request.fixturenames:
+            fixture = request.getfixturevalue(name)
+            write_course(fixture if name == "tmp_path" else fixture.path)
+
+
+# The second course's claim files are its own (tests/test_course_two.py runs them in a copy).
+collect_ignore = ["course_two"]

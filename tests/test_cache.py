@@ -12,12 +12,13 @@ import pytest
 from test_loading import claim, claim_file, claims_dir
 
 from harness import _cache
+from harness._engine import evaluate, every_part
 from harness._loading import load_catalogue
 from harness._report import MARKDOWN_FILE, RESULTS_FILE
-from harness._reuse import reuse_every_check
 from harness._runner import RunOptions, reuse_check, run_check
-from harness.cli import CACHE_DIR
 from harness.cli import main as claims_main
+
+CACHE_DIR = Path(".claims-cache")  # the course's cache, as [tool.claims] names it, from the course root
 
 MONTECARLO = """\
   - id: bernoulli-sampled
@@ -55,7 +56,7 @@ def _run_every_check(claims: Path) -> None:
 
 def _without_timings(value):
     if isinstance(value, dict):
-        return {key: _without_timings(item) for key, item in value.items() if key not in ("seconds", "started")}
+        return {key: _without_timings(item) for key, item in value.items() if key not in ("seconds", "started", "id")}
     return [_without_timings(item) for item in value] if isinstance(value, list) else value
 
 
@@ -114,37 +115,45 @@ def _reusable(claims: Path, options: RunOptions) -> list[bool]:
             for entry in catalogue.entries[:2]]
 
 
+def reuse_every_check(catalogue, options):
+    """Every part's outcome as the warm path of ``claims verify`` computes it, or None when a check must run."""
+    outcomes = [evaluate(part, catalogue, options, reuse_only=True) for part in every_part(catalogue)]
+    return None if any(outcome is None for outcome in outcomes) else outcomes
+
+
 def test_reused_until_params_profile_or_seed_change(cached, tmp_path):
     catalogue, options = cached
-    assert _reusable(catalogue.root / "claims", options) == [True, True]
+    assert _reusable(catalogue.claims_dir, options) == [True, True]
     assert _reusable(_project(tmp_path / "edited", gradient="0.2730"), options) == [True, True]
     assert _reusable(_project(tmp_path / "params", params="p: 0.36"), options) == [False, False]
     for changed in ({"profile": "full"}, {"seed": 1}, {"impl": "zoo.group_mean_as_loo"}):
-        assert _reusable(catalogue.root / "claims", dataclasses.replace(options, **changed)) == [False, False]
+        assert _reusable(catalogue.claims_dir, dataclasses.replace(options, **changed)) == [False, False]
 
 
 def test_every_check_reused_and_every_problem_reported_without_running_anything(cached):
     catalogue, options = cached
     reused = reuse_every_check(catalogue, options)
-    assert [item["claim"]["id"] for item in reused.evidence] == ["bernoulli-gradient", "bernoulli-sampled",
-                                                                   "cites-nothing-known"]
-    assert [item["check"]["reused"] for item in reused.evidence[:2]] == [True, True]
-    (failure,) = reused.failures
+    evidence = [outcome.evidence for outcome in reused]
+    assert [item["claim"]["id"] for item in evidence] == ["bernoulli-gradient", "bernoulli-sampled",
+                                                          "cites-nothing-known"]
+    assert [item["check"]["reused"] for item in evidence[:2]] == [True, True]
+    (failure,) = [outcome.message for outcome in reused if outcome.status in ("failed", "error")]
     assert "unknown source 'nobody2000'" in failure
 
 
 @pytest.mark.parametrize("edited", ["verifiers.bernoulli", "impl", "harness"])
 def test_an_edited_verifier_implementation_or_harness_invalidates(cached, monkeypatch, edited):
     catalogue, options = cached
-    digest = _cache.source_digest
+    digest, whole = _cache.source_digest, _cache.package_digest
     monkeypatch.setattr(_cache, "source_digest", lambda name: "edited" if name == edited else digest(name))
-    assert _reusable(catalogue.root / "claims", options) == [False, False]
+    monkeypatch.setattr(_cache, "package_digest", lambda name: "edited" if name == edited else whole(name))
+    assert _reusable(catalogue.claims_dir, options) == [False, False]
 
 
 def test_a_new_library_version_invalidates(cached, monkeypatch):
     catalogue, options = cached
-    monkeypatch.setattr(_cache, "_versions", lambda: ("numpy 99",))
-    assert _reusable(catalogue.root / "claims", options) == [False, False]
+    monkeypatch.setattr(_cache, "library_versions", lambda: {"numpy": "99"})
+    assert _reusable(catalogue.claims_dir, options) == [False, False]
 
 
 def _package(root: Path, files: dict[str, str]) -> None:
@@ -174,10 +183,11 @@ def test_source_digest_covers_the_module_and_its_package_helpers_without_importi
     _cache.source_digest.cache_clear()
 
 
-def test_a_package_in_the_working_directory_that_pytest_would_import_instead_means_pytest_runs(cached, tmp_path,
-                                                                                             monkeypatch):
-    catalogue, options = cached
+def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pytest_runs(tmp_path, monkeypatch,
+                                                                                        capsys):
     monkeypatch.chdir(tmp_path)
+    _run_every_check(_project(tmp_path))
     (tmp_path / "impl").mkdir()
     (tmp_path / "impl" / "__init__.py").write_text("", encoding="utf-8")
-    assert reuse_every_check(catalogue, options) is None
+    claims_main(["verify", "--profile", "smoke", "--out", "shadowed"])
+    assert "pytest not started" not in capsys.readouterr().out

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._report import MARKDOWN_FILE, RESULTS_FILE, compare_snapshots, normalized, snapshot
+from harness._gate import compare_snapshots, snapshot
+from harness._report import MARKDOWN_FILE, RESULTS_FILE, normalized
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Plugins that would reorder, cache or (under xdist) warn in the inner runs.
@@ -85,5 +86,6 @@ def test_the_report_is_a_function_of_the_seed(real_project):
     assert old["n"] == new["n"]
     assert old["mean"] != new["mean"]
     differences = compare_snapshots(snapshot(real_project.path / "first"), snapshot(real_project.path / "other"))
-    assert "run field 'seed' was 11, is 12" in differences
-    assert any(difference.startswith("claim 'bernoulli-group-estimators' changed") for difference in differences)
+    assert "run: seed 11 -> 12" in differences
+    assert any(difference.startswith("claim 'bernoulli-group-estimators' check 2 (montecarlo): seed ")
+               for difference in differences), differences

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import write_course
 
 import harness
 import impl
@@ -27,11 +28,11 @@ from harness._executor import (
     SeedRunner,
     SeedTask,
     default_workers,
-    numerics_versions,
     require_same_numerics,
     run_seed,
     shutdown_executors,
 )
+from harness._formats import library_versions
 from harness._loading import load_catalogue
 from harness._report import RESULTS_FILE, normalized
 from harness._runner import RunOptions, run_check
@@ -76,6 +77,7 @@ def write_project(root: Path, text: str) -> Path:
     (claims / "experiments.yaml").write_text(text, encoding="utf-8")
     (claims / "schema.json").write_text(json_schema_text(), encoding="utf-8")
     shutil.copy(PROJECT / "Module_4_Sources.md", root / "Module_4_Sources.md")
+    write_course(root)
     return claims
 
 
@@ -151,7 +153,7 @@ def test_the_pool_size_leaves_the_cores_to_xdist_workers(monkeypatch):
 
 
 def test_a_cluster_with_other_numerics_or_no_workers_is_refused_by_name():
-    ours = numerics_versions()
+    ours = library_versions()
     require_same_numerics("tcp://s:8786", {"tcp://a:1": ours, "tcp://b:2": ours})
     with pytest.raises(ClaimsError, match=r"Dask worker tcp://b:2 has other versions than this run \(numpy 1\.0 there, "
                                           rf"{ours['numpy']} here\)"):
@@ -176,7 +178,7 @@ def _quick(run: SeedRun) -> dict:
 
 
 def per_seed_verifier(name: str, function) -> None:
-    @harness.verifier(name)
+    @harness.verifier(name, kind="experiment")
     def seeds(ctx):
         return {"value": sum(result["value"] for result in ctx.map_seeds(function, [1, 2, 3]))}
 

@@ -197,12 +197,12 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 def test_an_implementation_with_flipped_advantages_fails_the_training_claim(pytester):
-    """The smoke experiment of ``ppo-trains-cartpole`` run with ``--impl flipped_advantage``."""
+    """The smoke experiment of ``ppo-trains-cartpole`` run with ``--claims-impl flipped_advantage``."""
     (pytester.path / "claims").mkdir()
     shutil.copy(PROJECT / "claims" / "4.4-ppo.yaml", pytester.path / "claims")
     shutil.copy(PROJECT / "Module_4_Sources.md", pytester.path)
     pytester.syspathinsert(FIXTURES)
-    result = pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--impl", "flipped_advantage",
+    result = pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--claims-impl", "flipped_advantage",
                                           "-k", "ppo-trains-cartpole and experiment")
     result.assert_outcomes(failed=1, skipped=1)
     assert re.search(r"FAILED median_final_return: expected at least 100, observed \d", result.stdout.str())

@@ -75,7 +75,7 @@ def test_the_named_wrong_implementation_fails_its_checks(pytester, variant):
     (pytester.path / f"wrong_{variant}.py").write_text(HEADER + textwrap.dedent(source), encoding="utf-8")
     pytester.syspathinsert()
     claims = sorted({item.split("::")[0] for item in must_fail})
-    result = pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--impl", f"wrong_{variant}",
+    result = pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--claims-impl", f"wrong_{variant}",
                                           "-k", " or ".join(claims))
     red = {line.split("::", 1)[1].split(" ")[0] for line in result.stdout.lines
            if line.startswith(("FAILED claims/", "ERROR claims/"))}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_course
 
 from harness import RegistryError, verifier
 from harness._expect import FloatLiteral
@@ -62,6 +63,7 @@ def claims_dir(root: Path, files: dict[str, str], schema: bool = True) -> Path:
     directory = root / "claims"
     directory.mkdir()
     (root / "Module_4_Sources.md").write_text(SOURCES, encoding="utf-8")
+    write_course(root)
     for name, text in files.items():
         (directory / name).write_text(text, encoding="utf-8")
     if schema:
@@ -178,9 +180,9 @@ def test_alias_bomb_is_refused_without_expanding_it(tmp_path):
 
 
 def test_two_functions_under_one_name_are_refused(restore_registry):
-    verifier("test.clash")(lambda ctx: {})
+    verifier("test.clash", kind="exact")(lambda ctx: {})
     with pytest.raises(RegistryError, match="registered twice"):
-        verifier("test.clash")(lambda ctx: {})
+        verifier("test.clash", kind="exact")(lambda ctx: {})
 
 
 def test_lookup_of_unknown_verifier_suggests_the_closest():
@@ -193,7 +195,7 @@ def test_reimporting_a_verifier_module_is_not_a_name_clash(tmp_path, monkeypatch
     (tmp_path / "reimported_verifiers.py").write_text(textwrap.dedent("""
         import harness
 
-        @harness.verifier("test.reimported")
+        @harness.verifier("test.reimported", kind="exact")
         def reimported(ctx):
             return {}
     """), encoding="utf-8")

@@ -96,7 +96,12 @@ class Run:
         return self.nodeids("failed", "call")
 
     def errors(self) -> list[pytest.TestReport]:
+        """Claims and files that cannot be used: they error in setup."""
         return [r for r in self.reports if r.failed and r.when == "setup"]
+
+    def check_errors(self) -> list[pytest.TestReport]:
+        """Checks that ran and could not decide (status ``error``): pytest failures whose message says ERROR."""
+        return [r for r in self.reports if r.failed and r.when == "call" and "\nERROR: " in r.longreprtext]
 
     def the_error(self) -> pytest.TestReport:
         errors = self.errors()
@@ -242,7 +247,8 @@ def test_unknown_source_key_names_the_key_and_the_registry(project):
     run = project.run()
     run.result.assert_outcomes(errors=1, passed=1)
     message = run.the_error().longreprtext
-    assert message.startswith(f"claims/a.yaml:{line_of(text, '- id: unknown-source')}: claim 'unknown-source', "
+    assert message.startswith(f"claims/a.yaml:{line_of(text, 'sources: [williams1992, nosuchpaper2031]')}: "
+                              "claim 'unknown-source', "
                               "field 'sources': unknown source 'nosuchpaper2031'")
     assert "add it to Module_4_Sources.md as a '### nosuchpaper2031' heading" in message
     assert "ahmadian2024, williams1992" in message  # the keys that are defined
@@ -390,7 +396,7 @@ def test_perturbed_expected_number_fails_its_check(project):
     assert "observed 0.273" in text
     assert "ok     no_baseline: expected exactly 0.273" in text
     assert re.search(r"reproduce: pytest 'claims/4\.2-baselines\.yaml::bernoulli-group-estimators::exact' "
-                     r"--impl impl .*--claims-seed 0", text)
+                     r"--claims-impl impl .*--claims-seed 0", text)
 
 
 def test_failure_is_reported_at_the_check_in_the_yaml_file(project):
@@ -459,7 +465,7 @@ def test_loo_as_centered_is_the_reference_but_for_leave_one_out(buggy_impl):
 def test_loo_as_centered_fails_exactly_the_two_loo_checks(project, buggy_impl):
     project.copy_real()
     claims = LOO_CLAIMS + CONTROL_CLAIMS
-    run = project.run("--impl", "loo_as_centered", "-m", "not montecarlo", "-k", " or ".join(claims))
+    run = project.run("--claims-impl", "loo_as_centered", "-m", "not montecarlo", "-k", " or ".join(claims))
     assert sorted(run.failed) == [f"{BERNOULLI}::exact", f"{LOO}::property"]
     assert run.errors() == []
     selected = [node for claim in claims for node in real_node_ids(claim=claim) if not node.endswith("::montecarlo")]
@@ -473,7 +479,7 @@ def test_loo_as_centered_fails_exactly_the_two_loo_checks(project, buggy_impl):
 
 def test_loo_as_centered_fails_the_montecarlo_check(project, buggy_impl):
     project.copy_real(BASELINES)
-    run = project.run("--impl", "loo_as_centered", "-k", "bernoulli-group-estimators and montecarlo")
+    run = project.run("--claims-impl", "loo_as_centered", "-k", "bernoulli-group-estimators and montecarlo")
     run.result.assert_outcomes(failed=1, deselected=len(real_node_ids(file=BASELINES)) - 1)
     assert run.failed == [f"{BERNOULLI}::montecarlo"]
     assert re.search(r"FAILED leave_one_out: expected 0\.273.*observed mean 0\.23", run.text)
@@ -503,10 +509,10 @@ def test_implementation_lacking_a_function_errors_only_where_it_is_needed(projec
     """)
     pytester.syspathinsert()
     project.copy_real(BASELINES)
-    run = project.run("--impl", "partial_impl", "-k", "loo-identity or bernoulli-group-estimators")
-    run.result.assert_outcomes(errors=3, passed=1, deselected=len(real_node_ids(file=BASELINES)) - 4)
+    run = project.run("--claims-impl", "partial_impl", "-k", "loo-identity or bernoulli-group-estimators")
+    run.result.assert_outcomes(failed=3, passed=1, deselected=len(real_node_ids(file=BASELINES)) - 4)
     assert run.passed == [f"{LOO}::symbolic"]
-    errors = {r.nodeid: r.longreprtext for r in run.errors()}
+    errors = {r.nodeid: r.longreprtext for r in run.check_errors()}
     assert sorted(errors) == [f"{BERNOULLI}::exact", f"{BERNOULLI}::montecarlo", f"{LOO}::property"]
     assert ("implementation 'partial_impl' has no function 'leave_one_out_advantages' (needed by claim "
             "'loo-identity'") in errors[f"{LOO}::property"]
@@ -516,7 +522,7 @@ def test_implementation_lacking_a_function_errors_only_where_it_is_needed(projec
 
 def test_unimportable_implementation_is_one_usage_error_before_collection(project):
     project.copy_real(BASELINES)
-    run = project.run("--impl", "no_such_impl_module", "-k", "bernoulli-group-estimators and exact")
+    run = project.run("--claims-impl", "no_such_impl_module", "-k", "bernoulli-group-estimators and exact")
     assert run.result.ret == pytest.ExitCode.USAGE_ERROR
     assert run.reports == []
     assert "cannot import the implementation 'no_such_impl_module'" in run.result.stderr.str()
@@ -543,7 +549,7 @@ def report_project(project: Project) -> None:
 
 def without_timing(results: dict) -> dict:
     results = json.loads(json.dumps(results))
-    del results["run"]["seconds"], results["run"]["started"]
+    del results["run"]["seconds"], results["run"]["started"], results["run"]["id"]
     for claim in results["claims"]:
         for check in claim["checks"]:
             del check["seconds"]
@@ -575,7 +581,7 @@ def test_claims_report_is_written_with_every_claim(project):
     assert "--claims-seed 0" in failing["reproduce"]
     assert results["summary"]["claims"] == {"passed": 1, "failed": 1, "error": 2, "skipped": 0}
     markdown = (project.root / "out" / "claims_report.md").read_text(encoding="utf-8")
-    assert markdown.startswith("# Module 4 claims report")
+    assert markdown.startswith("# Claims report: Module 4")
     for claim_id in claims:
         assert f"`{claim_id}`" in markdown
 
@@ -673,19 +679,19 @@ def test_keyword_selects_one_claims_checks(project):
 MISBEHAVING_VERIFIERS = """
     import harness
 
-    @harness.verifier("test.explodes")
+    @harness.verifier("test.explodes", kind="exact")
     def explodes(ctx):
         raise RuntimeError("the verifier blew up on purpose")
 
-    @harness.verifier("test.forgets")
+    @harness.verifier("test.forgets", kind="exact")
     def forgets(ctx):
         return {"something_else": 1}
 
-    @harness.verifier("test.not_a_mapping")
+    @harness.verifier("test.not_a_mapping", kind="exact")
     def not_a_mapping(ctx):
         return [0.273]
 
-    @harness.verifier("test.undeclared")
+    @harness.verifier("test.undeclared", kind="exact")
     def undeclared(ctx):
         return {"value": ctx.impl.kl_k3(0.0)}
 """
@@ -712,8 +718,8 @@ def test_misbehaving_verifiers_are_errors_never_lost(project, pytester, restore_
         good_claim("good"), verifier_claim("not-a-mapping", "test.not_a_mapping"),
         verifier_claim("undeclared", "test.undeclared")))
     run = project.run()
-    run.result.assert_outcomes(errors=4, passed=1)
-    errors = {r.nodeid.split("::")[1]: r.longreprtext for r in run.errors()}
+    run.result.assert_outcomes(failed=4, passed=1)
+    errors = {r.nodeid.split("::")[1]: r.longreprtext for r in run.check_errors()}
     assert "RuntimeError: the verifier blew up on purpose" in errors["explodes"]
     assert "verifier 'test.explodes' (conftest.py:" in errors["explodes"]
     assert "verifier 'test.forgets' did not report 'value'; it reported: 'something_else'" in errors["forgets"]

@@ -26,7 +26,7 @@ def _check_statuses(pytester: pytest.Pytester, implementation: str, selection: s
         shutil.copy(PROJECT / "Module_4_Sources.md", pytester.path)
         pytester.syspathinsert(FIXTURES)
     report = pytester.path / f"report-{implementation}"
-    pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--impl", implementation, "-k", selection,
+    pytester.runpytest_inprocess("claims", "-p", "no:cacheprovider", "--claims-impl", implementation, "-k", selection,
                                  "--claims-report", str(report))
     results = json.loads((report / "claims.json").read_text(encoding="utf-8"))
     statuses = {check["verifier"]: check["status"] for claim in results["claims"] for check in claim["checks"]

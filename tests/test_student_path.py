@@ -1,7 +1,7 @@
 """The student's path through ``--impl``: a copy of ``impl/`` is what gets tested, and a wrong module is one error.
 
 A student copies the reference (``cp -r impl student_rl``), plants or fixes something, and runs
-``pytest claims/ --impl student_rl``. The claims must then test the copy, not the reference it came
+``pytest claims/ --claims-impl student_rl``. The claims must then test the copy, not the reference it came
 from; a module that hands the reference's own functions to the claims must say it means to; and a
 module that cannot be imported is one error before anything is collected, for pytest and for
 ``claims verify`` alike. Runs are in-process ``pytester`` projects, as in ``test_plugin.py``.
@@ -23,8 +23,9 @@ from harness._errors import ImplementationError
 from harness._implementation import FALLBACK_ATTRIBUTE, check_implementation, provenance
 from harness._loading import load_catalogue
 from harness._runner import RunOptions, run_check
-from harness.cli import CACHE_DIR
 from harness.cli import main as claims_main
+
+CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
 
 PROJECT = Path(__file__).resolve().parents[1]
 GAE_FILE = "4.3-actor-critic-gae.yaml"
@@ -89,7 +90,7 @@ def test_a_copy_of_impl_is_tested_as_a_whole(gae_project, pytester):
     # Plain `pytest` (unlike `python -m pytest`) does not put the working directory on sys.path: the
     # harness looks there for the module, so no PYTHONPATH is needed next to the copy.
     assert str(pytester.path) not in sys.path
-    run = gae_project.run("--impl", "student_rl", *SELECTION)
+    run = gae_project.run("--claims-impl", "student_rl", *SELECTION)
     run.result.assert_outcomes(passed=2)
     assert "taken as given" not in run.text  # no function of the copy is the reference's
 
@@ -97,7 +98,7 @@ def test_a_copy_of_impl_is_tested_as_a_whole(gae_project, pytester):
 def test_a_bug_planted_in_a_copy_of_impl_fails_the_claim_that_catches_it(gae_project, pytester):
     student = copy_impl(pytester.path)
     plant(student / "gae.py", *PLANTED)
-    run = gae_project.run("--impl", "student_rl", *SELECTION)
+    run = gae_project.run("--claims-impl", "student_rl", *SELECTION)
     assert run.failed == [f"{GAE_CLAIM}::property"], run.text
     assert run.passed == [f"{GAE_CLAIM}::symbolic"]
     assert "implementation 'student_rl'" in run.text
@@ -131,7 +132,7 @@ def test_the_copys_own_loops_call_the_copys_functions(pytester, monkeypatch):
 
 def test_a_module_that_re_exports_the_reference_is_one_error_naming_the_functions(gae_project, pytester):
     write_module(pytester.path, "lazy_rl", RE_EXPORTS.format(declaration=""))
-    run = gae_project.run("--impl", "lazy_rl", *SELECTION)
+    run = gae_project.run("--claims-impl", "lazy_rl", *SELECTION)
     assert run.result.ret == pytest.ExitCode.USAGE_ERROR
     assert run.reports == []  # nothing collected, nothing run
     error = run.result.stderr.str()
@@ -145,18 +146,18 @@ def test_a_module_that_re_exports_the_reference_is_one_error_naming_the_function
 
 def test_reference_fallbacks_run_when_the_command_line_allows_them(gae_project, pytester):
     write_module(pytester.path, "lazy_rl", RE_EXPORTS.format(declaration=""))
-    run = gae_project.run("--impl", "lazy_rl", "--claims-allow-reference", *SELECTION)
+    run = gae_project.run("--claims-impl", "lazy_rl", "--claims-allow-reference", *SELECTION)
     assert run.failed == [f"{GAE_CLAIM}::property"], run.text
     assert run.passed == [f"{GAE_CLAIM}::symbolic"]
     assert "implementation 'lazy_rl': under test: gae_advantages; " in run.text
     assert "80 other contract functions are the reference's, taken as given (allowed on the command line)" in run.text
     # The reproduce command must start the same run.
-    assert "--impl lazy_rl --profile smoke --claims-seed 0 --claims-allow-reference" in run.text
+    assert "--claims-impl lazy_rl --claims-profile smoke --claims-seed 0 --claims-allow-reference" in run.text
 
 
 def test_reference_fallbacks_run_when_the_module_declares_them(gae_project, pytester):
     write_module(pytester.path, "declared_rl", RE_EXPORTS.format(declaration=f"{FALLBACK_ATTRIBUTE} = True\n"))
-    run = gae_project.run("--impl", "declared_rl", *SELECTION)
+    run = gae_project.run("--claims-impl", "declared_rl", *SELECTION)
     assert run.failed == [f"{GAE_CLAIM}::property"], run.text
     assert f"are the reference's, taken as given ({FALLBACK_ATTRIBUTE} = True)" in run.text
     assert "--claims-allow-reference" not in run.text
@@ -213,7 +214,7 @@ def test_the_reference_and_the_repositorys_variants_pass_the_check(monkeypatch):
 def test_an_unimportable_implementation_is_one_error_before_collection(pytester):
     project = Project(pytester)
     project.copy_real()
-    run = project.run("--impl", "no_such_impl_module")
+    run = project.run("--claims-impl", "no_such_impl_module")
     assert run.result.ret == pytest.ExitCode.USAGE_ERROR
     assert run.reports == []
     error = run.result.stderr.str()
@@ -224,7 +225,7 @@ def test_an_unimportable_implementation_is_one_error_before_collection(pytester)
 
 def test_an_implementation_that_raises_on_import_names_the_error_and_the_line(gae_project, pytester):
     write_module(pytester.path, "half_written", "import numpy as np\n\n\nsoftmax = np.exp(undefined_name)\n")
-    run = gae_project.run("--impl", "half_written", *SELECTION)
+    run = gae_project.run("--claims-impl", "half_written", *SELECTION)
     assert run.result.ret == pytest.ExitCode.USAGE_ERROR
     error = run.result.stderr.str()
     assert "cannot import the implementation 'half_written': NameError: name 'undefined_name' is not defined" in error
@@ -232,7 +233,7 @@ def test_an_implementation_that_raises_on_import_names_the_error_and_the_line(ga
 
 
 def test_a_check_that_uses_no_implementation_does_not_import_it():
-    """A sympy proof runs whatever --impl names; only the checks that call the implementation need it."""
+    """A sympy proof runs whatever --claims-impl names; only the checks that call the implementation need it."""
     catalogue = load_catalogue(PROJECT / "claims")
     (entry,) = [entry for entry in catalogue.entries if entry.id == "gae-recursion-equals-sum"]
     statuses = {}

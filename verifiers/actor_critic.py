@@ -43,7 +43,7 @@ _exact_batches = st.integers(min_value=1, max_value=8).flatmap(
                         st.integers(1, 16)))
 
 
-@verifier("actor_critic.value_loss_gradient_property",
+@verifier("actor_critic.value_loss_gradient_property", kind="property",
           uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
 def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
     """On random batches of exact predictions and targets, impl's gradient of the critic loss
@@ -73,7 +73,7 @@ _targets = st.integers(min_value=2, max_value=40).flatmap(
                         st.floats(-100, 100, allow_nan=False)))
 
 
-@verifier("actor_critic.explained_variance_property", uses=("explained_variance",))
+@verifier("actor_critic.explained_variance_property", kind="property", uses=("explained_variance",))
 def explained_variance_property(ctx: Context) -> dict[str, object]:
     """On random targets that vary, impl's explained variance is exactly 1 for predictions equal to
     the targets and 0 up to rounding for any constant prediction.
@@ -104,7 +104,7 @@ _fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
                            st.integers(1, 16)))
 
 
-@verifier("actor_critic.critic_fits_target_errors_property",
+@verifier("actor_critic.critic_fits_target_errors_property", kind="property",
           uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
 def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
     """On random exact batches of visited states, targets V̂_t and target errors ε_t, a tabular
@@ -163,7 +163,7 @@ class OneStepCritics(BaseModel):
     bad_critic: list[float] = Field(min_length=1, description="V̂(s) of the bad critic, one per start state")
 
 
-@verifier("actor_critic.bad_critic_variance_exact", uses=("gae_advantages", "score_function_gradient",
+@verifier("actor_critic.bad_critic_variance_exact", kind="exact", uses=("gae_advantages", "score_function_gradient",
                                                            "softmax_score"), params=OneStepCritics)
 def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
     """The exact variance of the actor's one-sample update Â ∇_θ log π_θ(a|s), with Â from impl's
@@ -230,7 +230,7 @@ def _shared_layer_gradient(grads: dict[str, np.ndarray]) -> np.ndarray:
                            (grads["policy.b0"] + grads["value.b0"]).ravel()])
 
 
-@verifier("actor_critic.shared_trunk_routes_property",
+@verifier("actor_critic.shared_trunk_routes_property", kind="property",
           uses=("actor_critic_init", "actor_critic_forward", "actor_critic_backward"), params=SharedTrunk)
 def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
     """impl's actor-critic network with the first layers of its two heads tied into one shared
@@ -410,7 +410,7 @@ def _rollout_findings(ctx: Context, params: Corridor, mdp: dict[str, np.ndarray]
     }
 
 
-@verifier("actor_critic.rollout_contents", uses=("collect_rollout",), params=Corridor)
+@verifier("actor_critic.rollout_contents", kind="exact", uses=("collect_rollout",), params=Corridor)
 def rollout_contents(ctx: Context) -> dict[str, object]:
     """What impl's rollout stores, checked against the policy, the critic and the environment.
 
@@ -438,7 +438,7 @@ _corridors = st.builds(Corridor, states=st.integers(1, 4), slip=st.sampled_from(
 _seeds = st.integers(0, 2**32 - 1)
 
 
-@verifier("actor_critic.rollout_contents_property", uses=("collect_rollout",))
+@verifier("actor_critic.rollout_contents_property", kind="property", uses=("collect_rollout",))
 def rollout_contents_property(ctx: Context) -> dict[str, object]:
     """:func:`rollout_contents`'s findings on random corridors, time limits, buffer sizes, actors and
     critics: every stored array must be what the policy, the critic and the environment produced,
@@ -500,7 +500,7 @@ def _one_loop(ctx: Context, params: Corridor, seed: int) -> tuple[np.ndarray, np
     return theta, phi, rollout, advantages, scale
 
 
-@verifier("actor_critic.actor_step_property", uses=("collect_rollout", "actor_critic_iteration"))
+@verifier("actor_critic.actor_step_property", kind="property", uses=("collect_rollout", "actor_critic_iteration"))
 def actor_step_property(ctx: Context) -> dict[str, object]:
     """On random corridors, actors, critics and rollouts, impl's actor step treats the advantages
     as numbers fixed when the data was collected.
@@ -533,7 +533,7 @@ def actor_step_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, fixed_advantages, _corridors, _seeds)
 
 
-@verifier("actor_critic.critic_step_property", uses=("collect_rollout", "actor_critic_iteration"))
+@verifier("actor_critic.critic_step_property", kind="property", uses=("collect_rollout", "actor_critic_iteration"))
 def critic_step_property(ctx: Context) -> dict[str, object]:
     """On random corridors, actors, critics and rollouts, impl's critic step is the gradient step of
     L_V = (1/2N) Σ_t (φ[s_t] - V̂_t)^2 alone, with the targets V̂_t = V_old(s_t) + Â_t built here from
@@ -558,7 +558,8 @@ def critic_step_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, regresses_on_targets, _corridors, _seeds)
 
 
-@verifier("actor_critic.actor_loss_depends_on_critic", uses=("collect_rollout", "gae_advantages"), params=Corridor)
+@verifier("actor_critic.actor_loss_depends_on_critic", kind="exact",
+          uses=("collect_rollout", "gae_advantages"), params=Corridor)
 def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
     """The actor's loss -(1/N) Σ_t Â_t(φ) log π_θ(a_t|s_t), with impl's GAE recomputed from the
     critic's values φ[s_t], φ[s_{t+1}] on impl's rollout, does depend on φ: without the stop-gradient
@@ -585,7 +586,8 @@ def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
             "rounding_bound": noise}
 
 
-@verifier("actor_critic.normalisation_leaves_critic_step", uses=("collect_rollout", "actor_critic_iteration"),
+@verifier("actor_critic.normalisation_leaves_critic_step", kind="exact",
+          uses=("collect_rollout", "actor_critic_iteration"),
           params=Corridor)
 def normalisation_leaves_critic_step(ctx: Context) -> dict[str, object]:
     """impl's iteration with and without advantage normalisation: the critic's step (which follows
@@ -601,14 +603,14 @@ def normalisation_leaves_critic_step(ctx: Context) -> dict[str, object]:
             "actor_step_difference": float(np.abs(updates[True][0] - updates[False][0]).max())}
 
 
-@verifier("actor_critic.iteration_improves_return", uses=("collect_rollout", "actor_critic_iteration"),
+@verifier("actor_critic.iteration_improves_return", kind="experiment",
+          uses=("collect_rollout", "actor_critic_iteration"),
           params=Corridor)
 def iteration_improves_return(ctx: Context) -> dict[str, object]:
     """One iteration of impl's loop from the uniform policy and a zero critic, repeated on
     independent rollouts: the exact J before, and J after each run, by a linear solve here.
 
-    Reports the quartiles of the improvement J_after - J_before over the runs and the share of
-    runs that improved J.
+    Reports each run's improvement J_after - J_before and :func:`improvement_statistics` of them.
     """
     params = ctx.params
     mdp = corridor(params)
@@ -619,11 +621,16 @@ def iteration_improves_return(ctx: Context) -> dict[str, object]:
         rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
         theta_next, _ = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
                                                         params.actor_lr, params.critic_lr)
-        improvements.append(objective(theta_next, mdp, params.gamma) - before)
+        improvements.append(float(objective(theta_next, mdp, params.gamma) - before))
+    return {"j_before": before, "runs": len(improvements), "improvements": improvements,
+            **improvement_statistics(improvements)}
+
+
+def improvement_statistics(improvements: list[float]) -> dict[str, float]:
+    """What the claim states of the runs' improvements of J: their quartiles, smallest, and the share above 0."""
     lower, median, upper = np.percentile(improvements, [25, 50, 75])
-    return {"j_before": before, "runs": len(improvements), "improvement_lower_quartile": float(lower),
-            "improvement_median": float(median), "improvement_upper_quartile": float(upper),
-            "improvement_min": float(min(improvements)),
+    return {"improvement_lower_quartile": float(lower), "improvement_median": float(median),
+            "improvement_upper_quartile": float(upper), "improvement_min": float(min(improvements)),
             "share_improved": float(np.mean(np.array(improvements) > 0))}
 
 
@@ -711,7 +718,7 @@ def _strictly(values: list[Fraction], better: str) -> bool:
         all(later > earlier for earlier, later in pairs)
 
 
-@verifier("actor_critic.td_error_bias_exact", uses=("td_errors",), params=Chain)
+@verifier("actor_critic.td_error_bias_exact", kind="exact", uses=("td_errors",), params=Chain)
 def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     """E[δ_0 | s_0, a_0] - A^π(s_0, a_0) on the chain, for both actions, with impl's TD error of each
     first step enumerated exactly: zero with the exact critic, and with the claim's critic error e
@@ -736,7 +743,7 @@ def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("actor_critic.n_step_tradeoff_exact", uses=("n_step_advantages",), params=Chain)
+@verifier("actor_critic.n_step_tradeoff_exact", kind="exact", uses=("n_step_advantages",), params=Chain)
 def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
     """For n = 1 .. length on the chain, the bias and the variance of impl's n-step estimate at
     (s_0, risky), over every episode enumerated exactly with the claim's approximate critic.
@@ -815,7 +822,7 @@ def _small_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]
 _small_exact_mdps = st.tuples(st.integers(1, 3), st.integers(1, 2)).flatmap(lambda size: _small_mdps(*size))
 
 
-@verifier("actor_critic.n_step_tradeoff_property", uses=("n_step_advantages",))
+@verifier("actor_critic.n_step_tradeoff_property", kind="property", uses=("n_step_advantages",))
 def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, policies and critic errors e = V̂ - V^π, for each horizon n up to the
     drawn one and a drawn (s_0, a_0), with impl's n-step estimate on every n-step path (exact):
@@ -867,7 +874,7 @@ class TwoChains(BaseModel):
     stochastic: Chain
 
 
-@verifier("actor_critic.long_target_noise_exact", uses=("n_step_advantages",), params=TwoChains)
+@verifier("actor_critic.long_target_noise_exact", kind="exact", uses=("n_step_advantages",), params=TwoChains)
 def long_target_noise_exact(ctx: Context) -> dict[str, object]:
     """The Monte Carlo estimate (n = length, to the episode's end) and the one-step estimate at s_0,
     over every episode of each chain enumerated exactly with impl's n-step estimate: their

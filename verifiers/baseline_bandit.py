@@ -43,7 +43,7 @@ def _single_sample_gradients(ctx: Context, reward_a: np.ndarray, baseline: objec
     return advantages, ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])
 
 
-@verifier("baseline_bandit.step_and_variance_exact", params=UniformBandit, uses=(*_USES, "softmax_score"))
+@verifier("baseline_bandit.step_and_variance_exact", kind="exact", params=UniformBandit, uses=(*_USES, "softmax_score"))
 def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     """Every arm's update without and with the baseline, the mean update and the total variance,
     by exact enumeration of the arms (fractions; the exact scores e_a - π are checked against
@@ -66,7 +66,8 @@ def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("baseline_bandit.variance_montecarlo", params=UniformBandit, uses=(*_USES, "softmax", "softmax_score"))
+@verifier("baseline_bandit.variance_montecarlo", kind="montecarlo",
+          params=UniformBandit, uses=(*_USES, "softmax", "softmax_score"))
 def variance_montecarlo(ctx: Context) -> dict[str, object]:
     """The total variance estimated from independent pairs: E||g - g'||^2 / 2 = tr Cov(g).
 

@@ -23,7 +23,7 @@ from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 _ADVANTAGES = ("group_centered_advantages", "leave_one_out_advantages")
 
 
-@verifier("baseline_groups.group_estimators_symbolic")
+@verifier("baseline_groups.group_estimators_symbolic", kind="symbolic")
 def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
     """E[(1/G) Σ_i A_i S_i] for the group-mean and leave-one-out advantages, G symbolic.
 
@@ -49,7 +49,7 @@ def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_groups.variance_ratio_symbolic")
+@verifier("baseline_groups.variance_ratio_symbolic", kind="symbolic")
 def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
     """Var(group-mean estimate) / Var(leave-one-out estimate) for symbolic G.
 
@@ -100,7 +100,7 @@ def _group_estimates(ctx: Context, rewards: np.ndarray, scores: np.ndarray) -> d
     return {name: ctx.impl.score_function_gradient(a, scores) for name, a in advantages.items()}
 
 
-@verifier("baseline_groups.categorical_estimators_exact", params=CategoricalGroup,
+@verifier("baseline_groups.categorical_estimators_exact", kind="exact", params=CategoricalGroup,
           uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
 def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of the three estimators over all K^G groups, in rational arithmetic.
@@ -125,7 +125,7 @@ def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_groups.categorical_estimators_montecarlo", params=CategoricalGroup,
+@verifier("baseline_groups.categorical_estimators_montecarlo", kind="montecarlo", params=CategoricalGroup,
           uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
 def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     """Sample independent groups through impl (float scores from impl's softmax score at logits
@@ -166,7 +166,7 @@ _float_groups = _group_sizes.flatmap(lambda g: st.lists(_float_reward, min_size=
 _eps = st.floats(min_value=1e-12, max_value=1.0)
 
 
-@verifier("baseline_groups.centered_sum_zero_property", uses=("group_centered_advantages",))
+@verifier("baseline_groups.centered_sum_zero_property", kind="property", uses=("group_centered_advantages",))
 def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
     """impl's group-centred advantages are R_i - (1/G) Σ_j R_j on exact rewards and sum to exactly zero
     there, and sum to zero up to rounding on floats (G subtractions and a G-term sum of values below
@@ -187,7 +187,7 @@ def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
 _constant_groups = st.tuples(st.integers(min_value=1, max_value=16), _float_reward, _exact_reward, _eps)
 
 
-@verifier("baseline_groups.equal_rewards_property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
+@verifier("baseline_groups.equal_rewards_property", kind="property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
 def equal_rewards_property(ctx: Context) -> dict[str, object]:
     """A group whose rewards are all equal gets advantages that are exactly zero, never NaN, from
     every group baseline of impl (the std-normalised one with any eps > 0), for float and exact
@@ -208,7 +208,7 @@ def equal_rewards_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, all_zero, _constant_groups)
 
 
-@verifier("baseline_groups.normalized_advantages_property", uses=("group_normalized_advantages",))
+@verifier("baseline_groups.normalized_advantages_property", kind="property", uses=("group_normalized_advantages",))
 def normalized_advantages_property(ctx: Context) -> dict[str, object]:
     """On any float group, impl's std-normalised advantages are finite, sum to zero up to rounding
     and have mean square at most 1 (the population std makes it std^2/(std + eps)^2)."""

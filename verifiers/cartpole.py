@@ -135,7 +135,7 @@ def _states_and_actions(draw: Any, bounds: np.ndarray) -> tuple[np.ndarray, np.n
     return unit * bounds, actions, draw(st.integers(0, 2**32))
 
 
-@verifier("cartpole.step_matches_equations_property", uses=("VectorCartPole", "cartpole_dynamics"),
+@verifier("cartpole.step_matches_equations_property", kind="property", uses=("VectorCartPole", "cartpole_dynamics"),
           params=EquationsOfMotion)
 def step_matches_equations_property(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole, the class the PPO loop steps, against the verifiers' own Euler step of
@@ -198,7 +198,7 @@ def _balancing_actions(rng: np.random.Generator, observation: np.ndarray, random
     return actions
 
 
-@verifier("cartpole.time_limit_from_reset", uses=("VectorCartPole",), params=TimeLimitEpisodes)
+@verifier("cartpole.time_limit_from_reset", kind="property", uses=("VectorCartPole",), params=TimeLimitEpisodes)
 def time_limit_from_reset(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole from its own reset, driven by a balancing controller with some random
     actions for long enough that most environments reach the time limit twice: the lengths of the
@@ -263,7 +263,7 @@ def _gymnasium_constants_differing(constants: CartPoleConstants, cartpole: Any) 
     return differing + ([] if getattr(cartpole, "kinematics_integrator", None) == "euler" else ["integrator"])
 
 
-@verifier("cartpole.matches_gymnasium", uses=("VectorCartPole",), params=GymnasiumComparison)
+@verifier("cartpole.matches_gymnasium", kind="property", uses=("VectorCartPole",), params=GymnasiumComparison)
 def matches_gymnasium(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole beside Gymnasium's registered CartPole-v1 (its TimeLimit wrapper
     included), from the same states with the same actions: one step from random states inside the
@@ -410,12 +410,12 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return median if math.isfinite(median) else None
 
 
-@verifier("cartpole.ppo_training_experiment", uses=(*LOOP_USES, "learning_curve_figure"), params=TrainingBudget)
+@verifier("cartpole.ppo_training_experiment", kind="experiment",
+          uses=(*LOOP_USES, "learning_curve_figure"), params=TrainingBudget)
 def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     """Train impl's PPO on impl's CartPole once per seed, then evaluate each seed's final policy
     greedily on ``final_eval_episodes`` fresh episodes by the verifiers' own loop. Reported: each
-    seed's mean return over those episodes, their median and interquartile range over seeds (numpy's
-    linear percentiles), how many seeds reach ``solved_return``, the run's own last evaluation, when
+    seed's mean return over those episodes, :func:`training_statistics` of them, the run's own last evaluation, when
     each run's own evaluation first reached 475 (environment steps, wall seconds), a random policy's
     mean return for scale, and the learning-curve figure drawn by the implementation's own code.
     """
@@ -424,12 +424,10 @@ def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     results = ctx.map_seeds(_train_and_evaluate, params.seeds, params.total_env_steps, params.eval_every,
                             params.final_eval_episodes, {})
     runs = [run for run, _ in results]
-    finals = np.array([returns.mean() for _, returns in results])
-    q25, median, q75 = (float(q) for q in np.percentile(finals, [25, 50, 75]))
+    finals = [float(returns.mean()) for _, returns in results]
     tracked = ("value_loss", "entropy", "kl_k3", "grad_norm", "explained_variance")
     observed = {
-        "median_final_return": median,
-        "iqr_final_return": [q25, q75],
+        **training_statistics(finals, params.solved_return),
         "final_returns": finals,
         "worst_final_episode": [float(returns.min()) for _, returns in results],
         "final_eval_episodes_per_seed": params.final_eval_episodes,
@@ -446,12 +444,21 @@ def ppo_training_experiment(ctx: Context) -> dict[str, object]:
         "last_iteration": [{name: float(values[-1]) for name, values in run.diagnostics.items()} for run in runs],
         "hyperparameters": {name: getattr(config, name) for name in config.__dataclass_fields__},
     }
-    if params.solved_return is not None:
-        observed["seeds_solved"] = int(np.sum(finals >= params.solved_return))
     if params.figure:
         title = f"PPO on CartPole: {len(runs)} seeds, {ctx.profile} profile"
         observed["figure"] = ctx.save_figure(ctx.impl.learning_curve_figure(runs, title), params.figure)
     return observed
+
+
+def training_statistics(final_returns: list[float], solved_return: float | None) -> dict[str, object]:
+    """What the claim states of the seeds' final mean returns: their median and interquartile range
+    (numpy's linear percentiles), and how many reach ``solved_return`` when it is given."""
+    finals = np.asarray(final_returns, dtype=np.float64)
+    q25, median, q75 = (float(q) for q in np.percentile(finals, [25, 50, 75]))
+    statistics: dict[str, object] = {"median_final_return": median, "iqr_final_return": [q25, q75]}
+    if solved_return is not None:
+        statistics["seeds_solved"] = int(np.sum(finals >= solved_return))
+    return statistics
 
 
 class OneDetailChanged(_Params):
@@ -465,7 +472,7 @@ class OneDetailChanged(_Params):
                                                        "policy")
 
 
-@verifier("cartpole.one_detail_changed_experiment", uses=LOOP_USES, params=OneDetailChanged)
+@verifier("cartpole.one_detail_changed_experiment", kind="experiment", uses=LOOP_USES, params=OneDetailChanged)
 def one_detail_changed_experiment(ctx: Context) -> dict[str, object]:
     """Train impl's PPO on the same seeds twice, with its default configuration and with one detail
     changed, and compare seed by seed. The outcome: each final greedy policy's mean return over
@@ -481,44 +488,61 @@ def one_detail_changed_experiment(ctx: Context) -> dict[str, object]:
     arms = {name: ctx.map_seeds(_train_and_evaluate, params.seeds, params.total_env_steps, 0,
                                 params.final_eval_episodes, changes)
             for name, changes in (("default", {}), ("changed", dict(params.changed)))}
-    finals = {name: np.array([returns.mean() for _, returns in results]) for name, results in arms.items()}
-    kl = {name: np.array([float(np.median(run.diagnostics["kl_k3"])) for run, _ in results])
-          for name, results in arms.items()}
-    medians = {name: float(np.median(values)) for name, values in finals.items()}
+    finals = {name: [float(returns.mean()) for _, returns in results] for name, results in arms.items()}
+    kl = {name: [float(np.median(run.diagnostics["kl_k3"])) for run, _ in results] for name, results in arms.items()}
     return {
         "default_final_returns": finals["default"],
         "changed_final_returns": finals["changed"],
-        "default_median_final_return": medians["default"],
-        "changed_median_final_return": medians["changed"],
-        "median_final_return_difference": medians["default"] - medians["changed"],
-        "seeds_where_default_ends_higher": int(np.sum(finals["default"] > finals["changed"])),
         "seeds": list(params.seeds),
         "default_kl_per_iteration": kl["default"],
         "changed_kl_per_iteration": kl["changed"],
-        "median_kl_ratio": float(np.median(kl["changed"] / kl["default"])),
+        **detail_statistics(finals["default"], finals["changed"], kl["default"], kl["changed"]),
         "changed": dict(params.changed),
     }
 
 
-class ShortRun(_Params):
-    seed: int
-    total_env_steps: int = Field(ge=256)
+def detail_statistics(default_finals: list[float], changed_finals: list[float], default_kl: list[float],
+                      changed_kl: list[float]) -> dict[str, object]:
+    """What the claim states of the two arms, seed by seed: each arm's median final return, the difference of
+    the medians (default minus changed), the seeds on which the default ends higher, and the median KL ratio."""
+    default, changed = np.asarray(default_finals, dtype=np.float64), np.asarray(changed_finals, dtype=np.float64)
+    medians = float(np.median(default)), float(np.median(changed))
+    return {
+        "default_median_final_return": medians[0],
+        "changed_median_final_return": medians[1],
+        "median_final_return_difference": medians[0] - medians[1],
+        "seeds_where_default_ends_higher": int(np.sum(default > changed)),
+        "median_kl_ratio": float(np.median(np.asarray(changed_kl) / np.asarray(default_kl))),
+    }
 
 
-@verifier("cartpole.ratios_in_training", uses=LOOP_USES, params=ShortRun)
+class ShortRuns(_Params):
+    seeds: list[int] = Field(min_length=1, description="one short run per seed")
+    total_env_steps: int = Field(ge=256, description="environment steps of each run")
+
+
+@verifier("cartpole.ratios_in_training", kind="experiment", uses=LOOP_USES, params=ShortRuns)
 def ratios_in_training(ctx: Context) -> dict[str, object]:
-    """Train impl's PPO briefly and read the run's own diagnostics: after each iteration's epochs,
-    the fraction of the batch's ratios outside [1-ε, 1+ε], the fraction clipped, and k3 KL."""
+    """Train impl's PPO briefly once per seed and read each run's own diagnostics after each
+    iteration's epochs: the fraction of the batch's ratios outside [1-ε, 1+ε], the fraction clipped,
+    and k3 KL; per seed their largest values over the iterations, and :func:`ratio_statistics` of them."""
     config = ctx.impl.PPOConfig(total_env_steps=ctx.params.total_env_steps, eval_every=0)
-    [run] = ctx.map_seeds(_train_ppo, [ctx.params.seed], ctx.params.total_env_steps, 0)
-    outside = run.diagnostics["ratio_outside_fraction"]
+    runs = ctx.map_seeds(_train_ppo, ctx.params.seeds, ctx.params.total_env_steps, 0)
+    outside = [float(run.diagnostics["ratio_outside_fraction"].max()) for run in runs]
+    kl = [float(run.diagnostics["kl_k3"].max()) for run in runs]
     return {
         "epochs_per_iteration": config.n_epochs,
         "clip_epsilon": config.clip_epsilon,
-        "max_ratio_outside_fraction": float(outside.max()),
-        "iterations_with_ratios_outside": int((outside > 0).sum()),
-        "iterations": int(outside.size),
-        "max_clip_active_fraction": float(run.diagnostics["clip_active_fraction"].max()),
-        "max_kl_k3": float(run.diagnostics["kl_k3"].max()),
-        "ratio_outside_fraction": outside,
+        "iterations": [int(run.diagnostics["ratio_outside_fraction"].size) for run in runs],
+        "max_ratio_outside_fraction": outside,
+        "max_clip_active_fraction": [float(run.diagnostics["clip_active_fraction"].max()) for run in runs],
+        "max_kl_k3": kl,
+        **ratio_statistics(outside, kl),
     }
+
+
+def ratio_statistics(max_outside_fractions: list[float], max_kls: list[float]) -> dict[str, object]:
+    """What the claim states of the seeds' runs: on how many seeds some ratio left the interval after the
+    epochs, and the median over seeds of each run's largest k3 KL."""
+    return {"seeds_with_ratios_outside": int(np.sum(np.asarray(max_outside_fractions) > 0)),
+            "median_max_kl_k3": float(np.median(max_kls))}

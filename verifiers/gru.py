@@ -50,7 +50,7 @@ def _all_answers(vocab_size: int, eos_id: int, max_tokens: int) -> list[tuple[tu
     return [(a, False) for a in finished] + [(a, True) for a in cut]
 
 
-@verifier("gru.answer_distribution_exact",
+@verifier("gru.answer_distribution_exact", kind="exact",
           uses=("gru_init", "gru_forward", "token_log_probs", "response_mask", "sequence_log_prob"),
           params=GruPolicy)
 def answer_distribution_exact(ctx: Context) -> dict[str, object]:
@@ -102,7 +102,7 @@ class EqualRewards(GruPolicy):
     epsilon: float = Field(gt=0, lt=1)
 
 
-@verifier("gru.equal_rewards_no_signal",
+@verifier("gru.equal_rewards_no_signal", kind="counterexample",
           uses=("gru_init", "gru_forward", "gru_backward", "gru_sample", "rloo_advantages",
                 "group_mean_advantages", "grpo_advantages", "response_mask", "token_log_probs",
                 "token_log_probs_vjp", "token_clipped_surrogate", "kl_penalty_loss"),
@@ -160,7 +160,7 @@ class SamplerSpec(_Params):
     string: list[int] = Field(min_length=1, description="a string to copy, in the task's symbol tokens")
 
 
-@verifier("gru.eos_and_truncation_property",
+@verifier("gru.eos_and_truncation_property", kind="property",
           uses=("gru_init", "gru_sample", "response_mask", "verifiable_reward"), params=SamplerSpec)
 def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
     """Sampled answers: ``truncated`` exactly when max_tokens tokens were written without an EOS;
@@ -232,30 +232,42 @@ def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, lis
                               max_tokens=params.max_tokens, eval_every=params.eval_every, ops=run.impl)
 
 
-@verifier("gru.training_experiment", uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS),
+@verifier("gru.training_experiment", kind="experiment",
+          uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS),
           params=Training)
 def training_experiment(ctx: Context) -> dict[str, object]:
     """Train the GRU with RLOO and clipped PPO epochs for every seed; median and IQR of the reward.
 
-    The first evaluation of each run is the untrained policy; ``final_spread`` is the range of the
-    final rewards over seeds.
+    The first evaluation of each run is the untrained policy, the last the trained one; reported are
+    both per seed and :func:`training_statistics` of them.
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
     histories = ctx.map_seeds(_train_gru, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
-    initial, final = curves[:, 0], curves[:, -1]
-    q1, q3 = np.percentile(final, [25, 75])
+    initial, final = curves[:, 0].tolist(), curves[:, -1].tolist()
     figure = ctx.impl.plot_gru_training(histories)
     return {
         "iterations": iterations,
+        "untrained_rewards": initial,
+        "trained_rewards": final,
+        **training_statistics(initial, final),
+        "figure": ctx.save_figure(figure, f"gru_training_{ctx.profile}"),
+    }
+
+
+def training_statistics(untrained: list[float], trained: list[float]) -> dict[str, object]:
+    """What the claim states of the seeds' rewards before and after training: the medians, the trained
+    rewards' interquartile range, the median and the smallest improvement, and the trained rewards' range."""
+    initial, final = np.asarray(untrained, dtype=np.float64), np.asarray(trained, dtype=np.float64)
+    q1, q3 = np.percentile(final, [25, 75])
+    return {
         "untrained_median": float(np.median(initial)),
         "trained_median": float(np.median(final)),
         "trained_iqr": [float(q1), float(q3)],
         "median_improvement": float(np.median(final - initial)),
         "smallest_improvement": float((final - initial).min()),
         "final_spread": float(final.max() - final.min()),
-        "figure": ctx.save_figure(figure, f"gru_training_{ctx.profile}"),
     }
 
 
@@ -275,7 +287,7 @@ def _train_gru_evaluated_at_ends(run: SeedRun, iterations: int, params: SeedSpre
                               eval_samples_per_prompt=params.eval_samples_per_prompt, ops=run.impl)
 
 
-@verifier("gru.seed_spread_experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS),
+@verifier("gru.seed_spread_experiment", kind="experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS),
           params=SeedSpread)
 def seed_spread_experiment(ctx: Context) -> dict[str, object]:
     """Several seeds of one configuration: do they all learn, and do they end at the same expected reward?
@@ -284,28 +296,37 @@ def seed_spread_experiment(ctx: Context) -> dict[str, object]:
     independently sampled answers, rewards in [0, 1], so by Hoeffding's inequality each lies
     within h = sqrt(log(2 k / α) / (2 n)) of the evaluated policy's expected reward, all k = 2 S of
     them at once (S seeds, before and after) with probability at least 1 - α, α this comparison's
-    false-failure rate. ``final_spread_beyond_noise`` = (largest - smallest final reward) - 2h is
-    then a lower bound on the spread of the trained policies' expected rewards, and
-    ``smallest_improvement_beyond_noise`` = min over seeds of (final - untrained) - 2h one on the
-    smallest true improvement: both positive means every run learned and the runs genuinely end
-    apart, which evaluation noise alone cannot produce.
+    false-failure rate. :func:`spread_statistics` makes of them the claim's bounds.
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
     histories = ctx.map_seeds(_train_gru_evaluated_at_ends, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
-    initial, final = curves[:, 0], curves[:, -1]
     evaluated = len(ctx.impl.task_prompts()) * params.eval_samples_per_prompt
     half_width = hoeffding_halfwidth(evaluated, ctx.alpha / curves.size, 1.0)
+    initial, final = curves[:, 0].tolist(), curves[:, -1].tolist()
     return {
         "iterations": iterations,
-        "final_rewards": [float(r) for r in final],
+        "untrained_rewards": initial,
+        "final_rewards": final,
         "evaluated_answers": evaluated,
         "evaluation_half_width": half_width,
-        "final_spread": float(final.max() - final.min()),
-        "final_spread_beyond_noise": float(final.max() - final.min() - 2 * half_width),
-        "smallest_improvement_beyond_noise": float((final - initial).min() - 2 * half_width),
+        **spread_statistics(initial, final, half_width),
     }
+
+
+def spread_statistics(untrained: list[float], trained: list[float], half_width: float) -> dict[str, float]:
+    """The claim's bounds from each seed's evaluations, each within ``half_width`` of its policy's expected reward.
+
+    ``final_spread_beyond_noise`` = (largest - smallest trained reward) - 2h is a lower bound on the
+    spread of the trained policies' expected rewards, and ``smallest_improvement_beyond_noise`` =
+    min over seeds of (trained - untrained) - 2h one on the smallest true improvement: both positive
+    means every run learned and the runs genuinely end apart, which evaluation noise alone cannot produce.
+    """
+    initial, final = np.asarray(untrained, dtype=np.float64), np.asarray(trained, dtype=np.float64)
+    return {"final_spread": float(final.max() - final.min()),
+            "final_spread_beyond_noise": float(final.max() - final.min() - 2 * half_width),
+            "smallest_improvement_beyond_noise": float((final - initial).min() - 2 * half_width)}
 
 
 class LoopContract(_Params):
@@ -376,7 +397,8 @@ def _causal_mask(tokens: np.ndarray, prompt_length: np.ndarray, generated: np.nd
     return mask
 
 
-@verifier("gru.training_loop_contract", uses=("train_gru_policy", "verifiable_reward", *_TRAINING_BLOCKS),
+@verifier("gru.training_loop_contract", kind="property",
+          uses=("train_gru_policy", "verifiable_reward", *_TRAINING_BLOCKS),
           params=LoopContract)
 def training_loop_contract(ctx: Context) -> dict[str, object]:
     """Small training runs of impl's ``train_gru_policy`` with its building blocks recorded.

@@ -14,7 +14,7 @@ from harness import Context, check_property, verifier
 from verifiers._numeric import as_written, rounding_bound
 
 
-@verifier("kl.k3_nonnegative_symbolic")
+@verifier("kl.k3_nonnegative_symbolic", kind="symbolic")
 def k3_nonnegative_symbolic(ctx: Context) -> dict[str, object]:
     """f(r) = (r - 1) - log r on r > 0: its critical points, f there, and the sign of f''.
 
@@ -36,7 +36,7 @@ _log_ratios = hnp.arrays(np.float64, st.integers(1, 64),
                          elements=st.floats(min_value=-20, max_value=20, allow_nan=False))
 
 
-@verifier("kl.k3_nonnegative_property", uses=("kl_k3",))
+@verifier("kl.k3_nonnegative_property", kind="property", uses=("kl_k3",))
 def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     """impl's k3 is >= 0 for every log-ratio, 0 at log r = 0, and > 0 wherever |log r| >= 1e-6.
 
@@ -53,7 +53,7 @@ def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, nonnegative, _log_ratios)
 
 
-@verifier("kl.k3_unbiased_symbolic")
+@verifier("kl.k3_unbiased_symbolic", kind="symbolic")
 def k3_unbiased_symbolic(ctx: Context) -> dict[str, object]:
     """E_{a~p}[(r(a) - 1) - log r(a)] - KL(p || q) with r = q/p, for K symbolic categories.
 
@@ -84,7 +84,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum())
 
 
-@verifier("kl.k3_unbiased_property", uses=("kl_k3",))
+@verifier("kl.k3_unbiased_property", kind="property", uses=("kl_k3",))
 def k3_unbiased_property(ctx: Context) -> dict[str, object]:
     """For random categorical π_old and π, Σ_a π_old(a) k3(a) from impl equals KL(π_old || π)
     computed from its definition, up to float64 rounding."""
@@ -121,7 +121,8 @@ def _finite_batch(ctx: Context) -> tuple[np.ndarray, np.ndarray, float]:
     return actions, log_ratio, float(p_old @ (np.log(p_old) - np.log(p_new)))
 
 
-@verifier("kl.k3_finite_batch_counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
+@verifier("kl.k3_finite_batch_counterexample", kind="counterexample",
+          uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
 def k3_finite_batch_counterexample(ctx: Context) -> dict[str, object]:
     """On one finite batch of actions from π_old, the sample mean of r - 1 (impl's ratios) is not zero, and
     the batch mean of impl's k3 is not KL(π_old || π_θ), which is computed here exactly from both
@@ -133,7 +134,7 @@ def k3_finite_batch_counterexample(ctx: Context) -> dict[str, object]:
             "k3_minus_kl": k3_mean - kl, "action_counts": np.bincount(actions, minlength=len(ctx.params.pi_old))}
 
 
-@verifier("kl.k1_negative_counterexample", uses=("kl_k1",), params=FiniteBatch)
+@verifier("kl.k1_negative_counterexample", kind="counterexample", uses=("kl_k1",), params=FiniteBatch)
 def k1_negative_counterexample(ctx: Context) -> dict[str, object]:
     """impl's k1 = -log r on one sample with r > 1 (the action the new policy prefers), and its
     mean on a finite batch from π_old: both negative here, although KL(π_old || π_θ) >= 0."""
@@ -167,7 +168,8 @@ def _kl(p: np.ndarray, q: np.ndarray) -> float:
     return float(p[support] @ (np.log(p[support]) - np.log(q[support])))
 
 
-@verifier("kl.k3_unbiasedness_conditions_counterexample", uses=("kl_k3",), params=UnbiasednessConditions)
+@verifier("kl.k3_unbiasedness_conditions_counterexample", kind="counterexample",
+          uses=("kl_k3",), params=UnbiasednessConditions)
 def k3_unbiasedness_conditions_counterexample(ctx: Context) -> dict[str, object]:
     """The expectation of impl's k3 misses KL(π_old || π_θ) when either condition of step 4.4.4 fails.
 
@@ -194,7 +196,7 @@ class SameStep(BaseModel):
     step: list[float] = Field(min_length=2, description="the same step in parameter space, added to both")
 
 
-@verifier("kl.same_step_different_kl_counterexample", params=SameStep)
+@verifier("kl.same_step_different_kl_counterexample", kind="counterexample", params=SameStep)
 def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
     """The same step in the logits moves a softmax policy by very different KL at two points.
 

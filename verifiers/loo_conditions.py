@@ -80,7 +80,7 @@ def _sticky_probabilities(groups: np.ndarray, p: Fraction, stickiness: Fraction)
     return np.array(probabilities, dtype=object)
 
 
-@verifier("loo_conditions.dependent_answers_exact", params=DependentGroups, uses=_USES)
+@verifier("loo_conditions.dependent_answers_exact", kind="counterexample", params=DependentGroups, uses=_USES)
 def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of the no-baseline and leave-one-out estimates, each divided by the gradient
     of one answer's expected reward, for answers from the sticky sampler and (``*_independent``) for
@@ -108,7 +108,7 @@ def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("loo_conditions.shared_reward_exact", params=SharedBonusGroups, uses=_USES)
+@verifier("loo_conditions.shared_reward_exact", kind="counterexample", params=SharedBonusGroups, uses=_USES)
 def shared_reward_exact(ctx: Context) -> dict[str, object]:
     """Independent answers whose rewards R_i = r(Y_i) + λ (1/G) Σ_j Y_j share a group bonus.
 

@@ -56,7 +56,8 @@ def _answer_spans(params: MaskedBatch) -> list[range]:
     return spans
 
 
-@verifier("sequence.masked_gradient_structure", uses=("token_log_probs", "response_mask", "sequence_log_prob"),
+@verifier("sequence.masked_gradient_structure", kind=("exact", "counterexample"),
+          uses=("token_log_probs", "response_mask", "sequence_log_prob"),
           params=MaskedBatch)
 def masked_gradient_structure(ctx: Context) -> dict[str, object]:
     """Where the gradient of Σ_b A_b log π(y_b|x_b) lands among the logits, by central differences.
@@ -144,7 +145,7 @@ def _own_mask(tokens: np.ndarray, prompt_lengths: list[int], generated_lengths: 
     return mask
 
 
-@verifier("sequence.response_mask_property", uses=("response_mask",))
+@verifier("sequence.response_mask_property", kind="property", uses=("response_mask",))
 def response_mask_property(ctx: Context) -> dict[str, object]:
     """On random rows (prompt, generated tokens with EOS anywhere, padding), impl's response mask is
     exactly the verifier's own: 1 at entry k when token k + 1 was generated and no generated EOS
@@ -161,7 +162,7 @@ def response_mask_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, mask_holds, _layout_rows)
 
 
-@verifier("sequence.log_prob_chain_rule_property", uses=("token_log_probs", "sequence_log_prob"))
+@verifier("sequence.log_prob_chain_rule_property", kind="property", uses=("token_log_probs", "sequence_log_prob"))
 def log_prob_chain_rule_property(ctx: Context) -> dict[str, object]:
     """On random rows and logits, impl's sequence log-probability (its causal token log-probabilities,
     summed under the verifier's own mask) equals Σ_t log π(y_t | x, y_<t) computed here from the
@@ -197,7 +198,8 @@ class RatioWitness(_Params):
     epsilon: float = Field(gt=0, lt=1)
 
 
-@verifier("sequence.token_clip_vs_product_clip", uses=("token_clipped_surrogate", "sequence_clipped_surrogate"),
+@verifier("sequence.token_clip_vs_product_clip", kind="counterexample",
+          uses=("token_clipped_surrogate", "sequence_clipped_surrogate"),
           params=RatioWitness)
 def token_clip_vs_product_clip(ctx: Context) -> dict[str, object]:
     """Clip each token ratio (mean over the answer's tokens) versus clip the product of the ratios.
@@ -234,7 +236,7 @@ class LengthWitness(_Params):
     epsilon: float = Field(0.2, gt=0, lt=1)
 
 
-@verifier("sequence.aggregation_units", uses=("token_clipped_surrogate",), params=LengthWitness)
+@verifier("sequence.aggregation_units", kind="counterexample", uses=("token_clipped_surrogate",), params=LengthWitness)
 def aggregation_units(ctx: Context) -> dict[str, object]:
     """The three averaging units on one batch: objectives and the gradient weight of each answer's token.
 
@@ -314,7 +316,8 @@ def _clipped_terms(log_pi: np.ndarray, log_pi_old: np.ndarray, advantages: np.nd
     return np.minimum(unclipped, clipped), unclipped, np.where(unclipped <= clipped, unclipped, 0.0)
 
 
-@verifier("sequence.aggregation_unit_property", uses=("token_clipped_surrogate",), params=AggregationUnit)
+@verifier("sequence.aggregation_unit_property", kind="property",
+          uses=("token_clipped_surrogate",), params=AggregationUnit)
 def aggregation_unit_property(ctx: Context) -> dict[str, object]:
     """On random padded batches, impl's token clipped objective with the named unit, and its gradient
     with respect to log π, equal the unit's definition computed here: Σ w_t min(r_t A, clip(r_t) A)
@@ -336,7 +339,7 @@ def aggregation_unit_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, definition_holds, _padded_batches)
 
 
-@verifier("sequence.token_clip_pessimistic_property", uses=("token_clipped_surrogate",))
+@verifier("sequence.token_clip_pessimistic_property", kind="property", uses=("token_clipped_surrogate",))
 def token_clip_pessimistic_property(ctx: Context) -> dict[str, object]:
     """For every unit, on random padded batches: impl's clipped objective is at most the unclipped
     Σ w r A computed here, equal to it when every answer token's ratio lies in [1-ε, 1+ε], and at
@@ -401,7 +404,8 @@ def _kl_placements(ctx: Context, z: np.ndarray, z_ref: np.ndarray, rewards: np.n
             "bound": rounding_bound(8 * len(z), float(np.abs(shaped).max()))}
 
 
-@verifier("sequence.kl_double_count", uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
+@verifier("sequence.kl_double_count", kind="counterexample",
+          uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
 def kl_double_count(ctx: Context) -> dict[str, object]:
     """The three placements of a KL penalty on one witness (see :func:`_kl_placements`).
 
@@ -424,7 +428,7 @@ _kl_cases = st.integers(min_value=2, max_value=6).flatmap(lambda actions: st.tup
     *(st.lists(st.floats(-3, 3), min_size=actions, max_size=actions) for _ in range(3)), st.floats(0.01, 2.0)))
 
 
-@verifier("sequence.kl_placement_property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
+@verifier("sequence.kl_placement_property", kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
 def kl_placement_property(ctx: Context) -> dict[str, object]:
     """On random logits, reference logits, rewards and β (one-token answers, see :func:`_kl_placements`):
     the penalty in the stop-gradient reward alone, and in the loss alone, each give the exact gradient
@@ -486,7 +490,7 @@ _exact_batches = st.integers(min_value=2, max_value=5).flatmap(lambda size: st.t
     .map(lambda groups: [r for group in groups for r in group])))
 
 
-@verifier("sequence.rloo_definition_property", uses=("rloo_advantages",))
+@verifier("sequence.rloo_definition_property", kind="property", uses=("rloo_advantages",))
 def rloo_definition_property(ctx: Context) -> dict[str, object]:
     """On random batches of exact rewards in contiguous groups of G, impl's RLOO advantage of answer i
     is R_i minus the mean of the other G - 1 rewards of its own group."""
@@ -503,7 +507,7 @@ def rloo_definition_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, definition_holds, _exact_batches)
 
 
-@verifier("sequence.rloo_unbiased_exact",
+@verifier("sequence.rloo_unbiased_exact", kind="exact",
           uses=("rloo_advantages", "group_mean_advantages", "score_function_gradient"),
           params=TabularSequencePolicy)
 def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
@@ -542,7 +546,7 @@ _offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
     st.just(batch), st.lists(_exact_rewards, min_size=len(batch[1]) // batch[0], max_size=len(batch[1]) // batch[0])))
 
 
-@verifier("sequence.rloo_offset_invariance_property", uses=("rloo_advantages",))
+@verifier("sequence.rloo_offset_invariance_property", kind="property", uses=("rloo_advantages",))
 def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
     """On random batches of exact rewards in contiguous groups of G, adding a different constant c_g
     to every reward of group g (a prompt that is easier or harder as a whole) leaves impl's RLOO
@@ -558,7 +562,7 @@ def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, invariant, _offset_batches)
 
 
-@verifier("sequence.rloo_offset_invariance_symbolic")
+@verifier("sequence.rloo_offset_invariance_symbolic", kind="symbolic")
 def rloo_offset_invariance_symbolic(ctx: Context) -> dict[str, object]:
     """A_i(R + c) - A_i(R) for the leave-one-out advantage, symbolic G, R_i, T = Σ_{j≠i} R_j and offset c.
 
@@ -584,7 +588,7 @@ def rloo_offset_invariance_symbolic(ctx: Context) -> dict[str, object]:
 _equal_groups = st.tuples(st.integers(min_value=2, max_value=6), st.lists(_exact_rewards, min_size=1, max_size=4))
 
 
-@verifier("sequence.equal_rewards_zero_property", uses=("rloo_advantages", "group_mean_advantages"))
+@verifier("sequence.equal_rewards_zero_property", kind="property", uses=("rloo_advantages", "group_mean_advantages"))
 def equal_rewards_zero_property(ctx: Context) -> dict[str, object]:
     """For any G and any batch of groups in which every answer of a group earns the group's one
     exact reward, impl's RLOO and group-mean advantages are exactly zero."""
@@ -605,7 +609,8 @@ class EqualRewardGroup(TabularSequencePolicy):
     group: list[str] = Field(min_length=2)
 
 
-@verifier("sequence.equal_rewards_not_stationary", uses=("rloo_advantages", "score_function_gradient"),
+@verifier("sequence.equal_rewards_not_stationary", kind="counterexample",
+          uses=("rloo_advantages", "score_function_gradient"),
           params=EqualRewardGroup)
 def equal_rewards_not_stationary(ctx: Context) -> dict[str, object]:
     """One group of equal rewards gives the RLOO estimate exactly zero, while the exact gradient of the
@@ -650,7 +655,7 @@ def _token_scores(params: TabularSequencePolicy, answer: str) -> list[np.ndarray
     return scores
 
 
-@verifier("sequence.answer_level_conditions_exact", params=AnswerLevelConditions)
+@verifier("sequence.answer_level_conditions_exact", kind="exact", params=AnswerLevelConditions)
 def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of answer-level REINFORCE estimators against ∇J, J = E_{y~π}[R(y)].
 
@@ -694,7 +699,7 @@ def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.5.3: GRPO and the LOO advantage
 
 
-@verifier("sequence.grpo_loo_relation_symbolic")
+@verifier("sequence.grpo_loo_relation_symbolic", kind="symbolic")
 def grpo_loo_relation_symbolic(ctx: Context) -> dict[str, object]:
     """(R_i - mean R)/σ - (G-1)/(G σ) · A_i^LOO for symbolic G, R_i, T = Σ_{j≠i} R_j and σ > 0."""
     group_size, r_i, others = sp.symbols("G R_i T")
@@ -714,7 +719,8 @@ _batches = st.integers(min_value=2, max_value=8).flatmap(
                            .map(lambda r, size=size: r[:len(r) - len(r) % size])))
 
 
-@verifier("sequence.grpo_loo_relation_property", uses=("grpo_advantages", "rloo_advantages"), params=GrpoGuard)
+@verifier("sequence.grpo_loo_relation_property", kind="property",
+          uses=("grpo_advantages", "rloo_advantages"), params=GrpoGuard)
 def grpo_loo_relation_property(ctx: Context) -> dict[str, object]:
     """On random batches of contiguous groups, impl's GRPO advantage equals its RLOO advantage times
     (G-1)/(G (σ + ε)), σ the group's population standard deviation computed here."""
@@ -744,7 +750,7 @@ class TwoGroups(_Params):
     answer_length: int = Field(ge=1)
 
 
-@verifier("sequence.grpo_vs_rloo_gradient",
+@verifier("sequence.grpo_vs_rloo_gradient", kind="counterexample",
           uses=("grpo_advantages", "rloo_advantages", "token_log_probs", "token_log_probs_vjp",
                 "token_clipped_surrogate"),
           params=TwoGroups)
@@ -788,7 +794,7 @@ _layouts = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples
     st.integers(0, 2**32 - 1)))
 
 
-@verifier("sequence.broadcast_advantage_property",
+@verifier("sequence.broadcast_advantage_property", kind="property",
           uses=("token_log_probs", "token_log_probs_vjp", "response_mask", "token_clipped_surrogate"))
 def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
     """At θ = θ_old with the ``answer_sum`` unit, the token surrogate's gradient with respect to the
@@ -861,7 +867,8 @@ def _finite_horizon_return(P: np.ndarray, R: np.ndarray, rho: np.ndarray, theta:
     return total
 
 
-@verifier("sequence.environment_shapes_gradient", uses=("trajectory_score",), params=TwoEnvironments)
+@verifier("sequence.environment_shapes_gradient", kind="counterexample",
+          uses=("trajectory_score",), params=TwoEnvironments)
 def environment_shapes_gradient(ctx: Context) -> dict[str, object]:
     """The score of a trajectory has no environment in it, the gradient of J still does.
 
@@ -896,7 +903,8 @@ class ClipEpochs(_Params):
     epochs: int = Field(ge=1)
 
 
-@verifier("sequence.clipping_not_trust_region", uses=("token_clipped_surrogate",), params=ClipEpochs)
+@verifier("sequence.clipping_not_trust_region", kind="counterexample",
+          uses=("token_clipped_surrogate",), params=ClipEpochs)
 def clipping_not_trust_region(ctx: Context) -> dict[str, object]:
     """Several epochs of gradient ascent on the clipped surrogate over one frozen batch.
 

@@ -70,7 +70,8 @@ def exact_policy_iteration(ctx: Context, P: np.ndarray, R: np.ndarray, gamma: Fr
     raise AssertionError("policy iteration did not settle")
 
 
-@verifier("tabular.value_iteration_two_states", uses=("value_iteration", "action_values", "greedy_policy"),
+@verifier("tabular.value_iteration_two_states", kind="exact",
+          uses=("value_iteration", "action_values", "greedy_policy"),
           params=TwoStates)
 def value_iteration_two_states(ctx: Context) -> dict[str, object]:
     """Three iterations of impl's value iteration from V = (0, 0) on the two-state example, exactly.
@@ -91,7 +92,7 @@ def value_iteration_two_states(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("tabular.fixed_point_two_states",
+@verifier("tabular.fixed_point_two_states", kind="exact",
           uses=("policy_state_values", "greedy_policy", "bellman_optimality_operator", "value_iteration"),
           params=TwoStates)
 def fixed_point_two_states(ctx: Context) -> dict[str, object]:
@@ -159,7 +160,8 @@ def _max_norm(x: np.ndarray) -> Fraction:
     return max(abs(entry) for entry in x)
 
 
-@verifier("tabular.contraction_property", uses=("bellman_optimality_operator", "bellman_expectation_operator"))
+@verifier("tabular.contraction_property", kind="property",
+          uses=("bellman_optimality_operator", "bellman_expectation_operator"))
 def contraction_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, policies and pairs of value functions V, U, impl's optimality operator T
     and expectation operator T^π satisfy |T V - T U|_∞ <= γ |V - U|_∞ exactly."""
@@ -195,7 +197,8 @@ def exact_policy_values(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fra
     return np.array([Fraction(int(x.p), int(x.q)) for x in solution], dtype=object)
 
 
-@verifier("tabular.td_error_expectation_property", uses=("td_errors", "policy_state_values", "policy_action_values"))
+@verifier("tabular.td_error_expectation_property", kind="property",
+          uses=("td_errors", "policy_state_values", "policy_action_values"))
 def td_error_expectation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, with V = V^π, the expectation over s_{t+1} of impl's TD
     error at (s_t, a_t) equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
@@ -215,7 +218,7 @@ def td_error_expectation_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_advantage, _exact_mdps)
 
 
-@verifier("tabular.policy_evaluation_property",
+@verifier("tabular.policy_evaluation_property", kind="property",
           uses=("policy_state_values", "policy_action_values", "bellman_expectation_operator"))
 def policy_evaluation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, impl's V^π is the solution sympy finds for
@@ -259,7 +262,7 @@ def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple
     raise AssertionError("policy iteration did not settle")
 
 
-@verifier("tabular.optimal_residual_property",
+@verifier("tabular.optimal_residual_property", kind="property",
           uses=("td_errors", "greedy_policy", "bellman_optimality_operator", "action_values"))
 def optimal_residual_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, with V* and Q* = R + γ P V* computed here (:func:`exact_optimal_values`):
@@ -304,7 +307,7 @@ def in_place_sweep(P: np.ndarray, R: np.ndarray, gamma: Fraction, v_0: np.ndarra
 _sweeps = st.integers(1, 4)
 
 
-@verifier("tabular.value_iteration_synchronous_property", uses=("value_iteration",))
+@verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",))
 def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, from a random V_0, impl's n iterations equal n synchronous backups
     computed here (:func:`synchronous_backups`), exactly.
@@ -323,7 +326,7 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, synchronous, _exact_mdps, _sweeps)
 
 
-@verifier("tabular.value_iteration_relabelled_two_states", uses=("value_iteration",), params=TwoStates)
+@verifier("tabular.value_iteration_relabelled_two_states", kind="exact", uses=("value_iteration",), params=TwoStates)
 def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
     """The syllabus's two-state example with the states numbered the other way (s2 first), exactly.
 
@@ -348,7 +351,7 @@ def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
 _iterations = st.integers(0, 5)
 
 
-@verifier("tabular.value_iteration_convergence_property", uses=("value_iteration",))
+@verifier("tabular.value_iteration_convergence_property", kind="property", uses=("value_iteration",))
 def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, from a random start V_0, impl's V_n is within γ^n |V_0 - V*|_∞ of V*,
     with V* computed here (:func:`exact_optimal_values`): the contraction makes value iteration
@@ -415,7 +418,7 @@ def episodes(P: np.ndarray, pi: np.ndarray, first_states: dict[int, Fraction], h
     return paths
 
 
-@verifier("tabular.value_is_expected_return_property", uses=("policy_state_values",))
+@verifier("tabular.value_is_expected_return_property", kind="property", uses=("policy_state_values",))
 def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
     """On random episodic MDPs (:func:`_episodic_mdp`) and policies, impl's V^π(s) equals the
     expected discounted return E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode, exactly.
@@ -458,7 +461,7 @@ def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tupl
     return {key: weighted[key] / mass[key] for key in mass}
 
 
-@verifier("tabular.return_minus_value_property",
+@verifier("tabular.return_minus_value_property", kind="property",
           uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
 def return_minus_value_property(ctx: Context) -> dict[str, object]:
     """On random episodic MDPs, policies and start distributions: for every step t and every
@@ -489,7 +492,7 @@ class RewardBefore(BaseModel):
     pi_after: list[float] = Field(min_length=2, description="the policy in s1")
 
 
-@verifier("tabular.total_return_minus_value_exact",
+@verifier("tabular.total_return_minus_value_exact", kind="counterexample",
           uses=("policy_state_values", "discounted_returns", "baseline_advantages"), params=RewardBefore)
 def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
     """At t = 1 of a two-step episode that collected a reward at t = 0: the conditional means of

@@ -1,6 +1,6 @@
 """Running the claims against the bug zoo: one pytest subprocess per variant, read back from claims.json.
 
-Each subprocess is ``python -m pytest claims --impl zoo.<variant> -k <claims> ...`` in the smoke
+Each subprocess is ``python -m pytest claims --claims-impl zoo.<variant> -k <claims> ...`` in the smoke
 profile, where a falsifying example is reported as found, without shrinking.
 """
 
@@ -66,12 +66,12 @@ def failing_claims(impl: str, claim_ids: Iterable[str]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="claims-zoo-") as report:
         # Variants already run side by side, one per core: a pool for each one's seeds would only contend.
         command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider",
-                   "-p", "no:benchmark", "--impl", impl, "--profile", "smoke", "--claims-seed", "0",
+                   "-p", "no:benchmark", "--claims-impl", impl, "--claims-profile", "smoke", "--claims-seed", "0",
                    "--claims-workers", "1", "--claims-report", report, "-k", selected]
         finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         results_file = Path(report) / "claims.json"
         if not results_file.is_file():
-            raise RuntimeError(f"pytest wrote no report for --impl {impl} (exit {finished.returncode}):\n"
+            raise RuntimeError(f"pytest wrote no report for --claims-impl {impl} (exit {finished.returncode}):\n"
                                f"{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
         results = json.loads(results_file.read_text(encoding="utf-8"))
     return [row["id"] for row in results["claims"] if row["status"] in ("failed", "error")]

@@ -1,0 +1,123 @@
+"""The rules that more than one part of the harness applies, each written once.
+
+How an observed value and an interval are written (failure messages, both reports, the
+comparisons' rules), what counts as a figure a check saved (the cache stores it, the HTML
+inlines it), which library versions a run depends on (the report lists them, the cache keys
+on them, a Dask cluster must match them), how text from a claim file is shown where a control
+character would do harm (a terminal, one line of a report), and the words both reports use for
+the same thing. A leaf module: it imports nothing of the harness, so loading claims never pulls
+in the renderers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import re
+import unicodedata
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+HARNESS_ORIGIN = ("added by the harness, not stated by the text: a consequence or a caveat of what the text says, "
+                  "checked like the text's own claims")
+# A statement with one of these statuses is listed as not covered, and both reports make it loud.
+UNCOVERED = ("missing", "weak", "failed")
+
+# --------------------------------------------------------------------------- text a terminal or a report shows
+
+# Characters that move the cursor, end a line, change a terminal's state, reorder or hide text, or cannot be
+# encoded at all: control characters, format characters (bidi overrides, zero widths), line and paragraph
+# separators, lone surrogates. Everything else is shown as it is, spaces of any width included.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every hidden character but those in ``keep`` written as its Python escape (``\\x1b``, ``\\n``).
+
+    What a terminal or a report shows is then the text itself: an ANSI escape sequence in a claim id
+    cannot recolour a terminal, and a newline cannot start a line of its own.
+    """
+    if text.isprintable():  # the common case, decided in C
+        return text
+    return "".join(ascii(char)[1:-1] if char not in keep and unicodedata.category(char) in _HIDDEN_CATEGORIES
+                   else char for char in text)
+
+
+# --------------------------------------------------------------------------- observed values
+
+_INTERVAL_KEYS = frozenset({"mean", "low", "high", "n", "alpha", "method", "detectable_deviation"})
+_EXACT_KEYS = frozenset({"exact", "value"})
+
+
+def is_interval(value: Any) -> bool:
+    """Whether ``value`` is an estimate as ``harness.stats`` reports it (a mean with its confidence interval)."""
+    return isinstance(value, Mapping) and value.keys() >= _INTERVAL_KEYS
+
+
+def format_interval(estimate: Mapping[str, Any]) -> str:
+    """``0.999999 interval [low, high] (n=..., alpha=..., method)``, however an estimate's interval is stated."""
+    return (f"{1 - estimate['alpha']:.7g} interval [{estimate['low']:.6g}, {estimate['high']:.6g}] "
+            f"(n={estimate['n']}, alpha={estimate['alpha']:.3g}, {estimate['method']})")
+
+
+def format_observed(value: Any, limit: int | None = None) -> str:
+    """An observed value as a reader wants to see it: estimates with their interval, fractions kept exact.
+
+    Cut to ``limit`` characters (ending in ``...``) when one is given, for a line in a terminal.
+    """
+    if is_interval(value):
+        text = (f"mean {value['mean']:.6g}, {format_interval(value)}, "
+                f"detects {value['detectable_deviation']:.3g}")
+    elif isinstance(value, Mapping) and value.keys() == _EXACT_KEYS:
+        text = f"{value['value']:.10g} (exactly {value['exact']})"
+    elif isinstance(value, float):
+        text = f"{value:.10g}"
+    elif isinstance(value, str):
+        text = value
+    else:  # before the results are JSON (a failure message) a value may be a numpy array or a sympy number
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
+# --------------------------------------------------------------------------- figures
+
+FIGURES_DIR = "figures"
+# A figure is an SVG a check saved under the report's figures/ (Context.save_figure), named so that the name is
+# safe as a file name anywhere: the cache stores exactly these, the HTML report inlines exactly these.
+_FIGURE_PATH = re.compile(rf"{FIGURES_DIR}/[A-Za-z0-9_.-]+\.svg")
+
+
+def is_figure_path(value: Any) -> bool:
+    return isinstance(value, str) and _FIGURE_PATH.fullmatch(value) is not None
+
+
+def figure_paths(observed: Mapping[str, Any]) -> list[str]:
+    """The observed values that name a figure the run saved (paths relative to the report directory)."""
+    return [value for value in observed.values() if is_figure_path(value)]
+
+
+# --------------------------------------------------------------------------- library versions
+
+# Every library whose version can change what a check observes or how it is judged: numpy's and scipy's numbers,
+# sympy's simplification, the examples Hypothesis draws, pydantic's validation of params, PyYAML's reading of the
+# claim files, and pytest, which runs the checks. The report lists them, the cache keys on them, and a Dask
+# worker must have the same, so that a number never depends on where or when it was computed.
+LIBRARIES = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
+
+
+def library_versions() -> dict[str, str]:
+    """Python's version and each of LIBRARIES' (``"not installed"`` for a missing one), in that order."""
+    return dict(_library_versions())
+
+
+@functools.cache  # importlib.metadata scans sys.path on every call, and the cache asks once per check
+def _library_versions() -> tuple[tuple[str, str], ...]:
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (("python", platform.python_version()), *((name, version(name)) for name in LIBRARIES))

@@ -1,0 +1,164 @@
+"""Implementations that crash, hang or hoard: each costs exactly its own checks an error row saying why.
+
+Every fault replaces ``leave_one_out_advantages`` (``tests/fixtures/faults/``), which one Hypothesis
+property check calls; a symbolic check that uses no implementation function and a property check
+that uses another one must still pass, and the report must be this run's, complete, and written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MODELINE = "# yaml-language-server: $schema=schema.json\n"
+PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")
+TIMEOUT = 2  # seconds: the faulty check's stated limit; the supervisor kills it a grace period later
+
+CLAIMS = MODELINE + f"""\
+title: "Faults"
+steps: ["4.2.4", "4.2.5"]
+claims:
+  - id: faulty-loo
+    where: "4.2.4"
+    statement: Leave-one-out advantages are G/(G-1) times the centred ones.
+    sources: [ahmadian2024]
+    checks:
+      - kind: property
+        verifier: baselines.loo_identity_property
+        timeout: {TIMEOUT}
+        expect:
+          holds: true
+  - id: symbolic-control
+    where: "4.2.4"
+    statement: The leave-one-out identity, in sympy.
+    sources: [ahmadian2024]
+    checks:
+      - kind: symbolic
+        verifier: baselines.loo_identity
+        expect:
+          residual: {{exact: 0}}
+  - id: property-control
+    where: "4.2.5"
+    statement: The Bernoulli policy's logit score is A - p.
+    sources: [williams1992]
+    checks:
+      - kind: property
+        verifier: bernoulli.logit_score_property
+        expect:
+          holds: true
+"""
+
+# fault -> the faulty check's status, and what its error row must say
+FAULTS = {
+    "exits": ("error", "exit status 1"),
+    "segfaults": ("error", "SIGSEGV"),
+    "kills_itself": ("error", "SIGKILL"),
+    "exits_quietly_after_printing": ("error", "exit status 3"),
+    "sleeps": ("error", "time limit"),
+    "cancels_alarm": ("error", "did not stop when told to"),
+    "swallows_timeout": ("error", "did not stop when told to"),
+    "allocates": ("error", "MemoryError"),
+    "raises_keyboard_interrupt": ("error", "KeyboardInterrupt"),
+    "exits_cleanly": ("error", "SystemExit"),
+    # Correct answers with side effects that must stay in the check's own worker.
+    "rebinds_a_function": ("passed", ""),
+    "changes_directory": ("passed", ""),
+}
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    shutil.copy(PROJECT / "Module_4_Sources.md", pytester.path)
+    claims = pytester.path / "claims"
+    claims.mkdir()
+    (claims / "faults.yaml").write_text(CLAIMS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES))  # for the runs in a subprocess
+    return pytester
+
+
+def run(project: pytest.Pytester, fault: str, *extra: str) -> tuple[pytest.RunResult, dict]:
+    args = ("claims", *PLUGINS_OFF, "--claims-impl", f"faults.{fault}", "--claims-report", "out", *extra)
+    result = project.runpytest_subprocess(*args) if "-n" in extra else project.runpytest_inprocess(*args)
+    results_file = project.path / "out" / "claims.json"
+    return result, json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else {}
+
+
+def rows(results: dict) -> dict[str, tuple[str, str]]:
+    return {row["id"]: (row["status"], " ".join(check["error"] or "" for check in row["checks"]))
+            for row in results["claims"]}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_faulty_implementation_costs_its_own_check_an_error_row(project, fault):
+    status, says = FAULTS[fault]
+    result, results = run(project, fault)
+    found = rows(results)
+    assert found["faulty-loo"][0] == status, found["faulty-loo"]
+    assert says in found["faulty-loo"][1], found["faulty-loo"][1]
+    assert "Flaky" not in found["faulty-loo"][1]  # a timeout inside Hypothesis reads as a timeout
+    assert found["symbolic-control"][0] == "passed"
+    assert found["property-control"][0] == "passed", found["property-control"]
+    assert results["run"]["complete"] is True
+    if status == "error":
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+        result.assert_outcomes(passed=2, failed=1)
+    else:
+        result.assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize("fault", ["exits", "cancels_alarm"])
+def test_under_xdist_the_crashed_check_is_a_row_not_a_gap(project, fault):
+    result, results = run(project, fault, "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    found = rows(results)
+    assert set(found) == {"faulty-loo", "symbolic-control", "property-control"}
+    assert found["faulty-loo"][0] == "error" and FAULTS[fault][1] in found["faulty-loo"][1]
+    assert results["run"]["complete"] is True
+
+
+def test_an_implementation_that_exits_on_import_is_one_usage_error_and_no_report(project):
+    result, results = run(project, "exits_on_import")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "exit status 1" in result.stderr.str() + result.stdout.str()
+    assert results == {}
+
+
+def test_a_worker_is_killed_together_with_what_it_started(project):
+    """The supervisor kills the worker's process group: nothing it started outlives the check."""
+    from harness._isolation import CheckCrashed, run_isolated
+
+    pid_file = project.path / "child.pid"
+
+    def start_a_sleeper_and_hang() -> None:
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "600"])
+        pid_file.write_text(str(child.pid))
+        time.sleep(600)
+
+    with pytest.raises(CheckCrashed, match="time limit"):
+        run_isolated(start_a_sleeper_and_hang, 0.5, "the test's check")
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        if not alive(pid):
+            break
+        time.sleep(0.1)  # give the kill a moment to land
+    assert not alive(pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet, as in a container without init, has ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
