@@ -31,6 +31,7 @@ from harness._context import ImplementationView
 from harness._course import find_course
 from harness._errors import ClaimsError, VerifierError
 from harness._formats import library_versions
+from harness._isolation import in_worker
 from harness._progress import SeedProgress
 
 
@@ -251,12 +252,16 @@ def _executor(scheduler: str | None, workers: int, impl: str) -> Executor | None
 
 
 def _pool_context(impl: str) -> multiprocessing.context.BaseContext:
-    """Workers forked from a server that imported the verifiers and the implementation once (about 2 s), not
-    from the pytest process, whose threads (xdist's, Dask's) make forking it unsafe.
+    """In a check's worker (``harness._isolation``), plain forks of it. Elsewhere (``--pdb``), workers forked
+    from a server that imported the verifiers and the implementation once (about 2 s), not from the pytest
+    process, whose threads (xdist's, Dask's) make forking it unsafe.
 
     The server starts with the first pool and imports what the first pool's check needs; a pool started
     later, or another implementation, imports what it lacks in each worker.
     """
+    if in_worker():
+        # A check's worker is a fork with one thread and everything imported: its forks start in milliseconds.
+        return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")

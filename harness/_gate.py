@@ -40,8 +40,8 @@ STATED_RUN_FIELDS = ("course", "sources_file", "impl", "profile", "seed", "selec
 # What the claim files and the sources say of a claim and of a check; verdicts and comparisons are compared apart.
 STATED_CLAIM_FIELDS = ("where", "file", "line", "lesson", "statement", "formula", "sources", "citations",
                        "limitations", "erratum", "origin", "covers", "problems")
-STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "rejects", "harness_chosen", "seed", "skip_reason",
-                       "reproduce")
+STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "params", "rejects", "harness_chosen", "seed",
+                       "skip_reason", "reproduce")
 STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "claims")
 # The rules that judge by equality: the observed value is then part of what the claim states.
 EXACT_RULES = ("equal", "exact equality")

@@ -56,6 +56,14 @@ class Answer:
     error_type: str | None = None
 
 
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a check's worker: a fresh fork with one thread, which may itself fork safely."""
+    return _IN_WORKER
+
+
 def supported() -> bool:
     """Whether checks can run in a forked worker here (POSIX); elsewhere they run in the checking process."""
     return "fork" in multiprocessing.get_all_start_methods() and hasattr(os, "setpgrp")
@@ -146,6 +154,8 @@ def _tail(output: Any, limit: int = 2000) -> str:
 
 def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
     """The worker: run ``call`` once and send the answer; never returns normally into the parent's code."""
+    global _IN_WORKER
+    _IN_WORKER = True
     os.setpgrp()
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)

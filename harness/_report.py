@@ -70,7 +70,7 @@ def check_evidence(payload: dict[str, Any], entry: ClaimEntry, index: int, resul
     check = entry.claim.checks[index]
     record = result.as_dict() | {
         "expected": {key: expectation.as_written() for key, expectation in check.expect.items()},
-        "harness_chosen": list(check.harness_chosen), "rejects": check.rejects,
+        "harness_chosen": list(check.harness_chosen), "rejects": check.rejects, "params": check.params,
     }
     return json.dumps({**payload, "check_index": index, "check": record})
 
@@ -216,8 +216,9 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
-    order = ("kind", "verifier", "verifier_location", "uses", "status", "rejects", "expected", "harness_chosen",
-             "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason", "reproduce")
+    order = ("kind", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
+             "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
+             "reproduce")
     row = {key: check.get(key) for key in order}
     row["harness_chosen"] = row["harness_chosen"] or []
     # A comparison of an element (``key[2]``) is of the expected value ``key``.

@@ -221,7 +221,7 @@ def test_markdown_marks_chosen_values_harness_claims_and_rejects(reports):
     assert "\u2020 chosen by the harness, not stated by the text: `group_mean_ratio`" in claim
     # The opening sentence says which claims are not the text's.
     opening = markdown.split("\n\n")[1]
-    assert "Every claim below is a statement of the module" in opening and "added by the harness" in opening
+    assert "Every claim below is a statement of the text" in opening and "added by the harness" in opening
 
 
 def test_html_map_has_a_square_per_statement_with_its_text(reports):
