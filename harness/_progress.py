@@ -157,7 +157,7 @@ def shows_progress(out: TextIO, err: TextIO) -> bool:
 
 
 def run_showing_progress(command: list[str], out: TextIO | None = None, err: TextIO | None = None,
-                         interval: float = 0.5, cwd: Path | None = None) -> int:
+                         interval: float = 0.5, cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
     """Run ``command`` (a pytest run) to the end; its exit status. In a terminal, draw the status line meanwhile.
 
     Not in a terminal, the command inherits stdout and stderr untouched. In a terminal, its output
@@ -167,11 +167,11 @@ def run_showing_progress(command: list[str], out: TextIO | None = None, err: Tex
     out, err = out or sys.stdout, err or sys.stderr
     # A debugger's prompt has no newline: copied line by line, it would never show.
     if not shows_progress(out, err) or any(argument in _INTERACTIVE for argument in command):
-        with subprocess.Popen(command, cwd=cwd) as process:
+        with subprocess.Popen(command, cwd=cwd, env=env) as process:
             return _wait_through_interrupt(process)
     line = _StatusLine(out, err)
     with tempfile.TemporaryDirectory(prefix="claims-progress-") as directory:
-        env = {**os.environ, PROGRESS_DIR: directory, "COLUMNS": str(line.width)}
+        env = {**(os.environ if env is None else env), PROGRESS_DIR: directory, "COLUMNS": str(line.width)}
         if "PY_COLORS" not in env and "NO_COLOR" not in env:
             env["PY_COLORS"] = "1"
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd) as process:

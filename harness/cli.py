@@ -188,9 +188,9 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
     if args.allow_reference:
         pytest_args.append(PYTEST_FLAG)
     # The implementation is looked for where the command was started (as `python -m pytest` there would).
-    env_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
-    os.environ["PYTHONPATH"] = env_path
-    return run_showing_progress(pytest_args + args.pytest_args, cwd=course.root)
+    python_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    return run_showing_progress(pytest_args + args.pytest_args, cwd=course.root,
+                                env={**os.environ, "PYTHONPATH": python_path})
 
 
 def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
