@@ -341,3 +341,13 @@ def test_loading_claims_imports_no_rendering(tmp_path):
             "print(sorted(m for m in ('jinja2', 'latex2mathml', 'harness._html') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_an_entry_pytest_would_pass_over_still_has_its_row(project):
+    """A directory and a dangling symlink named ``*.yaml``: pytest collects no file there, the engine a row each."""
+    write(project, claim_file(claim("ok")))
+    (project.path / "claims" / "folder.yaml").mkdir()
+    (project.path / "claims" / "dangling.yaml").symlink_to(project.path / "nowhere.yaml")
+    project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
+    rows = {row["file"]: row["status"] for row in results(project.path / "out")["claims"]}
+    assert rows == {"claims/engine.yaml": "passed", "claims/folder.yaml": "error", "claims/dangling.yaml": "error"}
