@@ -237,6 +237,8 @@ def _result(future: Future, task: SeedTask, scheduler: str | None) -> Any:
 
 # One executor per kind and size, kept for the whole pytest session: starting one costs more than a seed.
 _EXECUTORS: dict[tuple[str, Any], Any] = {}
+# A fork (a check's worker) has copies of its parent's executors without the threads that run them: it starts its own.
+os.register_at_fork(after_in_child=_EXECUTORS.clear)
 
 
 def _executor(scheduler: str | None, workers: int, impl: str) -> Executor | None:

@@ -220,8 +220,13 @@ def import_once_isolated(impl: str) -> ModuleType:
     if impl not in _IMPORTED:
         run_isolated(lambda: import_implementation(impl) and None, IMPORT_TIME_LIMIT,
                      f"importing the implementation '{impl}'")
-        _IMPORTED.add(impl)
+        imported_safely(impl)
     return import_implementation(impl)
+
+
+def imported_safely(impl: str) -> None:
+    """Record that a worker imported ``impl`` without dying (``pytest_sessionstart`` checks it so)."""
+    _IMPORTED.add(impl)
 
 
 def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float

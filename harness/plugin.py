@@ -41,7 +41,7 @@ from harness._isolation import supported as isolation_supported
 from harness._loading import Catalogue, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
 from harness._report import lessons_of, staging_dir_for, write_reports
-from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, RunOptions, resolve_options
+from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, RunOptions, imported_safely, resolve_options
 from harness._schema import KIND_DESCRIPTIONS
 
 PAYLOAD = "claims_result"
@@ -135,6 +135,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.stash[_PROVENANCE] = (run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation "
                                                   f"'{options.impl}'") if options.isolation and isolation_supported()
                                      else check())
+        imported_safely(options.impl)
     except ClaimsError as error:
         raise pytest.UsageError(str(error)) from None
 
