@@ -262,18 +262,19 @@ def _revision(root: Path) -> str:
 
 
 def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
-                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any] | None = None
+                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any]
                   ) -> dict[str, Any]:
     """Write ``claims.json``, ``claims_report.md``, ``claims_report.html`` and ``figures/`` to ``directory``.
 
     Everything is first written where the run staged its figures (``options.staging_dir``, or a new
     directory beside ``directory``), then moved over the old files together with signals held, so
     a full disk or a Ctrl-C leaves the previous report whole and a new one is never half there.
-    ``completeness`` is :func:`run_completeness`'s record; it goes into ``run`` and every format.
+    ``completeness`` (``id``, ``complete``, ``incomplete``, ``selection``: the run's, from the plugin or the
+    warm path of ``claims verify``) goes into ``run``, and every format shows it.
     Returns the results.
     """
     results = build_results(payloads, lessons, options, started, root)
-    results["run"].update(completeness or {"complete": True, "incomplete": None, "selection": "all"})
+    results["run"].update(completeness)
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))
     staging.mkdir(parents=True, exist_ok=True)
