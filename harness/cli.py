@@ -177,7 +177,7 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
     # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
     course: Course = args.course
     pytest_args = [sys.executable, "-m", "pytest", str(args.claims_dir), "--claims-report", str(args.out),
-                   "--claims-run-id", run_id, "-q", "-rfE", "-p", "no:cacheprovider"]
+                   "--claims-run-id", run_id, "-q", "-rfE"]
     if not args.no_cache:
         pytest_args += ["--claims-cache", str(course.cache)]
     for option, value in (("--claims-impl", args.impl), ("--claims-profile", args.profile),
