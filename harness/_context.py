@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import contextlib
+import copy
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
@@ -13,6 +16,7 @@ from pydantic import BaseModel
 
 from harness import stats
 from harness._errors import ClaimsError, ImplementationError, VerifierError
+from harness._implementation import contract_function, is_stub
 
 PROFILES = ("smoke", "full")
 # The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
@@ -32,7 +36,9 @@ class ImplementationView:
     """The implementation under test, narrowed to the functions a verifier declared in ``uses``.
 
     Declaring what is used lets the harness report which implementation functions each claim
-    exercised, and tell a student which function their module lacks before anything runs.
+    exercised, and tell a student which function their module lacks before anything runs. While a
+    property runs (:func:`record_calls`), the functions it hands out record their calls, so that a
+    failing example is reported as calls to the student's functions.
     """
 
     def __init__(self, module: ModuleType, uses: Sequence[str], verifier: str, claim_id: str):
@@ -40,13 +46,18 @@ class ImplementationView:
         self._uses = tuple(uses)
         self._verifier = verifier
         self._claim_id = claim_id
+        self._record: CallRecord | None = None  # set only while a property runs (record_calls)
 
     @property
     def name(self) -> str:
         return self._module.__name__
 
     def missing(self) -> list[str]:
-        return [name for name in self._uses if not callable(getattr(self._module, name, None))]
+        return [name for name in self._uses if not callable(contract_function(self._module, name))]
+
+    def unimplemented(self) -> list[str]:
+        """The declared functions that are still stubs (``harness._implementation.is_stub``)."""
+        return [name for name in self._uses if is_stub(contract_function(self._module, name))]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -54,15 +65,111 @@ class ImplementationView:
         if name not in self._uses:
             raise VerifierError(f"verifier '{self._verifier}' calls impl.{name} without declaring it; "
                                 f"add '{name}' to uses= in its @verifier(...) decorator")
-        function = getattr(self._module, name, None)
+        function = contract_function(self._module, name)
         if not callable(function):
             raise ImplementationError(f"implementation '{self.name}' has no function '{name}' "
                                       f"(needed by claim '{self._claim_id}')")
-        return function
+        # A class is returned as it is: a wrapper would break isinstance() against it.
+        if self._record is None or isinstance(function, type):
+            return function
+        return _RecordedFunction(name, function, self._record)
 
     def __reduce__(self) -> Any:
         raise VerifierError(f"verifier '{self._verifier}' sends ctx.impl to another process; give ctx.map_seeds a "
                             "function and use the run.impl it receives, imported where the seed runs")
+
+
+@dataclass
+class Call:
+    """One call a verifier made to the implementation: what it passed (copies), and what came back."""
+
+    function: str
+    target: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    returned: Any = None
+    raised: BaseException | None = None
+
+
+@dataclass
+class CallRecord:
+    """The calls a verifier makes to the implementation during one example of a property.
+
+    A failing property is reported with the calls of its falsifying example, so a student sees their
+    function's inputs and output rather than the verifier's variables. Only the first ``limit``
+    calls of an example are kept (a verifier may call a function in a loop); the rest are counted.
+    """
+
+    module: ModuleType
+    limit: int
+    calls: list[Call] = field(default_factory=list)
+    left_out: int = 0
+    active: bool = True
+
+    def start_example(self) -> None:
+        self.calls.clear()
+        self.left_out = 0
+
+
+@contextlib.contextmanager
+def record_calls(view: ImplementationView, limit: int) -> Iterator[CallRecord]:
+    """Record the calls made through ``view`` inside the block (``harness._property.check_property``).
+
+    Outside such a block the view hands out the implementation's functions themselves, so the
+    checks that are not properties pay nothing.
+    """
+    previous, record = view._record, CallRecord(view._module, limit)
+    view._record = record
+    try:
+        yield record
+    finally:
+        record.active = False
+        view._record = previous
+
+
+class _RecordedFunction:
+    """A function of the implementation that records its calls; what it returns or raises is the function's."""
+
+    def __init__(self, name: str, function: Callable[..., Any], record: CallRecord):
+        functools.update_wrapper(self, function)
+        self._name = name
+        self._record = record
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function, record = self.__wrapped__, self._record
+        if not record.active:  # kept by the verifier past the end of its property
+            return function(*args, **kwargs)
+        if len(record.calls) >= record.limit:
+            record.left_out += 1
+            return function(*args, **kwargs)
+        # Copied before the call: an implementation may change its inputs in place.
+        call = Call(self._name, function, _copied(args), _copied(kwargs))
+        record.calls.append(call)
+        try:
+            returned = function(*args, **kwargs)
+        except BaseException as error:
+            call.raised = error
+            raise
+        call.returned = _copied(returned)
+        return returned
+
+    def __reduce__(self) -> Any:
+        # Pickled as the function itself, so that recording changes nothing about what may be sent elsewhere.
+        return _identity, (self.__wrapped__,)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of ``value``, or ``value`` itself when it cannot be copied (a generator, say)."""
+    try:
+        return copy.deepcopy(value)
+    except ClaimsError:  # the check's timeout, raised while copying
+        raise
+    except Exception:
+        return value
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness._aliases import Alias, parse_aliases
 from harness._errors import ClaimsError
 
 CONFIG_FILE = "pyproject.toml"
@@ -32,6 +33,11 @@ _FIELDS = {
     "verifiers": "the package whose modules register the verifiers",
     "step_pattern": "a regular expression every step name matches",
     "steps": "every step of the text, in order; a claim's 'where' must be one of them",
+}
+# May be left out.
+_OPTIONAL = {
+    "aliases": "other names a course gives contract functions: name = {function = ..., relation = ...} "
+               "(harness/_aliases.py)",
 }
 
 
@@ -49,6 +55,7 @@ class Course:
     verifiers: str
     step_pattern: str
     steps: tuple[str, ...]
+    aliases: tuple[Alias, ...] = ()
 
     def is_step(self, name: str) -> bool:
         return name in self.steps
@@ -87,13 +94,14 @@ def load_course(root: Path) -> Course:
     table = _table(path)
     if table is None:
         raise ClaimsError(f"{path}: no [tool.{TABLE}] table; add one with the fields {', '.join(_FIELDS)}")
-    unknown = sorted(set(table) - set(_FIELDS))
+    unknown = sorted(set(table) - set(_FIELDS) - set(_OPTIONAL))
     missing = [name for name in _FIELDS if name not in table]
     if unknown or missing:
         raise ClaimsError(f"{path}: [tool.{TABLE}]: " + "; ".join(
             [*(f"unknown field '{name}'" for name in unknown), *(f"missing field '{name}' ({_FIELDS[name]})"
                                                                for name in missing)]))
     strings = [name for name in _FIELDS if name != "steps" and not isinstance(table[name], str)]
+    aliases = parse_aliases(table.get("aliases"), f"{path}: [tool.{TABLE}]")
     steps = table["steps"]
     if strings or not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
         bad = [*strings, *(["steps"] if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps)
@@ -110,7 +118,7 @@ def load_course(root: Path) -> Course:
     return Course(root=root, title=table["title"], claims=root / table["claims"], reports=root / table["reports"],
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
-                  step_pattern=table["step_pattern"], steps=tuple(steps))
+                  step_pattern=table["step_pattern"], steps=tuple(steps), aliases=aliases)
 
 
 def _table(path: Path) -> dict[str, Any] | None:

@@ -81,12 +81,84 @@ def format_observed(value: Any, limit: int | None = None) -> str:
     return text if limit is None or len(text) <= limit else text[:limit] + "..."
 
 
+# How much of a falsifying example is shown: each argument and result cut to a line, Hypothesis' input and the
+# assertion to a screenful. The reproduce line is whole: it is what a student copies.
+FALSIFYING_WIDTH = 200
+FALSIFYING_LINES = 12
+
+
+# The observation a failing property check adds (harness._property.check_property).
+FALSIFYING_KEY = "falsifying_example"
+
+
+def format_falsifying(example: Any) -> list[str]:
+    """A failing property's ``falsifying_example`` (``harness._property.check_property``) as lines to show.
+
+    The example's input as Hypothesis wrote it, each call to the implementation with its arguments by
+    name and what it returned or raised, the assertion, and the ``reproduce:`` line; no line holds a
+    newline. A result cached before calls were recorded holds Hypothesis' note as one string, shown
+    as it is.
+    """
+    if not isinstance(example, Mapping):
+        return _first_lines(str(example))
+    lines = _first_lines(example.get("input", ""))
+    for number, call in enumerate(example.get("calls", ()), 1):
+        lines.append(f"call {number}: {call['function']}({', '.join(call['arguments'])})")
+        lines += [_cut(f"  {name} = {value}") for name, value in call["arguments"].items()]
+        lines.append(_cut(f"  raised {call['raised']}" if "raised" in call else f"  returned {call['returned']}"))
+    if example.get("calls_left_out"):
+        lines.append(f"({example['calls_left_out']} later calls of the example not recorded)")
+    if "assertion" in example:
+        lines.append("assertion failed:")
+        lines += [f"  {line}" for line in _first_lines(example["assertion"]) or ["(an assert without a message)"]]
+    if example.get("reproduce"):
+        lines.append(f"reproduce: {example['reproduce']}")
+    return lines
+
+
+def _first_lines(text: str) -> list[str]:
+    lines = [_cut(line) for line in text.splitlines()]
+    if len(lines) <= FALSIFYING_LINES:
+        return lines
+    return [*lines[:FALSIFYING_LINES], f"... ({len(lines) - FALSIFYING_LINES} more lines)"]
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= FALSIFYING_WIDTH else line[:FALSIFYING_WIDTH] + "..."
+
+
 # --------------------------------------------------------------------------- figures
 
 FIGURES_DIR = "figures"
 # A figure is an SVG a check saved under the report's figures/ (Context.save_figure), named so that the name is
 # safe as a file name anywhere: the cache stores exactly these, the HTML report inlines exactly these.
 _FIGURE_PATH = re.compile(rf"{FIGURES_DIR}/[A-Za-z0-9_.-]+\.svg")
+
+
+def headline(functions: list[str], where: str | None, claim_id: str, status: str, statement: str) -> str:
+    """The first line of a failure: the implementation's functions it exercised, the step, and what does not hold.
+
+    It is what pytest's short summary and the report's list of failures show, so it names what a
+    student fixes (``td_errors (step 2.1): ...``) before the claim and verifier that found it.
+    """
+    named = ", ".join(functions)
+    step = f"step {where}" if where else "no step"
+    verdict = "does not hold" if status == "failed" else "could not be checked"
+    sentence = " ".join(statement.split())
+    first = sentence.split(". ")[0].rstrip(".")
+    if len(first) > 160:
+        first = first[:157].rstrip() + "..."
+    return visible(f"{named} ({step}): " if named else f"{step}: ") + visible(f"claim '{claim_id}' {verdict}: {first}")
+
+
+def scoreboard_line(rows: list[dict[str, Any]]) -> str:
+    """``not implemented yet: 23 functions; implemented: 4, of which 1 fails`` (the summary a student reads first)."""
+    stubs = [row for row in rows if not row["implemented"]]
+    implemented = [row for row in rows if row["implemented"] and not row["given"]]
+    failing = sum(1 for row in implemented if row["failed"])
+    verb = "fails" if failing == 1 else "fail"
+    text = f"implemented: {len(implemented)}, of which {failing} {verb}"
+    return f"not implemented yet: {len(stubs)} functions; {text}" if stubs else text
 
 
 def is_figure_path(value: Any) -> bool:

@@ -53,7 +53,7 @@ class Answer:
 
     value: Any = None
     error: str | None = None
-    error_type: str | None = None
+    exception: ClaimsError | None = None
 
 
 _IN_WORKER = False
@@ -79,7 +79,7 @@ def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
 
     Raises:
       CheckCrashed: the worker died, or ran past the limit and was killed.
-      ClaimsError: ``call`` raised; the message is the worker's (a ClaimsError's text, else a traceback).
+      ClaimsError: ``call`` raised: the same ClaimsError, or one holding the worker's traceback of any other error.
     """
     reader, writer = multiprocessing.Pipe(duplex=False)
     output = tempfile.TemporaryFile(prefix="claims-worker-")  # noqa: SIM115 (closed in the finally below)
@@ -95,10 +95,10 @@ def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
         _kill_group(process)
         reader.close()
         output.close()
+    if answer.exception is not None:
+        raise answer.exception
     if answer.error is not None:
-        error = ClaimsError(answer.error)
-        error.worker_type = answer.error_type  # type: ignore[attr-defined]
-        raise error
+        raise ClaimsError(answer.error)
     return answer.value
 
 
@@ -166,13 +166,15 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
     try:
         answer = Answer(value=call())
     except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
-        text = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
-        answer = Answer(error=text, error_type=type(error).__name__)
+        # The harness's own errors cross back as they are (their type says what happened); any other as its text.
+        answer = (Answer(exception=error) if isinstance(error, ClaimsError)
+                  else Answer(error=traceback.format_exc(limit=-8)))
     try:
         data = pickle.dumps(answer)
     except Exception as error:
-        data = pickle.dumps(Answer(error=f"the check's result cannot be sent back from its worker ({error}); a "
-                                         "verifier returns plain values: numbers, strings, lists, mappings, arrays"))
+        data = pickle.dumps(Answer(error=str(answer.exception)) if answer.exception is not None else Answer(
+            error=f"the check's result cannot be sent back from its worker ({error}); a verifier returns plain "
+                  "values: numbers, strings, lists, mappings, arrays"))
     try:
         writer.send_bytes(data)
     finally:

@@ -20,7 +20,16 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from harness._formats import HARNESS_ORIGIN, UNCOVERED, format_observed, visible
+from harness._formats import (
+    FALSIFYING_KEY,
+    HARNESS_ORIGIN,
+    UNCOVERED,
+    format_falsifying,
+    format_observed,
+    headline,
+    scoreboard_line,
+    visible,
+)
 
 CHOSEN_MARK = "\u2020"
 CHOSEN_LEGEND = (f"{CHOSEN_MARK} marks an expected value the harness chose (a witness, a threshold, a corrected "
@@ -120,13 +129,24 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += ["", "| | " + " | ".join(text(status) for status in statements) + " |",
             "|---|" + "---|" * len(statements),
             "| statements of the text | " + " | ".join(text(n) for n in statements.values()) + " |"]
+    out += _render_functions(results)
     broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
     if broken:
         out += ["", "## Failures and errors", ""]
         for row in broken:
-            out.append(f"- {code(row['id'])} ({text(row['where'])}): {_badge(row['status'])}")
-            out += [f"  - {code(check['reproduce'])}" for check in row["checks"]
-                    if check["status"] in ("failed", "error")]
+            if row["problems"] or not row["checks"]:
+                out.append(f"- {code(row['id'])} ({text(row['where'])}): {_badge(row['status'])}")
+            for check in row["checks"]:
+                if check["status"] not in ("failed", "error"):
+                    continue
+                first = headline(check["uses"] or [], row["where"], row["id"], check["status"], row["statement"] or "")
+                out.append(f"- {_badge(check['status'])} {text(first)}")
+                if check.get("rejects"):
+                    out.append(f"  - this check is there to catch {text(check['rejects'])}")
+                example = (check.get("observed") or {}).get(FALSIFYING_KEY)
+                if example:
+                    out += [f"  - {code(line)}" for line in format_falsifying(example)]
+                out.append(f"  - reproduce: {code(check['reproduce'])}")
     errata = [row for row in results["claims"] if row["erratum"]]
     if errata:
         out += ["", "## Errata: where the text itself is wrong or imprecise", ""]
@@ -134,6 +154,23 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += _render_coverage(results)
     out += _render_lessons(results)
     return "\n".join(out) + "\n"
+
+
+def _render_functions(results: dict[str, Any]) -> list[str]:
+    """For an implementation other than the reference: one row per function the run exercised, failing first."""
+    rows = results.get("functions") or []
+    if not rows:
+        return []
+    out = ["", f"## Functions of {code(results['run']['impl'])}", "", paragraph(scoreboard_line(rows)), "",
+           "| function | claims | passed | failed | not implemented | not run | |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        note = ("the reference's, taken as given" if row["given"] else
+                "" if row["implemented"] else "**not implemented yet**")
+        failing = f"; failing: {_codes(row['failing_claims'])}" if row["failing_claims"] else ""
+        out.append(f"| {code(row['function'], cell=True)} | {row['claims']} | {row['passed']} | "
+                   f"{_badge('failed') + ' ' if row['failed'] else ''}{row['failed']} | {row['not implemented']} | "
+                   f"{row['not run']} | {note}{failing} |")
+    return out
 
 
 def _completeness(run: dict[str, Any]) -> list[str]:

@@ -1,16 +1,32 @@
-"""Hypothesis properties inside verifiers: seeded from the check, verdict as an observation."""
+"""Hypothesis properties inside verifiers: seeded from the check, verdict as an observation.
+
+A failing property is reported as what a student can act on, not as Hypothesis' dump of the
+verifier's own variables: the calls the falsifying example made to the student's functions (each
+argument by its parameter name, what came back), the assertion with the values it compared
+(pytest rewrites the verifiers' asserts: :func:`rewrite_asserts_in`), and one line of Python that
+makes the same calls. Writing that line is hand-written here because it must be exact: ``repr``
+of an array abbreviates, rounds and names ``array``, which the line could not run.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from types import ModuleType
 from typing import Any
 
 import hypothesis
+import numpy as np
 from hypothesis import HealthCheck
 from hypothesis.strategies import SearchStrategy
 
-from harness._context import Context
+from harness._context import Call, CallRecord, Context, record_calls
+from harness._errors import ClaimsError
 from harness._executor import CheckTimeout
+from harness._formats import FALSIFYING_KEY, format_falsifying
 
 EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile also shrinks
@@ -19,14 +35,23 @@ PHASES = {
     "smoke": (hypothesis.Phase.explicit, hypothesis.Phase.reuse, hypothesis.Phase.generate),
     "full": tuple(hypothesis.Phase),
 }
+# The calls of one example that a failure report shows; a verifier may call a function in a loop.
+CALLS_KEPT = 5
+# The most characters of one value, and of the reproduction, that the results keep. Hypothesis' examples are far
+# shorter (they are exact: format_falsifying cuts them for reading); a property that passes a huge array to
+# the implementation is reported without its line rather than with megabytes of it.
+LONGEST = 100_000
 
 
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
     """Run ``test`` on examples drawn from ``strategies``; report whether it held.
 
-    The property fails when ``test`` raises ``AssertionError``; the shrunk falsifying example
-    is returned so the report shows it. Returns ``{"holds": bool, "examples": n}`` plus
-    ``falsifying_example`` and ``error`` when it failed; a claim expects ``holds: true``.
+    The property fails when ``test`` raises ``AssertionError``. Returns ``{"holds": bool,
+    "examples": n}``; a claim expects ``holds: true``. A failure adds ``falsifying_example``:
+    ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}`` (:func:`falsifying_example`),
+    taken from the example Hypothesis replays last, the shrunk one in the full profile. Another
+    exception raised by a function of the implementation propagates (the check is an error) with
+    the same calls and reproduction as a note.
     """
     examples = EXAMPLES[ctx.profile]
     settings = hypothesis.settings(
@@ -34,22 +59,201 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
         report_multiple_bugs=False,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
-    run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(test)))
-    try:
-        run()
-    except CheckTimeout:
-        raise
-    except BaseException as error:
-        # Hypothesis wraps what a replay raised (FlakyFailure, an exception group): a timeout reads as one.
-        timeout = _timeout_within(error)
-        if timeout is not None:
-            raise timeout from None
-        if not isinstance(error, AssertionError):
+    with record_calls(ctx.impl, CALLS_KEPT) as record:
+
+        @functools.wraps(test)
+        def example(*args: Any, **kwargs: Any) -> None:
+            record.start_example()
+            test(*args, **kwargs)
+
+        run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
+        try:
+            run()
+        except CheckTimeout:
             raise
-        notes = [note for note in getattr(error, "__notes__", []) if "Falsifying" in note or "=" in note]
-        return {"holds": False, "examples": examples, "falsifying_example": "\n".join(notes),
-                "error": str(error)}
+        except BaseException as error:
+            # Hypothesis wraps what a replay raised (FlakyFailure, an exception group): a timeout reads as one.
+            timeout = _timeout_within(error)
+            if timeout is not None:
+                raise timeout from None
+            if isinstance(error, AssertionError):
+                return {"holds": False, "examples": examples,
+                        FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
+            if isinstance(error, Exception) and any(call.raised is error for call in record.calls):
+                # The implementation raised: the check is an error, whose traceback shows the calls that led there.
+                error.add_note("\n".join(format_falsifying(_recorded(record))))
+            raise
     return {"holds": True, "examples": examples}
+
+
+def rewrite_asserts_in(package: str) -> None:
+    """Have pytest rewrite the asserts of ``package`` and its modules as it rewrites a test module's.
+
+    A failing assert in a verifier then says what it compared (``assert 0.0 == 5.786`` and the value
+    of each name in it), after the verifier's own message. Call it before ``package`` is imported
+    (the pytest plugin's ``pytest_configure``); outside pytest, or under ``--assert=plain``, an
+    assert says only its message.
+    """
+    import pytest  # here, not at the top: the verifiers import this module, and a cached run starts no pytest
+
+    pytest.register_assert_rewrite(package)
+
+
+def falsifying_example(error: BaseException, test_name: str, record: CallRecord) -> dict[str, Any]:
+    """The failing example as JSON: Hypothesis' note on the input, the recorded calls, the assertion, a reproduction.
+
+    ``calls`` holds ``{"function", "arguments": {parameter: value}, "returned" | "raised": value}``, values
+    written as Python; an argument the signature cannot bind is named by its position, ``[0]``.
+    """
+    notes = [note for note in getattr(error, "__notes__", []) if f"{test_name}(" in note]
+    return {"input": "\n".join(notes), **_recorded(record), "assertion": str(error)}
+
+
+def _recorded(record: CallRecord) -> dict[str, Any]:
+    return {"calls": [_call_observation(call) for call in record.calls], "calls_left_out": record.left_out,
+            "reproduce": reproduction(record.module, record.calls)}
+
+
+def reproduction(module: ModuleType, calls: Sequence[Call]) -> str:
+    """One line of Python that makes ``calls`` to ``module``, e.g. ``import numpy as np; from m import f; f(x=...)``.
+
+    When an argument has no literal form (a generator, an object), or the module has no function of
+    the name (the harness called a stand-in the course accepts, an alias), the line says so instead.
+    """
+    if not calls:
+        return "nothing to reproduce: the example called no function of the implementation"
+    imports: set[str] = set()
+    statements = []
+    for call in calls:
+        if getattr(module, call.function, None) is not call.target:
+            return (f"not as one line: {module.__name__} has no function {call.function}; the harness called a "
+                    "stand-in for it (an alias the course accepts)")
+        written = []
+        for name, how, value in _passed(call):
+            try:
+                text = _literal(value, imports)
+            except _NoLiteral as missing:
+                return (f"not as one line: argument {name!r} of {call.function} is {missing}, "
+                        "which cannot be written as a literal")
+            if how == "keyword" and not name.isidentifier():
+                written.append(f"**{{{name!r}: {text}}}")
+            else:
+                written.append({"keyword": f"{name}={text}", "positional": text, "spread": f"*{text}"}[how])
+        statements.append(f"{call.function}({', '.join(written)})")
+    functions = ", ".join(dict.fromkeys(call.function for call in calls))
+    header = ["import numpy as np", *(["from fractions import Fraction"] if "fractions" in imports else []),
+              f"from {module.__name__} import {functions}"]
+    line = "; ".join([*header, *statements])
+    return line if len(line) <= LONGEST else f"not as one line: the calls' arguments take {len(line)} characters"
+
+
+def _call_observation(call: Call) -> dict[str, Any]:
+    observation: dict[str, Any] = {"function": call.function,
+                                   "arguments": {name: _shown(value) for name, _, value in _passed(call)}}
+    if call.raised is not None:
+        observation["raised"] = _shown(call.raised)
+    else:
+        observation["returned"] = _shown(call.returned)
+    return observation
+
+
+def _passed(call: Call) -> list[tuple[str, str, Any]]:
+    """``(name, how, value)`` for each argument of ``call``, ``how`` one of keyword, positional, spread.
+
+    Named by the function's parameters where its signature binds the call; a parameter that must be
+    passed by position (positional-only, or before a filled ``*args``) is passed so.
+    """
+    try:
+        signature = inspect.signature(call.target)
+        bound = signature.bind(*call.args, **call.kwargs)
+    except (TypeError, ValueError):  # no signature (a builtin), or the call does not fit it
+        return ([(f"[{index}]", "positional", value) for index, value in enumerate(call.args)]
+                + [(name, "keyword", value) for name, value in call.kwargs.items()])
+    kinds = {name: signature.parameters[name].kind for name in bound.arguments}
+    spread = inspect.Parameter.VAR_POSITIONAL in kinds.values()
+    passed = []
+    for name, value in bound.arguments.items():
+        kind = kinds[name]
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            passed.append((f"*{name}", "spread", value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            passed += [(key, "keyword", item) for key, item in value.items()]
+        elif kind is inspect.Parameter.POSITIONAL_ONLY or (kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and spread):
+            passed.append((name, "positional", value))
+        else:
+            passed.append((name, "keyword", value))
+    return passed
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the results keep it: its literal when it has one, else its repr; cut to LONGEST characters."""
+    try:
+        text = _literal(value, set())
+    except _NoLiteral:
+        try:
+            text = repr(value)
+        except ClaimsError:  # the check's timeout
+            raise
+        except Exception as error:
+            text = f"<{type(value).__qualname__} object, whose repr raised {type(error).__name__}>"
+    return text if len(text) <= LONGEST else text[:LONGEST] + "..."
+
+
+class _NoLiteral(Exception):
+    """A value that Python source cannot write exactly; the message says what it is."""
+
+
+# dtypes an array literal writes exactly: booleans, integers, and floats and complex numbers of at most double
+# precision (``tolist`` gives Python numbers, whose repr is the shortest that reads back to the same bits).
+_LITERAL_DTYPES = frozenset(np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128"))
+
+
+def _literal(value: Any, imports: set[str]) -> str:
+    """Python source that evaluates to ``value`` exactly, given ``import numpy as np`` and the names in ``imports``.
+
+    Raises:
+      _NoLiteral: when there is none (an object, a generator, a long double).
+    """
+    if isinstance(value, np.generic):  # before float: np.float64 is a float
+        if value.dtype not in _LITERAL_DTYPES:
+            raise _NoLiteral(f"a numpy {value.dtype} scalar")
+        return f"np.{type(value).__name__}({_literal(value.item(), imports)})"
+    if value is None or type(value) in (bool, int, str, bytes):
+        return repr(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f"float('{value}')"
+    if type(value) is complex:
+        return f"complex({_literal(value.real, imports)}, {_literal(value.imag, imports)})"
+    if type(value) is Fraction:
+        imports.add("fractions")
+        return f"Fraction({value.numerator}, {value.denominator})"
+    if type(value) is list:
+        return f"[{', '.join(_literal(item, imports) for item in value)}]"
+    if type(value) is tuple:
+        items = [_literal(item, imports) for item in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if type(value) is dict:
+        return f"{{{', '.join(f'{_literal(k, imports)}: {_literal(v, imports)}' for k, v in value.items())}}}"
+    if type(value) is np.ndarray:
+        return _array_literal(value, imports)
+    raise _NoLiteral(f"a {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _array_literal(array: np.ndarray, imports: set[str]) -> str:
+    if array.dtype == object:
+        dtype = "object"
+        # Nested sequences would be read back as more dimensions: only an array of scalars is written.
+        if any(isinstance(item, (list, tuple, dict, np.ndarray)) for item in array.flat):
+            raise _NoLiteral("a numpy object array holding sequences")
+    elif array.dtype in _LITERAL_DTYPES:
+        dtype = repr(array.dtype.name)
+    else:
+        raise _NoLiteral(f"a numpy {array.dtype} array")
+    if array.size == 0:  # a list of no numbers does not say the shape
+        return f"np.empty({array.shape!r}, dtype={dtype})"
+    return f"np.array({_literal(array.tolist(), imports)}, dtype={dtype})"
 
 
 def _timeout_within(error: BaseException) -> CheckTimeout | None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +108,12 @@ def _ledger_entry(statement: Statement, covering: list[ClaimEntry]) -> dict[str,
 
 
 def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,
-                  started: float, root: Path) -> dict[str, Any]:
-    """The results document: run metadata, summary counts, coverage, then claims in file and claim order."""
+                  started: float, root: Path, given: Sequence[str] = ()) -> dict[str, Any]:
+    """The results document: run metadata, summary counts, coverage, then claims in file and claim order.
+
+    ``given`` are the functions an implementation with reference fallbacks takes from the reference
+    (``Provenance.as_reference``): the scoreboard of functions marks them as not under test.
+    """
     claims: dict[tuple[str, int], dict[str, Any]] = {}
     for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
         key = (payload["file"], payload["index"])
@@ -133,7 +138,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
     return {
         "run": {
             "course": find_course(root).title, "sources_file": find_course(root).sources.relative_to(root).as_posix(),
-            "impl": options.impl, "profile": options.profile, "seed": options.seed,
+            "impl": options.impl, "given": list(given), "profile": options.profile, "seed": options.seed,
             "revision": _revision(root), "versions": library_versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 2),
@@ -146,6 +151,8 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
         },
         "coverage": coverage,
         "uncovered": [statement for statement in ledger if statement["status"] in UNCOVERED],
+        "functions": (function_scoreboard(payloads, given) if options.impl != find_course(root).implementation
+                      else []),
         "claims": rows,
     }
 
@@ -218,9 +225,10 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
-             "reproduce")
+             "not_implemented", "reproduce")
     row = {key: check.get(key) for key in order}
     row["harness_chosen"] = row["harness_chosen"] or []
+    row["not_implemented"] = row["not_implemented"] or []
     # A comparison of an element (``key[2]``) is of the expected value ``key``.
     row["comparisons"] = [{**comparison, "stated_by": "harness" if any(
         comparison["key"] == key or comparison["key"].startswith(f"{key}[") for key in row["harness_chosen"])
@@ -251,6 +259,47 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+FUNCTION_STATUSES = ("passed", "failed", "not implemented", "not run")
+
+
+def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row per function of the implementation that a selected check exercises, in the contract's order of use.
+
+    A claim counts for a function when one of its checks uses it; the claim is ``failed`` for the function
+    when such a check failed or erred, else ``not implemented`` when such a check waited for a stub, else
+    ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is ``implemented``
+    unless some check found it a stub, and ``given`` when the run took it from the reference. Functions
+    under test come first, those with failing claims before the rest.
+    """
+    by_function: dict[str, dict[str, list[str]]] = {}
+    stubs: set[str] = set()
+    for payload in payloads:
+        check = payload.get("check")
+        if check is None:
+            continue
+        stubs.update(check.get("not_implemented") or [])
+        for function in check.get("uses") or []:
+            by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(
+                "not implemented" if check.get("not_implemented") else check["status"])
+    rows = []
+    for function, claims in by_function.items():
+        counts = Counter(_claim_status_for_function(statuses) for statuses in claims.values())
+        rows.append({"function": function, "implemented": function not in stubs, "given": function in given,
+                     "claims": len(claims),
+                     **{status: counts[status] for status in FUNCTION_STATUSES},
+                     "failing_claims": sorted(claim for claim, statuses in claims.items()
+                                              if _claim_status_for_function(statuses) == "failed")})
+    return sorted(rows, key=lambda row: (row["given"], not row["failed"], not row["implemented"]))
+
+
+def _claim_status_for_function(statuses: list[str]) -> str:
+    if "failed" in statuses or "error" in statuses:
+        return "failed"
+    if "not implemented" in statuses:
+        return "not implemented"
+    return "passed" if "passed" in statuses else "not run"
+
+
 def _revision(root: Path) -> str:
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
@@ -262,18 +311,19 @@ def _revision(root: Path) -> str:
 
 
 def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
-                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any]
-                  ) -> dict[str, Any]:
+                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any],
+                  given: Sequence[str] = ()) -> dict[str, Any]:
     """Write ``claims.json``, ``claims_report.md``, ``claims_report.html`` and ``figures/`` to ``directory``.
 
     Everything is first written where the run staged its figures (``options.staging_dir``, or a new
     directory beside ``directory``), then moved over the old files together with signals held, so
     a full disk or a Ctrl-C leaves the previous report whole and a new one is never half there.
     ``completeness`` (``id``, ``complete``, ``incomplete``, ``selection``: the run's, from the plugin or the
-    warm path of ``claims verify``) goes into ``run``, and every format shows it.
+    warm path of ``claims verify``) goes into ``run``, and every format shows it; ``given`` is as
+    :func:`build_results` takes it.
     Returns the results.
     """
-    results = build_results(payloads, lessons, options, started, root)
+    results = build_results(payloads, lessons, options, started, root, given)
     results["run"].update(completeness)
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))

@@ -17,11 +17,11 @@ import numpy as np
 
 from harness._cache import ObservationCache, cache_key
 from harness._context import Context, ImplementationView
-from harness._errors import ClaimsError
+from harness._errors import ClaimsError, NotImplementedYet
 from harness._executor import SeedRunner, time_limit
 from harness._expect import Comparison, compare, to_jsonable
-from harness._formats import format_observed, visible
-from harness._implementation import PYTEST_FLAG, import_implementation, reference_implementation
+from harness._formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
+from harness._implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
 from harness._isolation import run_isolated
 from harness._isolation import supported as isolation_supported
 from harness._loading import ClaimEntry
@@ -93,6 +93,7 @@ class CheckResult:
     observed: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     skip_reason: str | None = None
+    not_implemented: list[str] = field(default_factory=list)
     reused: bool = False
     reproduce: str = ""
 
@@ -174,6 +175,10 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.status = "passed" if all(c.passed for c in comparisons) else "failed"
     except (KeyboardInterrupt, _MustRun):
         raise
+    except NotImplementedYet as error:
+        result.status = "skipped"
+        result.not_implemented = list(error.functions)
+        result.skip_reason = f"{error}: the check runs once the implementation has {_them(error.functions)}"
     except BaseException as error:
         if reuse_only and not result.reused:  # e.g. no cache key: running the check will say what is wrong
             raise _MustRun from error
@@ -181,6 +186,10 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
     result.seconds = round(time.perf_counter() - started, 4)
     return result
+
+
+def _them(functions: tuple[str, ...]) -> str:
+    return "it" if len(functions) == 1 else "them"
 
 
 def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, why: str) -> CheckResult:
@@ -240,6 +249,9 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
     if missing:
         raise ClaimsError(f"implementation '{options.impl}' has no function {', '.join(map(repr, missing))} "
                           f"(needed by claim '{entry.id}', verifier '{verifier.name}')")
+    stubs = view.unimplemented()
+    if stubs:
+        raise NotImplementedYet(stubs)
     context = Context(
         impl=view,
         params=verifier.params.model_validate(check.params),
@@ -254,7 +266,14 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
                                options.workers, time.time() + limit, limit, options.progress_dir),
         shift=options.shift_in_deviations * (check.deviation or 0.0),
     )
-    observed = verifier.function(context)
+    try:
+        observed = verifier.function(context)
+    except NotImplementedError as error:
+        # A stub the verifier reached without declaring it (a function the declared ones call, say).
+        stub = raised_in(error, options.impl)
+        if stub is None:
+            raise
+        raise NotImplementedYet([stub]) from None
     if not isinstance(observed, Mapping):
         raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
@@ -274,9 +293,13 @@ def _alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
 def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:
     """The message a failing or erroring check prints: what, where, expected vs observed, how to rerun."""
     assert entry.claim is not None
-    lines = [f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
-             f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
-             f"{entry.check_lines[index]}"]
+    lines = [headline(result.uses, entry.where, entry.id, result.status, entry.claim.statement)]
+    rejects = entry.claim.checks[index].rejects
+    if rejects:
+        lines.append(f"  this check is there to catch {visible(' '.join(rejects.split()))}")
+    lines.append(f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
+                 f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
+                 f"{entry.check_lines[index]}")
     if result.error:
         lines.append(f"ERROR: {visible(result.error.rstrip(), keep=chr(10) + chr(9))}")
     for comparison in result.comparisons:
@@ -285,8 +308,13 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
                      f"observed {_short(comparison['observed'])}; rule: {visible(str(comparison['rule']))}")
     expected_keys = {comparison["key"].split("[")[0] for comparison in result.comparisons}
     if result.status == "failed":
-        lines += [f"  also observed {visible(key)}: {_short(value)}" for key, value in result.observed.items()
-                  if key not in expected_keys]
+        for key, value in result.observed.items():
+            if key == FALSIFYING_KEY and value:
+                lines.append("  a failing input (the smallest found, in the full profile) and what the implementation "
+                             "did with it:")
+                lines += [f"    {line}" for line in format_falsifying(value)]
+            elif key not in expected_keys:
+                lines.append(f"  also observed {visible(key)}: {_short(value)}")
     lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
                  f"'{options.impl}', profile '{options.profile}'")
     lines.append(f"reproduce: {result.reproduce}")

@@ -25,6 +25,8 @@ KIND_DESCRIPTIONS = {
 
 ClaimId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 StatementId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+# A Python identifier, as test names are: pytest -k takes it as one word.
+TestName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Shape = Literal["general", "instance", "negative", "empirical"]
 SHAPE_DESCRIPTIONS = {
     "general": "holds for every input of a class (an identity, a theorem, a property of a function): "
@@ -148,6 +150,11 @@ class Claim(_Strict):
     )
     covers: list[StatementId] = Field(
         default_factory=list, description="ids of the ledger statements (any file's 'statements') this claim checks"
+    )
+    aliases: list[TestName] = Field(
+        default_factory=list,
+        description="names the course's other materials give this claim, such as a syllabus's test "
+                    "('test_surrogate_reduces_to_reinforce_at_theta_old'); pytest -k selects the claim by any of them",
     )
     checks: list[Check] = Field(min_length=1)
 

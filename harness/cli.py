@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
     new.add_argument("--id", dest="claim_id", help="kebab-case id, unique across claim files")
     new.add_argument("--module", help="verifier module in the verifier package (default: lesson_<the step's lesson>)")
+    exercises = commands.add_parser("exercises", help="write the reference implementation as a package of stubs "
+                                                      "to fill in")
+    exercises.add_argument("directory", type=Path, help="the package to write; its name is the package's, e.g. "
+                                                        "exercises")
+    exercises.add_argument("--force", action="store_true",
+                           help="write into a directory that is not empty, replacing only the files it writes")
 
     args = parser.parse_args(argv)
     try:
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
         return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-                "new": _new, "audit": _audit, "zoo": _zoo}[args.command](args)
+                "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises}[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
         return 2
@@ -137,6 +143,7 @@ def _this_runs_results(out: Path, run_id: str) -> dict | None:
 def _implementation_refused(args: argparse.Namespace) -> str | None:
     """Why the implementation under test cannot be verified (as pytest would import it), or None."""
     impl = resolve_options(args.impl, args.profile, args.claims_seed).impl
+    args.given = ()
     if impl == reference_implementation() and importlib.util.find_spec(impl) is not None:
         return None  # the reference: pytest imports it if a check has to run (a second here, on the cached path)
     # ``python -m pytest`` finds modules in the working directory: so must this check.
@@ -147,13 +154,14 @@ def _implementation_refused(args: argparse.Namespace) -> str | None:
     check = partial(check_implementation, impl, allow_reference=args.allow_reference, flag="--allow-reference")
     try:
         # In a worker: an implementation that kills the interpreter on import must not take this command with it.
-        run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'") if isolation_supported() \
-            else check()
+        found = (run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'")
+                 if isolation_supported() else check())
     except ClaimsError as error:
         return str(error)
     finally:
         if added:
             sys.path.remove(here)
+    args.given = found.as_reference if found is not None else ()
     return None
 
 
@@ -213,7 +221,7 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: s
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")
     completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
     write_reports(args.out, [outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options, started,
-                  catalogue.root, completeness)
+                  catalogue.root, completeness, args.given)
     failures = [outcome.message for outcome in outcomes if outcome.status in ("failed", "error")]
     for failure in failures:
         print(failure, end="\n\n")
@@ -398,6 +406,13 @@ def _new(args: argparse.Namespace) -> int:
         return 2
     for line in write(request, catalogue, catalogue.root / catalogue.course.verifiers.replace(".", "/")):
         print(line)
+    return 0
+
+
+def _exercises(args: argparse.Namespace) -> int:
+    from harness._exercises import write_exercises
+
+    print(write_exercises(args.directory, load_catalogue(args.claims_dir), force=args.force).summary())
     return 0
 
 

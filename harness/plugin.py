@@ -29,18 +29,21 @@ from harness._course import find_root, load_course
 from harness._engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
 from harness._errors import ClaimsError
 from harness._executor import default_workers, shutdown_executors
+from harness._formats import scoreboard_line
 from harness._implementation import (
     FALLBACK_ATTRIBUTE,
     PYTEST_FLAG,
     Provenance,
     check_implementation,
     find_in_directory,
+    reference_implementation,
 )
 from harness._isolation import run_isolated
 from harness._isolation import supported as isolation_supported
 from harness._loading import Catalogue, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
-from harness._report import lessons_of, staging_dir_for, write_reports
+from harness._property import rewrite_asserts_in
+from harness._report import function_scoreboard, lessons_of, staging_dir_for, write_reports
 from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, RunOptions, imported_safely, resolve_options
 from harness._schema import KIND_DESCRIPTIONS
 
@@ -105,14 +108,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{kind}: {description}")
     config.addinivalue_line("markers", "claim: a check of a claim")
     config.stash[_CATALOGUES] = {}
+    root = find_root(Path(config.invocation_params.dir))
+    if root is not None:
+        # Before the verifiers are imported: a failing property's assertion then shows the values it compared.
+        rewrite_asserts_in(load_course(root).verifiers)
     if hasattr(config, "workerinput"):
         return
     # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).
     if config.option.claims_run_id is None:
         config.option.claims_run_id = uuid.uuid4().hex[:12]
+    evidence = _Evidence()
+    config.pluginmanager.register(evidence, "claims-evidence")
     report_dir = config.getoption("claims_report")
     if report_dir:
-        config.pluginmanager.register(_ReportWriter(Path(report_dir), config), "claims-report")
+        config.pluginmanager.register(_ReportWriter(Path(report_dir), config, evidence), "claims-report")
     if progress_dir():
         config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
 
@@ -246,12 +255,18 @@ class PartItem(pytest.Item):
         self.part = part
         self.catalogue = catalogue
         entry = part.entry
-        if part.index is not None and entry is not None and entry.claim is not None:
-            self.add_marker(entry.claim.checks[part.index].kind)
-            self.add_marker("claim")
         if entry is not None:
             self.user_properties += [("claim_id", entry.id), ("where", entry.where or ""),
                                      ("sources", ",".join(entry.claim.sources) if entry.claim else "")]
+        if part.index is not None and entry is not None and entry.claim is not None:
+            check = entry.claim.checks[part.index]
+            self.add_marker(check.kind)
+            self.add_marker("claim")
+            uses = catalogue.verifiers[check.verifier].uses
+            # -k selects by the claim's other names (a syllabus's test) and by the functions a check exercises.
+            self.extra_keyword_matches.update([*entry.claim.aliases, *uses])
+            self.user_properties += [("functions", ",".join(uses)), ("verifier", check.verifier),
+                                     ("aliases", ",".join(entry.claim.aliases))]
 
     def setup(self) -> None:
         # A claim or file that cannot be used is known at collection: it errors (as a broken fixture would),
@@ -280,6 +295,48 @@ class PartItem(pytest.Item):
         return self.path, line - 1, f"{entry.file}:{line}: {entry.id}::{self.name} ({entry.where})"
 
 
+class _Evidence:
+    """Every item's evidence as it reaches the controlling process (from xdist's workers too), by node id.
+
+    The report is written from it, and the terminal summary opens with it: for an implementation
+    other than the reference, one row per function it offers, and the functions still to be written.
+    """
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PAYLOAD:
+                self.by_node[report.nodeid] = json.loads(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if run_options(config).impl == reference_implementation():
+            return
+        rows = function_scoreboard(list(self.by_node.values()), _given(config))
+        if not rows:
+            return
+        writer = terminalreporter
+        writer.section(f"functions of {run_options(config).impl}")
+        width = max(len(row["function"]) for row in rows)
+        writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
+        for row in rows:
+            mark = ("  (the reference's, taken as given)" if row["given"] else
+                    "" if row["implemented"] else "  (not implemented yet)")
+            writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
+                        f"{row['not implemented']:>15}  {row['not run']:>7}{mark}")
+        stubs = [row["function"] for row in rows if not row["implemented"]]
+        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows))
+        if stubs:
+            writer.line(f"not implemented yet: {', '.join(stubs)}")
+
+
+def _given(config: pytest.Config) -> tuple[str, ...]:
+    """The functions this run takes from the reference (checked at session start), not under test."""
+    found = config.stash.get(_PROVENANCE, None)
+    return found.as_reference if found is not None else ()
+
+
 class _ReportWriter:
     """Gathers every item's evidence in the controlling process and writes ``reports/`` at the end of the run.
 
@@ -287,10 +344,10 @@ class _ReportWriter:
     did. The run is complete only when every selected part reported and pytest was not interrupted.
     """
 
-    def __init__(self, directory: Path, config: pytest.Config):
+    def __init__(self, directory: Path, config: pytest.Config, evidence: _Evidence):
         self.directory = directory
         self.config = config
-        self.evidence: dict[str, dict[str, Any]] = {}
+        self.evidence = evidence.by_node
         self.selected: list[str] | None = None
         self.started = time.time()
 
@@ -301,11 +358,6 @@ class _ReportWriter:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.selected = list(ids)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == PAYLOAD:
-                self.evidence[report.nodeid] = json.loads(value)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         options = run_options(self.config)
@@ -332,7 +384,7 @@ class _ReportWriter:
         completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
                         "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
         write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
-                      completeness)
+                      completeness, _given(self.config))
 
     def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
         """Every selected item's part, by node id, in collection order."""

@@ -189,21 +189,31 @@ _constant_groups = st.tuples(st.integers(min_value=1, max_value=16), _float_rewa
 
 @verifier("baseline_groups.equal_rewards_property", kind="property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
 def equal_rewards_property(ctx: Context) -> dict[str, object]:
-    """A group whose rewards are all equal gets advantages that are exactly zero, never NaN, from
-    every group baseline of impl (the std-normalised one with any eps > 0), for float and exact
-    rewards; G = 1 is included where the baseline is defined (leave-one-out needs G >= 2)."""
+    """A group whose rewards are all equal gets zero advantages, never NaN, from every group baseline of
+    impl (the std-normalised one with any eps > 0): exactly zero for exact rewards, and for float rewards
+    zero up to the rounding of the group's mean (the usual ``r - r.mean()`` leaves ~1e-17 of it), which
+    the std normalisation divides by at most eps. G = 1 is included where the baseline is defined
+    (leave-one-out needs G >= 2)."""
 
     def all_zero(case: tuple[int, float, Fraction, float]) -> None:
         size, value, exact_value, eps = case
         rewards = np.full(size, value)
-        advantages = [ctx.impl.group_centered_advantages(rewards),
-                      ctx.impl.group_normalized_advantages(rewards, eps),
-                      ctx.impl.group_centered_advantages(np.full(size, exact_value, dtype=object))]
+        mean_rounding = rounding_bound(2 * size, abs(value))
+        floats = [("group_centered_advantages", ctx.impl.group_centered_advantages(rewards), mean_rounding),
+                  ("group_normalized_advantages", ctx.impl.group_normalized_advantages(rewards, eps),
+                   mean_rounding / eps)]
+        exact = [("group_centered_advantages", ctx.impl.group_centered_advantages(np.full(size, exact_value,
+                                                                                         dtype=object)))]
         if size >= 2:
-            advantages += [ctx.impl.leave_one_out_advantages(rewards),
-                           ctx.impl.leave_one_out_advantages(np.full(size, exact_value, dtype=object))]
-        for values in advantages:
-            assert all(v == 0 for v in values), (size, value, eps, values)
+            floats.append(("leave_one_out_advantages", ctx.impl.leave_one_out_advantages(rewards), mean_rounding))
+            exact.append(("leave_one_out_advantages",
+                          ctx.impl.leave_one_out_advantages(np.full(size, exact_value, dtype=object))))
+        for name, values, bound in floats:
+            largest = float(np.max(np.abs(np.asarray(values, dtype=float))))
+            assert largest <= bound, f"{name} of {size} rewards equal to {value!r} (eps {eps!r}): " \
+                                     f"largest |advantage| {largest!r}, rounding allows {bound!r}"
+        for name, values in exact:
+            assert all(v == 0 for v in values), f"{name} of {size} rewards equal to {exact_value}: {list(values)}"
 
     return check_property(ctx, all_zero, _constant_groups)
 

@@ -1,0 +1,387 @@
+"""A failing property check names the student's function, shows its inputs and output, and reproduces the call.
+
+Issue 15: a property that caught a wrong implementation used to report the verifier's own assertion
+tuple, ``(0, 7, np.float64(0.0), 5.786...)``, and Hypothesis' dump of the verifier's variables. The
+failure now carries the calls the falsifying example made to the implementation (each argument by
+its parameter name, what came back), the assertion with the values it compared (pytest rewrites
+the verifiers' asserts), and a line of Python that makes the same calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import pickle
+import sys
+import textwrap
+import types
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+import impl
+from harness._context import Call, Context, ImplementationView, record_calls
+from harness._errors import VerifierError
+from harness._formats import FALSIFYING_WIDTH, format_falsifying
+from harness._loading import load_catalogue
+from harness._property import CALLS_KEPT, check_property, reproduction
+from harness._runner import RunOptions, run_check
+
+CLAIMS = Path(__file__).resolve().parent.parent / "claims"
+THIS = sys.modules[__name__]
+TELESCOPING = ("gae-lambda-one-telescopes", "gae.telescoping_property")
+# impl's GAE with the termination mask dropped from δ_t: it bootstraps from V(s_{K+1}) at a true terminal,
+# which the telescoping property rejects.
+BOOTSTRAPS_AT_TERMINALS = '''\
+import numpy as np
+
+import impl
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *, carry=None):
+    return impl.gae_advantages(r_t, v_t, v_tp1, np.zeros_like(terminated_t), trace_cut_t, gamma, lambda_, carry=carry)
+'''
+GAE_PARAMETERS = ("r_t", "v_t", "v_tp1", "terminated_t", "trace_cut_t", "gamma", "lambda_")
+
+
+@functools.cache
+def _catalogue():
+    return load_catalogue(CLAIMS)
+
+
+def _run_check(claim_id: str, verifier: str, implementation: str = "impl"):
+    (entry,) = [e for e in _catalogue().entries if e.id == claim_id]
+    (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier]
+    return run_check(entry, index, _catalogue().verifiers[verifier], RunOptions(impl=implementation))
+
+
+def _run_snippet(snippet: str) -> object:
+    """Execute a reproduce line; the value of its last call, as an interpreter would show it."""
+    statements = ast.parse(snippet).body
+    namespace: dict = {}
+    exec(compile(ast.Module(statements[:-1], []), "<reproduce>", "exec"), namespace)
+    return eval(compile(ast.Expression(statements[-1].value), "<reproduce>", "eval"), namespace)
+
+
+def _context(module: types.ModuleType, uses: tuple[str, ...], profile: str = "smoke") -> Context:
+    return Context(impl=ImplementationView(module, uses, "tests.property", "property-failures"), params=None,
+                   rng=np.random.default_rng(0), seed=0, profile=profile, alpha=0.01, beta=0.01, deviation=None,
+                   figures_dir=Path("figures"), seed_runner=None)
+
+
+def _student(**functions) -> types.ModuleType:
+    module = types.ModuleType("student_module")
+    module.__dict__.update(functions)
+    return module
+
+
+@pytest.fixture
+def planted_bug(tmp_path, monkeypatch):
+    name = "gae_bootstraps_at_terminals"
+    (tmp_path / f"{name}.py").write_text(BOOTSTRAPS_AT_TERMINALS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+# --------------------------------------------------------------------------- through the runner
+
+
+def test_a_failing_property_names_the_function_and_its_parameters_and_reproduces_its_result(planted_bug):
+    result = _run_check(*TELESCOPING, planted_bug)
+    assert result.status == "failed", result.error
+    assert result.observed["holds"] is False and result.observed["examples"] > 0
+    example = result.observed["falsifying_example"]
+    assert set(example) == {"input", "calls", "calls_left_out", "assertion", "reproduce"}
+    assert "telescopes(" in example["input"] and "segment=" in example["input"]
+    (call,) = example["calls"]
+    assert call["function"] == "gae_advantages"
+    assert tuple(call["arguments"]) == GAE_PARAMETERS
+    assert example["reproduce"].startswith(f"import numpy as np; from {planted_bug} import gae_advantages; "
+                                           "gae_advantages(r_t=np.array([")
+    reproduced = _run_snippet(example["reproduce"])
+    returned = eval(call["returned"], {"np": np})
+    assert reproduced.dtype == returned.dtype and reproduced.tobytes() == returned.tobytes()
+    # The reproduction calls the planted bug, not the reference: impl itself gives another value there.
+    arguments = {name: eval(value, {"np": np}) for name, value in call["arguments"].items()}
+    assert not np.array_equal(impl.gae_advantages(**arguments), reproduced)
+
+
+def test_a_correct_implementation_holds_and_records_nothing():
+    result = _run_check(*TELESCOPING, "impl")
+    assert result.status == "passed", result.error
+    assert result.observed == {"holds": True, "examples": 200}
+
+
+# --------------------------------------------------------------------------- recording changes nothing
+
+
+def test_outside_a_property_the_view_hands_out_the_functions_themselves():
+    view = ImplementationView(impl, ("gae_advantages", "VectorCartPole"), "tests.property", "property-failures")
+    assert view.gae_advantages is impl.gae_advantages
+    with record_calls(view, CALLS_KEPT):
+        assert view.gae_advantages is not impl.gae_advantages
+        assert view.VectorCartPole is impl.VectorCartPole  # a class stays itself: isinstance() must work
+    assert view.gae_advantages is impl.gae_advantages
+
+
+def test_a_recorded_function_returns_and_raises_what_the_function_does():
+    returned, refused = np.arange(3.0), ValueError("a group needs two answers")
+
+    def answers(size):
+        if size < 2:
+            raise refused
+        return returned
+
+    view = ImplementationView(_student(answers=answers), ("answers",), "tests.property", "property-failures")
+    with record_calls(view, CALLS_KEPT) as record:
+        assert view.answers(3) is returned
+        with pytest.raises(ValueError) as raised:
+            view.answers(size=1)
+        assert raised.value is refused
+    assert [call.function for call in record.calls] == ["answers", "answers"]
+    assert record.calls[1].raised is refused
+
+
+def test_a_recorded_function_pickles_as_the_function_and_the_view_still_refuses():
+    view = ImplementationView(impl, ("discounted_returns",), "tests.property", "property-failures")
+    with record_calls(view, CALLS_KEPT):
+        assert pickle.loads(pickle.dumps(view.discounted_returns)) is impl.discounted_returns
+        with pytest.raises(VerifierError, match="sends ctx.impl to another process"):
+            pickle.dumps(view)
+
+
+def test_a_check_that_is_not_a_property_is_untouched():
+    result = _run_check("bernoulli-group-estimators", "bernoulli.group_estimators_exact")
+    assert result.status == "passed", result.error
+    assert not any(isinstance(value, dict) and "calls" in value for value in result.observed.values())
+
+
+# --------------------------------------------------------------------------- what a failure records
+
+
+def test_a_function_raising_inside_a_property_is_recorded_as_raised():
+    def normalise(rewards):
+        rewards = np.asarray(rewards, dtype=float)
+        if rewards.std() == 0:
+            raise ZeroDivisionError("the rewards have no spread")
+        return (rewards - rewards.mean()) / rewards.std()
+
+    ctx = _context(_student(normalise=normalise), ("normalise",))
+
+    def accepts_every_group(rewards):
+        try:
+            ctx.impl.normalise(rewards)
+        except ZeroDivisionError:
+            raise AssertionError("normalise refused a group of rewards") from None
+
+    result = check_property(ctx, accepts_every_group, st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=2))
+    (call,) = result["falsifying_example"]["calls"]
+    assert call == {"function": "normalise", "arguments": {"rewards": call["arguments"]["rewards"]},
+                    "raised": "ZeroDivisionError('the rewards have no spread')"}
+    assert result["falsifying_example"]["assertion"] == "normalise refused a group of rewards"
+
+    def never_raises(rewards):
+        ctx.impl.normalise(rewards)
+
+    # Raised through the property, the error is the check's, with the calls and the reproduction as a note.
+    with pytest.raises(ZeroDivisionError) as raised:
+        check_property(ctx, never_raises, st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=2))
+    note = "\n".join(raised.value.__notes__)
+    assert "call 1: normalise(rewards)" in note and "raised ZeroDivisionError('the rewards have no spread')" in note
+    assert "reproduce: import numpy as np; from student_module import normalise; normalise(rewards=[" in note
+
+
+def test_the_record_holds_the_falsifying_example_s_first_calls():
+    ctx = _context(_student(scaled=lambda x, factor: x * factor), ("scaled",))
+
+    def scales_by_zero(x):
+        for factor in range(CALLS_KEPT + 3):
+            ctx.impl.scaled(x, factor)
+        assert x == 0, x
+
+    result = check_property(ctx, scales_by_zero, st.integers(min_value=1, max_value=10**6))
+    example = result["falsifying_example"]
+    x = int(example["assertion"].splitlines()[0])
+    assert f"x={x}" in example["input"]
+    assert [call["arguments"] for call in example["calls"]] == [{"x": str(x), "factor": str(factor)}
+                                                                 for factor in range(CALLS_KEPT)]
+    assert [call["returned"] for call in example["calls"]] == [str(x * factor) for factor in range(CALLS_KEPT)]
+    assert example["calls_left_out"] == 3
+
+
+def test_a_property_in_the_full_profile_reports_the_shrunk_example():
+    ctx = _context(_student(total=lambda values: sum(values) - (len(values) > 2)), ("total",), profile="full")
+
+    def adds_up(values):
+        assert ctx.impl.total(values) == sum(values)
+
+    example = check_property(ctx, adds_up, st.lists(st.integers(0, 9)))["falsifying_example"]
+    assert example["calls"] == [{"function": "total", "arguments": {"values": "[0, 0, 0]"}, "returned": "-1"}]
+    assert example["reproduce"] == "import numpy as np; from student_module import total; total(values=[0, 0, 0])"
+
+
+# --------------------------------------------------------------------------- the reproduce line
+
+
+def _echo(value):
+    return value
+
+
+@pytest.mark.parametrize("value", [
+    np.array([0.1 + 0.2, -0.0, np.nan, np.inf, -np.inf, 5e-324, 1.7976931348623157e308]),
+    np.array([[1.5, 2.25]], dtype=np.float32),
+    np.array([1, 2], dtype=np.float16),
+    np.array([[True, False]]),
+    np.array([-(2**63), 2**63 - 1]),
+    np.array([2**64 - 1], dtype=np.uint64),
+    np.array([1 + 2j, np.nan * 1j], dtype=np.complex64),
+    np.array(3.5),
+    np.empty((0, 3)),
+    np.array([Fraction(1, 3), Fraction(-2, 7)], dtype=object),
+    np.float64(0.1), np.int32(-7), np.bool_(True),
+    (0.1, [1, (2,)], {"k": None}), Fraction(5, 9), float("nan"), 10**30, "text", b"\x00", complex(0, -1),
+], ids=repr)
+def test_the_reproduce_line_writes_each_value_exactly(value):
+    reproduced = _run_snippet(reproduction(THIS, [Call("_echo", _echo, (value,), {})]))
+    assert type(reproduced) is type(value)
+    if isinstance(value, np.ndarray):
+        assert reproduced.dtype == value.dtype and reproduced.shape == value.shape
+        assert np.array_equal(reproduced, value, equal_nan=value.dtype != object)
+        if value.dtype != object:
+            assert reproduced.tobytes() == value.tobytes()
+    elif isinstance(value, float) and math.isnan(value):
+        assert math.isnan(reproduced)
+    else:
+        assert reproduced == value
+
+
+def _holding_a_list() -> np.ndarray:
+    array = np.empty(1, dtype=object)
+    array[0] = [1, 2]  # read back, np.array([[1, 2]], dtype=object) would have two dimensions
+    return array
+
+
+@pytest.mark.parametrize("value", [(x for x in range(3)), np.random.default_rng(0), np.array([object()]),
+                                   np.array([1.0], dtype=np.longdouble), [1, _holding_a_list()]])
+def test_a_value_without_a_literal_is_said_so(value):
+    line = reproduction(_student(echo=_echo), [Call("echo", _echo, (value,), {})])
+    assert line.startswith("not as one line: argument 'value' of echo is a")
+    assert line.endswith("which cannot be written as a literal")
+
+
+def _spread(a, /, b, *rest, c=1, **extra):
+    return a, b, rest, c, extra
+
+
+def test_the_reproduce_line_passes_each_argument_as_the_signature_takes_it():
+    call = Call("_spread", _spread, (1, 2, 3, 4), {"c": 5, "d": 6})
+    line = reproduction(THIS, [call])
+    assert line.endswith("_spread(1, 2, *(3, 4), c=5, d=6)")
+    assert _run_snippet(line) == _spread(1, 2, 3, 4, c=5, d=6)
+    # A call its function's signature cannot bind is written by position.
+    misfit = Call("_echo", _echo, (1, 2), {})
+    assert reproduction(THIS, [misfit]).endswith("_echo(1, 2)")
+
+
+def test_a_function_the_module_does_not_define_is_not_imported_from_it():
+    """A course's alias: the harness calls a stand-in for the contract function, which the module does not define."""
+    def stand_in(rewards):
+        return rewards
+
+    line = reproduction(_student(rloo_baseline=stand_in), [Call("leave_one_out_advantages", stand_in, ([1.0],), {})])
+    assert line == ("not as one line: student_module has no function leave_one_out_advantages; the harness called "
+                    "a stand-in for it (an alias the course accepts)")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_a_falsifying_example_renders_as_lines_with_names_values_and_the_reproduce_line():
+    long_value = "np.array([" + ", ".join(["0.1"] * 200) + "], dtype='float64')"
+    reproduce = f"import numpy as np; from student_rl import gae_advantages; gae_advantages(r_t={long_value})"
+    example = {"input": "Failing test case: telescopes(\n    segment=(...),\n)",
+               "calls": [{"function": "gae_advantages", "arguments": {"r_t": long_value, "gamma": "0.9"},
+                          "returned": "np.array([0.0], dtype='float64')"},
+                         {"function": "td_errors", "arguments": {"[0]": "1.0"}, "raised": "ValueError('shape')"}],
+               "calls_left_out": 2, "assertion": "(0, 7, 0.0, 5.786)\nassert 0.0 == 5.786", "reproduce": reproduce}
+    lines = format_falsifying(example)
+    assert all("\n" not in line for line in lines)
+    assert lines[:3] == ["Failing test case: telescopes(", "    segment=(...),", ")"]
+    assert "call 1: gae_advantages(r_t, gamma)" in lines
+    assert "  gamma = 0.9" in lines and "  returned np.array([0.0], dtype='float64')" in lines
+    assert any(line.startswith("  r_t = np.array([0.1") and line.endswith("...") for line in lines)
+    assert max(len(line) for line in lines if not line.startswith("reproduce:")) <= FALSIFYING_WIDTH + 3
+    assert "call 2: td_errors([0])" in lines and "  raised ValueError('shape')" in lines
+    assert "(2 later calls of the example not recorded)" in lines
+    assert lines[-4:] == ["assertion failed:", "  (0, 7, 0.0, 5.786)", "  assert 0.0 == 5.786",
+                          f"reproduce: {reproduce}"]
+
+
+def test_an_example_cached_as_hypothesis_note_still_renders():
+    assert format_falsifying("Falsifying example: test(\n    x=0,\n)") == ["Falsifying example: test(", "    x=0,", ")"]
+
+
+# --------------------------------------------------------------------------- pytest's assertion rewriting
+
+VERIFIER_MODULE = '''\
+from hypothesis import strategies as st
+
+from harness._property import check_property
+
+
+def close_to_itself(ctx):
+    def property_holds(x):
+        observed = ctx.impl.identity(x)
+        assert observed == x, (x, observed)
+
+    return check_property(ctx, property_holds, st.just(5.786))
+'''
+
+
+def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pytester):
+    for package in ("rewritten_verifiers", "plain_verifiers"):
+        pytester.mkpydir(package).joinpath("checks.py").write_text(VERIFIER_MODULE, encoding="utf-8")
+    pytester.makeconftest("""
+        from harness._property import rewrite_asserts_in
+
+        def pytest_configure(config):
+            rewrite_asserts_in("rewritten_verifiers")
+    """)
+    pytester.makepyfile(test_messages=textwrap.dedent("""
+        import types
+
+        import numpy as np
+
+        import plain_verifiers.checks
+        import rewritten_verifiers.checks
+        from harness._context import Context, ImplementationView
+
+
+        def context():
+            module = types.ModuleType("student")
+            module.identity = lambda x: 0.0
+            view = ImplementationView(module, ("identity",), "checks.close_to_itself", "claim")
+            return Context(view, None, np.random.default_rng(0), 0, "smoke", 0.01, 0.01, None, None, None)
+
+
+        def test_rewritten():
+            assertion = rewritten_verifiers.checks.close_to_itself(context())["falsifying_example"]["assertion"]
+            assert assertion.splitlines()[:2] == ["(5.786, 0.0)", "assert 0.0 == 5.786"], assertion
+
+
+        def test_plain():
+            assertion = plain_verifiers.checks.close_to_itself(context())["falsifying_example"]["assertion"]
+            assert assertion == "(5.786, 0.0)", assertion
+    """))
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
