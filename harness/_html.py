@@ -19,7 +19,16 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from markupsafe import Markup
 
-from harness._formats import HARNESS_ORIGIN, figure_paths, format_observed, visible
+from harness._formats import (
+    FALSIFYING_KEY,
+    HARNESS_ORIGIN,
+    figure_paths,
+    format_falsifying,
+    format_observed,
+    headline,
+    scoreboard_line,
+    visible,
+)
 
 HTML_FILE = "claims_report.html"
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"
@@ -69,6 +78,8 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         excused=[statement for statement in ledger if statement["status"] == "not checkable"],
         harness_origin=HARNESS_ORIGIN,
         failures=[row for row in claims if row["status"] in ("failed", "error")],
+        functions=results.get("functions") or [], scoreboard=scoreboard_line(results.get("functions") or []),
+        headline=headline, falsifying=format_falsifying, falsifying_key=FALSIFYING_KEY,
         lessons=[lesson["title"] for lesson in results["coverage"]],
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],
         mathml=functools.cache(formula_to_mathml),

@@ -143,9 +143,9 @@ def render_markdown(results: dict[str, Any]) -> str:
                 out.append(f"- {_badge(check['status'])} {text(first)}")
                 if check.get("rejects"):
                     out.append(f"  - this check is there to catch {text(check['rejects'])}")
-                example = (check.get("observed") or {}).get(FALSIFYING_KEY)
-                if example:
-                    out += [f"  - {code(line)}" for line in format_falsifying(example)]
+                if (check.get("observed") or {}).get(FALSIFYING_KEY):
+                    out.append(f"  - a failing input, what the implementation did with it and a line of Python that "
+                               f"reproduces it: under {code(row['id'])} below")
                 out.append(f"  - reproduce: {code(check['reproduce'])}")
     errata = [row for row in results["claims"] if row["erratum"]]
     if errata:
@@ -166,10 +166,11 @@ def _render_functions(results: dict[str, Any]) -> list[str]:
     for row in rows:
         note = ("the reference's, taken as given" if row["given"] else
                 "" if row["implemented"] else "**not implemented yet**")
-        failing = f"; failing: {_codes(row['failing_claims'])}" if row["failing_claims"] else ""
+        failing = f"failing: {_codes(row['failing_claims'])}" if row["failing_claims"] else ""
+        note = "; ".join(part for part in (note, failing) if part)
         out.append(f"| {code(row['function'], cell=True)} | {row['claims']} | {row['passed']} | "
                    f"{_badge('failed') + ' ' if row['failed'] else ''}{row['failed']} | {row['not implemented']} | "
-                   f"{row['not run']} | {note}{failing} |")
+                   f"{row['not run']} | {note} |")
     return out
 
 
@@ -313,9 +314,13 @@ def _render_check(check: dict[str, Any]) -> list[str]:
             out += ["", f"{CHOSEN_MARK} chosen by the harness, not stated by the text: "
                     + _codes(check["harness_chosen"])]
     extra = {key: value for key, value in check["observed"].items() if key not in check["expected"]}
+    example = extra.pop(FALSIFYING_KEY, None)
     if extra:
         out.append("")
         out += [f"- also observed {code(key)}: {text(format_observed(value))}" for key, value in extra.items()]
+    if example:
+        out += ["", "A failing input, and what the implementation did with it:", "",
+                *fenced("\n".join(format_falsifying(example)))]
     if check["error"]:
         out += ["", *fenced(check["error"])]
     if check["skip_reason"]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 import time
 import uuid
 from functools import partial
@@ -318,17 +319,19 @@ class _Evidence:
             return
         writer = terminalreporter
         writer.section(f"functions of {run_options(config).impl}")
-        width = max(len(row["function"]) for row in rows)
-        writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
-        for row in rows:
-            mark = ("  (the reference's, taken as given)" if row["given"] else
-                    "" if row["implemented"] else "  (not implemented yet)")
-            writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
-                        f"{row['not implemented']:>15}  {row['not run']:>7}{mark}")
-        stubs = [row["function"] for row in rows if not row["implemented"]]
-        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows))
-        if stubs:
-            writer.line(f"not implemented yet: {', '.join(stubs)}")
+        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows if not row["given"]))
+        # Only the functions under test get a row: the stubs and the reference's are one line each.
+        tested = [row for row in rows if row["implemented"] and not row["given"]]
+        if tested:
+            width = max(len("function"), *(len(row["function"]) for row in tested))
+            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
+            for row in tested:
+                writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
+                            f"{row['not implemented']:>15}  {row['not run']:>7}")
+        for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
+                             ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
+            if names:
+                writer.line(textwrap.fill(f"{label} ({len(names)}): {', '.join(names)}", 100, subsequent_indent="  "))
 
 
 def _given(config: pytest.Config) -> tuple[str, ...]:
