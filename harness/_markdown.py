@@ -115,6 +115,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"global seed: {text(run['seed'])}",
         f"- revision: {code(run['revision'])}; started {text(run['started'])}; {text(run['seconds'])} s",
         "- versions: " + ", ".join(f"{text(name)} {text(version)}" for name, version in run["versions"].items()),
+        *_render_functions(results),
         "",
         "## Summary",
         "",
@@ -129,7 +130,6 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += ["", "| | " + " | ".join(text(status) for status in statements) + " |",
             "|---|" + "---|" * len(statements),
             "| statements of the text | " + " | ".join(text(n) for n in statements.values()) + " |"]
-    out += _render_functions(results)
     broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
     if broken:
         out += ["", "## Failures and errors", ""]

@@ -40,10 +40,14 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 def course_table() -> str:
-    """This project's ``[tool.claims]`` table, as pyproject.toml states it."""
+    """This project's ``[tool.claims]`` table and its subtables, as pyproject.toml states them."""
     text = (PROJECT / "pyproject.toml").read_text(encoding="utf-8")
     start = text.index("[tool.claims]")
-    end = text.index("\n[", start + 1)
+    end = start
+    while True:  # the table and its subtables ([tool.claims.aliases])
+        end = text.index("\n[", end + 1)
+        if not text.startswith("\n[tool.claims.", end):
+            break
     return text[start:end].strip() + "\n"
 
 
