@@ -74,6 +74,10 @@ class ImplementationView:
             return function
         return _RecordedFunction(name, function, self._record)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ImplementationView:
+        # A verifier hands the view itself to a training loop (``ops=ctx.impl``): a recorded call's copy is the view.
+        return self
+
     def __reduce__(self) -> Any:
         raise VerifierError(f"verifier '{self._verifier}' sends ctx.impl to another process; give ctx.map_seeds a "
                             "function and use the run.impl it receives, imported where the seed runs")

@@ -385,3 +385,15 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
     pytester.syspathinsert()
     result = pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+def test_a_view_handed_to_the_implementation_is_recorded_as_itself():
+    """A property may pass ``ctx.impl`` on (``train_gru_policy(..., ops=ctx.impl)``): copying the call's
+    arguments for the record must neither pickle the view (which refuses) nor copy it."""
+    import copy
+
+    import impl
+    from harness._context import ImplementationView
+
+    view = ImplementationView(impl, ("kl_k3",), "a.verifier", "a-claim")
+    assert copy.deepcopy({"ops": view})["ops"] is view
