@@ -57,6 +57,10 @@ class ImplementationError(ClaimsError):
     """The implementation under test lacks something a verifier needs."""
 
 
+class UnimportableImplementation(ImplementationError):
+    """The implementation under test cannot be imported (or its import kills the interpreter)."""
+
+
 class RegistryError(ClaimsError):
     """A verifier name is registered twice or looked up but unknown."""
 

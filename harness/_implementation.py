@@ -30,18 +30,18 @@ from typing import Any
 
 from harness._aliases import Alias, resolve
 from harness._course import find_course
-from harness._errors import ClaimsError, ImplementationError
+from harness._errors import ClaimsError, ImplementationError, UnimportableImplementation
 
 FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
 PYTEST_FLAG = "--claims-allow-reference"
 
 
 def import_implementation(name: str) -> ModuleType:
-    """The module ``name``; an :class:`ImplementationError` naming it and the cause if it cannot be imported."""
+    """The module ``name``; an :class:`UnimportableImplementation` naming it and the cause if it cannot be imported."""
     try:
         return importlib.import_module(name)
     except (Exception, SystemExit) as error:
-        raise ImplementationError(f"cannot import the implementation '{name}': {_cause(name, error)}; "
+        raise UnimportableImplementation(f"cannot import the implementation '{name}': {_cause(name, error)}; "
                                   "pass an importable module with --claims-impl (claims verify --impl) or "
                                   "CLAIMS_IMPL") from None
 

@@ -44,7 +44,9 @@ class RunOptions:
     (``--claims-allow-reference``: the implementation may take functions it does not define from the
     reference), which only lets the run start and goes into every reproduce command. ``isolation``
     off runs verifiers in the checking process (for ``--pdb``); ``staging_dir`` is where this run's
-    report and figures are written before they replace the report directory's.
+    report and figures are written before they replace the report directory's. ``unimportable`` is why
+    the implementation could not be imported at the start of the run: the checks that call it are then
+    skipped (the run reports that error once), and those that need no implementation still run.
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -62,6 +64,7 @@ class RunOptions:
     isolation: bool = True
     staging_dir: str | None = None
     run_id: str | None = None
+    unimportable: str | None = None
 
     @property
     def figures_dir(self) -> Path:
@@ -148,6 +151,11 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.status = "skipped"
         result.skip_reason = (f"runs only in the {' and '.join(check.profiles)} profile; "
                               f"this run's profile is {options.profile}")
+        return result
+    if options.unimportable and verifier.uses:
+        result.status = "skipped"
+        result.skip_reason = (f"not run: it calls the implementation '{options.impl}', which cannot be imported "
+                              "(the run's one error says why)")
         return result
     started = time.perf_counter()
     try:

@@ -28,7 +28,7 @@ import pytest
 from harness._context import PROFILES
 from harness._course import find_root, load_course
 from harness._engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
-from harness._errors import ClaimsError
+from harness._errors import ClaimsError, UnimportableImplementation
 from harness._executor import default_workers, shutdown_executors
 from harness._formats import scoreboard_line
 from harness._implementation import (
@@ -39,7 +39,7 @@ from harness._implementation import (
     find_in_directory,
     reference_implementation,
 )
-from harness._isolation import run_isolated
+from harness._isolation import CheckCrashed, run_isolated
 from harness._isolation import supported as isolation_supported
 from harness._loading import Catalogue, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
@@ -51,6 +51,7 @@ from harness._schema import KIND_DESCRIPTIONS
 PAYLOAD = "claims_result"
 _CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
 _PROVENANCE = pytest.StashKey[Provenance | None]()
+_UNIMPORTABLE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +96,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
         staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
         run_id=run_id,
+        unimportable=_unimportable(config),
     )
 
 
@@ -146,8 +148,36 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                                                   f"'{options.impl}'") if options.isolation and isolation_supported()
                                      else check())
         imported_safely(options.impl)
+    except (UnimportableImplementation, CheckCrashed) as error:
+        # One error item says why (ImplementationImport); the checks that need no implementation still run.
+        config.stash[_UNIMPORTABLE] = str(error)
     except ClaimsError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+def _unimportable(config: pytest.Config) -> str | None:
+    """Why the implementation could not be imported at session start (in pytest-xdist's workers too), or None."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput.get(_UNIMPORTABLE_INPUT) if workerinput is not None else config.stash.get(_UNIMPORTABLE, None)
+
+
+_UNIMPORTABLE_INPUT = "claims_unimportable"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: a worker learns that the implementation did not import (workers parse only the arguments)."""
+    why = _unimportable(node.config)
+    if why:
+        node.workerinput[_UNIMPORTABLE_INPUT] = why
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # After -k and -m: whatever is selected, a run whose implementation does not import has this one error.
+    why = _unimportable(config)
+    if why:
+        items.insert(0, ImplementationImport.from_parent(session, name="claims-implementation", why=why))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -208,6 +238,23 @@ def _catalogue(config: pytest.Config, claims_dir: Path) -> Catalogue:
     if claims_dir not in catalogues:
         catalogues[claims_dir] = load_catalogue(claims_dir)
     return catalogues[claims_dir]
+
+
+class ImplementationImport(pytest.Item):
+    """The one error of a run whose implementation cannot be imported: the checks that call it are skipped."""
+
+    def __init__(self, *, why: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.why = why
+
+    def setup(self) -> None:
+        pytest.fail(self.why, pytrace=False)
+
+    def runtest(self) -> None:  # never reached: setup fails
+        raise AssertionError(self.why)
+
+    def reportinfo(self):
+        return self.path, None, f"the implementation {run_options(self.config).impl}"
 
 
 class ClaimFileNode(pytest.File):
@@ -312,7 +359,7 @@ class _Evidence:
                 self.by_node[report.nodeid] = json.loads(value)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if run_options(config).impl == reference_implementation():
+        if run_options(config).impl == reference_implementation() or _unimportable(config):
             return
         rows = function_scoreboard(list(self.by_node.values()), _given(config))
         if not rows:
@@ -382,6 +429,8 @@ class _ReportWriter:
             problems.append("stopped early")
         if missing:
             problems.append(f"{len(missing)} of {len(parts)} selected checks never reported")
+        if options.unimportable:
+            problems.append(f"the implementation '{options.impl}' could not be imported, so no check that calls it ran")
         catalogues = list({id(catalogue): catalogue for _, catalogue in parts.values()}.values())
         every = sum(len(every_part(catalogue)) for catalogue in catalogues)
         completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,

@@ -130,11 +130,14 @@ def test_under_xdist_the_crashed_check_is_a_row_not_a_gap(project):
     assert results["run"]["complete"] is True
 
 
-def test_an_implementation_that_exits_on_import_is_one_usage_error_and_no_report(project):
+def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives(project):
     result, results = run(project, "exits_on_import")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "exit status 1" in result.stderr.str() + result.stdout.str()
-    assert results == {}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "exit status 1" in result.stdout.str()
+    assert result.stdout.str().count("ERROR ::claims-implementation") == 1
+    found = rows(results)
+    assert found["symbolic-control"][0] == "passed"  # a check that calls no function still ran
+    assert results["run"]["complete"] is False
 
 
 def test_a_worker_is_killed_together_with_what_it_started(project):

@@ -10,6 +10,7 @@ module that cannot be imported is one error before anything is collected, for py
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import sys
 import types
@@ -211,25 +212,41 @@ def test_the_reference_and_the_repositorys_variants_pass_the_check(monkeypatch):
 # --------------------------------------------------------------------------- an implementation that does not import
 
 
-def test_an_unimportable_implementation_is_one_error_before_collection(pytester):
+def test_an_unimportable_implementation_is_one_error_and_the_checks_that_need_none_still_run(pytester):
     project = Project(pytester)
     project.copy_real()
-    run = project.run("--claims-impl", "no_such_impl_module")
-    assert run.result.ret == pytest.ExitCode.USAGE_ERROR
-    assert run.reports == []
-    error = run.result.stderr.str()
-    assert error.count("cannot import the implementation 'no_such_impl_module'") == 1, error
-    assert "No module named 'no_such_impl_module'" in error
+    run = project.run("--claims-impl", "no_such_impl_module", "--claims-report", "out")
+    assert run.result.ret == pytest.ExitCode.TESTS_FAILED
+    (error,) = run.errors()
+    assert error.nodeid == "::claims-implementation"
+    assert "cannot import the implementation 'no_such_impl_module'" in error.longreprtext
+    assert "No module named 'no_such_impl_module'" in error.longreprtext
+    assert run.text.count("cannot import the implementation") == 2, run.text  # the error, and its summary line
+    assert run.failed == [] and run.check_errors() == []
+    # The sympy proofs (and whatever else calls no function) ran; every check that calls one was skipped.
+    assert any(node.endswith("::symbolic") for node in run.passed)
     assert len(real_node_ids()) > 100  # what used to be as many errors
+    results = json.loads((pytester.path / "out" / "claims.json").read_text(encoding="utf-8"))
+    assert results["run"]["complete"] is False and "could not be imported" in results["run"]["incomplete"]
+    skipped = [check for row in results["claims"] for check in row["checks"] if check["status"] == "skipped"]
+    assert skipped and all(check["uses"] for check in skipped)
+
+
+def test_an_unimportable_implementation_is_one_error_under_xdist_too(gae_project):
+    run = gae_project.run("--claims-impl", "no_such_impl_module", "-n", "2")
+    run.result.assert_outcomes(passed=len(real_node_ids(kind="symbolic", file=GAE_FILE)),
+                               skipped=len(real_node_ids(file=GAE_FILE)) - len(real_node_ids(kind="symbolic",
+                                                                                              file=GAE_FILE)),
+                               errors=1)
 
 
 def test_an_implementation_that_raises_on_import_names_the_error_and_the_line(gae_project, pytester):
     write_module(pytester.path, "half_written", "import numpy as np\n\n\nsoftmax = np.exp(undefined_name)\n")
     run = gae_project.run("--claims-impl", "half_written", *SELECTION)
-    assert run.result.ret == pytest.ExitCode.USAGE_ERROR
-    error = run.result.stderr.str()
-    assert "cannot import the implementation 'half_written': NameError: name 'undefined_name' is not defined" in error
-    assert "half_written.py:4)" in error
+    (error,) = run.errors()
+    assert ("cannot import the implementation 'half_written': NameError: name 'undefined_name' is not defined"
+            in error.longreprtext)
+    assert "half_written.py:4)" in error.longreprtext
 
 
 def test_a_check_that_uses_no_implementation_does_not_import_it():
