@@ -194,6 +194,8 @@ class Context:
       seed_runner: where :meth:`map_seeds` runs the seeds (this process, a local pool, Dask).
       shift: added to every sample :meth:`mean_estimate` sees; zero except when ``claims audit``
         measures power by moving each estimated mean by the check's deviation.
+      shrink: a failing property is shrunk to its smallest input whatever the profile
+        (``--claims-shrink``; the full profile always shrinks).
     """
 
     impl: ImplementationView
@@ -207,6 +209,7 @@ class Context:
     figures_dir: Path
     seed_runner: SeedMapper
     shift: float = 0.0
+    shrink: bool = False
 
     def map_seeds(self, function: Callable[..., Any], seeds: Sequence[int], *args: Any) -> list[Any]:
         """``[function(run, *args) for each seed]``, the seeds run as independent tasks, maybe in parallel.

@@ -29,8 +29,9 @@ from harness._executor import CheckTimeout
 from harness._formats import FALSIFYING_KEY, format_falsifying
 
 EXAMPLES = {"smoke": 200, "full": 2000}
-# Smoke runs want a verdict fast: a failure is reported as found. The full profile also shrinks
-# it to a minimal falsifying example, which can take tens of seconds.
+# Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
+# --claims-shrink (Context.shrink), also shrinks it to a minimal falsifying example, which takes
+# seconds to tens of seconds a failing check.
 PHASES = {
     "smoke": (hypothesis.Phase.explicit, hypothesis.Phase.reuse, hypothesis.Phase.generate),
     "full": tuple(hypothesis.Phase),
@@ -55,8 +56,8 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     """
     examples = EXAMPLES[ctx.profile]
     settings = hypothesis.settings(
-        max_examples=examples, deadline=None, database=None, print_blob=False, phases=PHASES[ctx.profile],
-        report_multiple_bugs=False,
+        max_examples=examples, deadline=None, database=None, print_blob=False,
+        phases=PHASES["full" if ctx.shrink else ctx.profile], report_multiple_bugs=False,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
     with record_calls(ctx.impl, CALLS_KEPT) as record:

@@ -32,6 +32,7 @@ from harness._schema import Check
 # minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
 DEFAULT_PROFILE = "smoke"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
+SHRINK_FLAG = "--claims-shrink"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class RunOptions:
     report and figures are written before they replace the report directory's. ``unimportable`` is why
     the implementation could not be imported at the start of the run: the checks that call it are then
     skipped (the run reports that error once), and those that need no implementation still run.
+    ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``).
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -65,6 +67,7 @@ class RunOptions:
     staging_dir: str | None = None
     run_id: str | None = None
     unimportable: str | None = None
+    shrink: bool = False
 
     @property
     def figures_dir(self) -> Path:
@@ -123,7 +126,8 @@ def check_seed(global_seed: int, claim_id: str, index: int) -> int:
 def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str:
     node = f"{entry.file}::{entry.id}::{check_names(entry)[index]}"
     return (f"pytest '{node}' --claims-impl {options.impl} --claims-profile {options.profile} "
-            f"--claims-seed {options.seed}" + (f" {PYTEST_FLAG}" if options.allow_reference else ""))
+            f"--claims-seed {options.seed}" + (f" {PYTEST_FLAG}" if options.allow_reference else "")
+            + (f" {SHRINK_FLAG}" if options.shrink else ""))
 
 
 class _MustRun(Exception):
@@ -273,6 +277,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         seed_runner=SeedRunner(options.impl, tuple(verifier.uses), verifier.name, entry.id, options.scheduler,
                                options.workers, time.time() + limit, limit, options.progress_dir),
         shift=options.shift_in_deviations * (check.deviation or 0.0),
+        shrink=options.shrink,
     )
     try:
         observed = verifier.function(context)
@@ -289,7 +294,9 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
 
 
 def _audit(options: RunOptions) -> bool:
-    return options.alpha is not None or bool(options.shift_in_deviations) or options.check_seed is not None
+    """Whether the run changes what a check observes beyond its inputs and code: then nothing is cached."""
+    return (options.alpha is not None or bool(options.shift_in_deviations) or options.check_seed is not None
+            or options.shrink)
 
 
 def _alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
@@ -318,8 +325,10 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
     if result.status == "failed":
         for key, value in result.observed.items():
             if key == FALSIFYING_KEY and value:
-                lines.append("  a failing input (the smallest found, in the full profile) and what the implementation "
-                             "did with it:")
+                shrunk = options.shrink or options.profile == "full"
+                lines.append("  the smallest failing input found" if shrunk else
+                             f"  a failing input (add {SHRINK_FLAG} to the reproduce command for the smallest)")
+                lines[-1] += " and what the implementation did with it:"
                 lines += [f"    {line}" for line in format_falsifying(value)]
             elif key not in expected_keys:
                 lines.append(f"  also observed {visible(key)}: {_short(value)}")

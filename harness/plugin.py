@@ -45,7 +45,14 @@ from harness._loading import Catalogue, load_catalogue
 from harness._progress import CHECKS_RECORD, progress_dir, write_record
 from harness._property import rewrite_asserts_in
 from harness._report import function_scoreboard, lessons_of, staging_dir_for, write_reports
-from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, RunOptions, imported_safely, resolve_options
+from harness._runner import (
+    DEFAULT_PROFILE,
+    IMPORT_TIME_LIMIT,
+    SHRINK_FLAG,
+    RunOptions,
+    imported_safely,
+    resolve_options,
+)
 from harness._schema import KIND_DESCRIPTIONS
 
 PAYLOAD = "claims_result"
@@ -77,6 +84,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--claims-workers", type=int, default=None, metavar="N",
                     help="processes of the local pool for experiments' seeds; 1 runs them in the checking process "
                          "(default: $CLAIMS_WORKERS, else the cores divided by the xdist workers)")
+    group.addoption(SHRINK_FLAG, action="store_true", default=False,
+                    help="shrink a failing property check's input to the smallest one in the smoke profile too (the "
+                         "full profile always does; it takes seconds per failing check)")
     group.addoption("--claims-run-id", default=None, metavar="ID", help=argparse.SUPPRESS)
 
 
@@ -97,6 +107,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
         run_id=run_id,
         unimportable=_unimportable(config),
+        shrink=config.getoption("claims_shrink"),
     )
 
 

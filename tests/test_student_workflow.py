@@ -364,3 +364,20 @@ def test_last_failed_reruns_only_what_failed(pytester):
     again = pytester.runpytest_inprocess("claims", "--claims-impl", "student_rl", "--lf")
     again.assert_outcomes(failed=1)
     assert "gae-recursion-equals-sum::property" in again.stdout.str()
+
+
+def test_shrinking_in_the_smoke_profile_gives_the_smallest_input_on_request(pytester):
+    project = Project(pytester)
+    project.copy_real("4.3-actor-critic-gae.yaml")
+    student = copy_impl(pytester.path)
+    plant(student / "gae.py", "cut_t = np.asarray(trace_cut_t) != 0", "cut_t = np.asarray(terminated_t) != 0")
+    quick = project.run("--claims-impl", "student_rl", "-k", "gae-recursion-equals-sum and property")
+    assert "add --claims-shrink to the reproduce command for the smallest" in quick.text
+    shrunk = project.run("--claims-impl", "student_rl", "-k", "gae-recursion-equals-sum and property",
+                         "--claims-shrink")
+    text = next(r for r in shrunk.reports if r.failed).longreprtext
+    assert "the smallest failing input found" in text
+    assert text.rstrip().endswith("--claims-shrink")  # the reproduce command shrinks too
+    # Two steps are the fewest that show the single done flag: a cut that is not a termination, then any step.
+    (arguments,) = [line for line in text.splitlines() if line.strip().startswith("r_t = ")]
+    assert arguments.count(",") <= 2, arguments
