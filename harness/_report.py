@@ -269,7 +269,7 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
     when such a check failed or erred, else ``not implemented`` when such a check waited for a stub, else
     ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is ``implemented``
     unless some check found it a stub, and ``given`` when the run took it from the reference. Functions
-    under test come first, those with failing claims before the rest.
+    under test come first, the most failing claims first; then the stubs, then the reference's.
     """
     by_function: dict[str, dict[str, list[str]]] = {}
     stubs: set[str] = set()
@@ -289,7 +289,9 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
                      **{status: counts[status] for status in FUNCTION_STATUSES},
                      "failing_claims": sorted(claim for claim, statuses in claims.items()
                                               if _claim_status_for_function(statuses) == "failed")})
-    return sorted(rows, key=lambda row: (row["given"], not row["failed"], not row["implemented"]))
+    # A check that exercises several functions counts for each of them: the function with the most failing
+    # claims, the likeliest culprit, comes first.
+    return sorted(rows, key=lambda row: (row["given"], not row["implemented"], -row["failed"]))
 
 
 def _claim_status_for_function(statuses: list[str]) -> str:
