@@ -150,7 +150,7 @@ def parse_expectation(raw: Any, path: tuple[str | int, ...] = ()) -> Expectation
 def compare(key: str, expectation: Expectation, observed: Any) -> list[Comparison]:
     """Compare one observed value with its expectation; one :class:`Comparison` per condition."""
     if expectation.elements is not None:
-        values = _as_list(observed)
+        values = as_list(observed)
         if values is None or len(values) != len(expectation.elements):
             size = "not a list" if values is None else f"{len(values)} elements"
             return [Comparison(key, expectation.describe(), to_jsonable(observed), False,
@@ -159,10 +159,10 @@ def compare(key: str, expectation: Expectation, observed: Any) -> list[Compariso
         for i, (element, value) in enumerate(zip(expectation.elements, values, strict=True)):
             results.extend(compare(f"{key}[{i}]", element, value))
         return results
-    return [_compare_one(key, condition, observed) for condition in expectation.conditions]
+    return [compare_condition(key, condition, observed) for condition in expectation.conditions]
 
 
-def _compare_one(key: str, condition: Condition, observed: Any) -> Comparison:
+def compare_condition(key: str, condition: Condition, observed: Any) -> Comparison:
     expected = condition.describe()
     shown = to_jsonable(observed)
     if condition.operator == "equals":
@@ -370,7 +370,7 @@ def _sympy_rational(value: Any) -> Fraction | None:
     return Fraction(str(numeric)) if numeric.is_finite else None
 
 
-def _as_list(value: Any) -> list | None:
+def as_list(value: Any) -> list | None:
     if isinstance(value, np.ndarray):
         return list(value.reshape(-1)) if value.ndim else None
     if isinstance(value, list | tuple):

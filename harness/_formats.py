@@ -161,6 +161,15 @@ def scoreboard_line(rows: list[dict[str, Any]]) -> str:
     return f"not implemented yet: {len(stubs)} functions; {text}" if stubs else text
 
 
+def sharpness_line(found: Mapping[str, Any]) -> str:
+    """The run's sharpness (``results["summary"]["sharpness"]``) in one sentence."""
+    judged = found["killed"] + found["survived"] + found["explained"]
+    return (f"Sharpness: {found['killed']} of {judged} expected numbers, each moved by one unit of its last printed "
+            f"digit, turn their check red ({100 * found['score']:.1f} %); {found['explained']} are explained in the "
+            f"claim files (insensitive:), {found['survived']} survive unexplained; {found['bounds']} bounds "
+            "(inequalities) are not perturbed.")
+
+
 def is_figure_path(value: Any) -> bool:
     return isinstance(value, str) and _FIGURE_PATH.fullmatch(value) is not None
 

@@ -28,6 +28,7 @@ from harness._formats import (
     format_observed,
     headline,
     scoreboard_line,
+    sharpness_line,
     visible,
 )
 
@@ -130,6 +131,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += ["", "| | " + " | ".join(text(status) for status in statements) + " |",
             "|---|" + "---|" * len(statements),
             "| statements of the text | " + " | ".join(text(n) for n in statements.values()) + " |"]
+    out += _render_sharpness(summary.get("sharpness"))
     broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
     if broken:
         out += ["", "## Failures and errors", ""]
@@ -154,6 +156,20 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += _render_coverage(results)
     out += _render_lessons(results)
     return "\n".join(out) + "\n"
+
+
+def _render_sharpness(found: dict[str, Any] | None) -> list[str]:
+    """How many expected numbers, moved one printed unit, turn their check red; every survivor, located."""
+    if not found or found["score"] is None:
+        return []
+    out = ["", paragraph(sharpness_line(found))]
+    if found["survivors"]:
+        out += ["", "Survivors (the check cannot tell the number from its neighbour, and the claim file gives no "
+                "reason):", ""]
+        out += [f"- {code(survivor['file'] + ':' + str(survivor['line']))}: {code(survivor['claim'])} "
+                f"({text(survivor['kind'])}): {code(survivor['key'])} expected {text(survivor['written'])} still "
+                f"passes as {text(survivor['perturbed'])}" for survivor in found["survivors"]]
+    return out
 
 
 def _render_functions(results: dict[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from harness._loading import Catalogue, ClaimEntry
 from harness._markdown import render_markdown
 from harness._runner import CheckResult, RunOptions
 from harness._schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
+from harness._sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 
 STATUSES = ("passed", "failed", "error", "skipped")
 RESULTS_FILE = "claims.json"
@@ -72,6 +73,7 @@ def check_evidence(payload: dict[str, Any], entry: ClaimEntry, index: int, resul
     record = result.as_dict() | {
         "expected": {key: expectation.as_written() for key, expectation in check.expect.items()},
         "harness_chosen": list(check.harness_chosen), "rejects": check.rejects, "params": check.params,
+        "line": entry.check_lines[index],
     }
     return json.dumps({**payload, "check_index": index, "check": record})
 
@@ -143,7 +145,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 2),
         },
-        "summary": _summary(rows) | {"statements": _statement_counts(ledger)},
+        "summary": _summary(rows) | {"statements": _statement_counts(ledger), "sharpness": _sharpness(rows)},
         "coverage_criterion": {
             "shapes": {shape: {"strong_kinds": sorted(STRONG_KINDS[shape]), "description": description}
                        for shape, description in SHAPE_DESCRIPTIONS.items()},
@@ -223,12 +225,13 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
-    order = ("kind", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
+    order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
-             "not_implemented", "reproduce")
+             "not_implemented", "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
     row["harness_chosen"] = row["harness_chosen"] or []
     row["not_implemented"] = row["not_implemented"] or []
+    row["sharpness"] = row["sharpness"] or []
     # A comparison of an element (``key[2]``) is of the expected value ``key``.
     row["comparisons"] = [{**comparison, "stated_by": "harness" if any(
         comparison["key"] == key or comparison["key"].startswith(f"{key}[") for key in row["harness_chosen"])
@@ -300,6 +303,18 @@ def _claim_status_for_function(statuses: list[str]) -> str:
     if "not implemented" in statuses:
         return "not implemented"
     return "passed" if "passed" in statuses else "not run"
+
+
+def _sharpness(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's perturbations of expected numbers (``harness._sharpness``): counts, score and every survivor."""
+    records = [(row, check, record) for row in rows for check in row["checks"] for record in check["sharpness"]]
+    counts = summarize([record for _, _, record in records])
+    judged = counts[KILLED] + counts[SURVIVED] + counts[EXPLAINED]
+    return {**counts, "score": round(counts[KILLED] / judged, 4) if judged else None,
+            "survivors": [{"claim": row["id"], "file": row["file"], "line": check["line"] or row["line"],
+                           "kind": check["kind"],
+                           **{key: record[key] for key in ("key", "written", "perturbed")}}
+                          for row, check, record in records if record.get("outcome") == SURVIVED]}
 
 
 def _revision(root: Path) -> str:

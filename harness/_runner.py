@@ -27,6 +27,7 @@ from harness._isolation import supported as isolation_supported
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
 from harness._schema import Check
+from harness._sharpness import perturbations
 
 # Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
 # minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
@@ -100,6 +101,7 @@ class CheckResult:
     error: str | None = None
     skip_reason: str | None = None
     not_implemented: list[str] = field(default_factory=list)
+    sharpness: list[dict[str, Any]] = field(default_factory=list)
     reused: bool = False
     reproduce: str = ""
 
@@ -183,6 +185,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         for key, expectation in check.expect.items():
             comparisons.extend(compare(key, expectation, observed[key]))
         result.comparisons = [asdict(c) for c in comparisons]
+        result.sharpness = [record for key, expectation in check.expect.items()
+                            for record in perturbations(key, expectation, observed[key], check.insensitive)]
         result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
         result.status = "passed" if all(c.passed for c in comparisons) else "failed"
     except (KeyboardInterrupt, _MustRun):

@@ -107,6 +107,13 @@ class Check(_Strict):
                     "not the text; every other expected value is the text's",
     )
 
+    insensitive: dict[str, str] = Field(
+        default_factory=dict,
+        description="keys of 'expect' (or an element, 'key[2]') whose stated number the check cannot tell from its "
+                    "printed neighbour, each with the reason (e.g. a Monte Carlo interval wider than the last digit): "
+                    "harness/_sharpness.py perturbs every number, and the release gate fails on a survivor without one",
+    )
+
     @field_validator("alpha", "beta")
     @classmethod
     def _rate_is_a_normal_float(cls, rate: float) -> float:
@@ -129,6 +136,10 @@ class Check(_Strict):
         if unknown:
             raise ValueError(f"harness_chosen names {', '.join(map(repr, unknown))}, which 'expect' does not have; "
                              f"name keys of expect ({', '.join(self.expect)})")
+        unknown = [key for key in self.insensitive if key.split("[")[0] not in self.expect]
+        if unknown:
+            raise ValueError(f"insensitive names {', '.join(map(repr, unknown))}, which 'expect' does not have; "
+                             f"name keys of expect ({', '.join(self.expect)}), or an element as key[i]")
         return self
 
 

@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
     new.add_argument("--id", dest="claim_id", help="kebab-case id, unique across claim files")
     new.add_argument("--module", help="verifier module in the verifier package (default: lesson_<the step's lesson>)")
+    sharpness = commands.add_parser("sharpness", help="perturb every expected number by one printed unit and "
+                                                      "re-compare the cached observations (no check runs)")
+    sharpness.add_argument("--profile", choices=PROFILES, default=None,
+                           help=f"whose cached observations to use (default: $CLAIMS_PROFILE or {DEFAULT_PROFILE})")
+    sharpness.add_argument("--claims-seed", type=int, help="global seed of the cached run (default: $CLAIMS_SEED or 0)")
     exercises = commands.add_parser("exercises", help="write the reference implementation as a package of stubs "
                                                       "to fill in")
     exercises.add_argument("directory", type=Path, help="the package to write; its name is the package's, e.g. "
@@ -96,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.claims_dir.is_dir():
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
-        return {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-                "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises}[args.command](args)
+        command = {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
+                   "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises, "sharpness": _sharpness}
+        return command[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
         return 2
@@ -270,6 +276,8 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
     status = 0 if run.get("complete") else 1
     if before is not None:
         differences = compare_snapshots(before, snapshot(args.out))
+        differences += [f"{survivor_line(survivor)}: a survivor with no reason in the claim file"
+                        for survivor in results["summary"]["sharpness"]["survivors"]]
         for difference in differences:
             print(f"claims verify --check: {difference}", file=sys.stderr)
         if differences:
@@ -418,3 +426,41 @@ def _exercises(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def survivor_line(survivor: dict) -> str:
+    """One survivor of the perturbation of expected numbers, located in its claim file."""
+    return (f"{survivor['file']}:{survivor['line']}: claim '{survivor['claim']}' ({survivor['kind']}): "
+            f"'{survivor['key']}' expected {survivor['written']} still passes as {survivor['perturbed']}")
+
+
+def _sharpness(args: argparse.Namespace) -> int:
+    """Perturb every expected number of every cached check; print the score and the survivors (harness._sharpness)."""
+    from harness._engine import evaluate, every_part
+    from harness._report import build_results, lessons_of
+
+    catalogue = load_catalogue(args.claims_dir)
+    options = resolve_options(None, args.profile, args.claims_seed, cache_dir=str(args.course.cache))
+    outcomes, uncached = [], 0
+    for part in every_part(catalogue):
+        outcome = evaluate(part, catalogue, options, reuse_only=True)
+        if outcome is None:
+            uncached += 1
+        else:
+            outcomes.append(outcome)
+    checks = sum(1 for part in every_part(catalogue) if part.index is not None)
+    if uncached == checks:
+        print(f"claims sharpness: no observation of the {options.profile} profile is cached in {args.course.cache}/; "
+              f"run 'claims verify --profile {options.profile}' first", file=sys.stderr)
+        return 2
+    results = build_results([outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options,
+                            time.time(), catalogue.root)
+    found = results["summary"]["sharpness"]
+    for survivor in found["survivors"]:
+        print(survivor_line(survivor))
+    judged = found["killed"] + found["survived"] + found["explained"]
+    print(f"claims sharpness: {found['killed']} of {judged} perturbed expected numbers turn their check red "
+          f"(score {found['score']}); {found['explained']} explained in the claim files, {found['survived']} "
+          f"survivors; {found['bounds']} bounds not perturbed; profile {options.profile}"
+          + (f"; {uncached} of {checks} checks not cached, so not measured" if uncached else ""))
+    return 1 if found["survived"] else 0

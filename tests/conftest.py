@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,13 +28,22 @@ def _project_modules_imported_once() -> None:
 
 @pytest.fixture
 def restore_registry() -> Iterator[dict]:
-    """The verifier registry, put back as it was after the test (for tests that register verifiers)."""
+    """The verifier registry, put back as it was after the test (for tests that register verifiers).
+
+    The modules the test imported that registered the dropped verifiers are forgotten too: imported
+    again by a later test, they register again (left in ``sys.modules``, they would register nothing).
+    """
     from harness import _registry
 
-    saved = dict(_registry._REGISTRY)
+    saved, imported_before = dict(_registry._REGISTRY), set(sys.modules)
     yield _registry._REGISTRY
+    dropped = {verifier.function.__module__.partition(".")[0] for name, verifier in _registry._REGISTRY.items()
+               if name not in saved}
     _registry._REGISTRY.clear()
     _registry._REGISTRY.update(saved)
+    for name in set(sys.modules) - imported_before:
+        if name.partition(".")[0] in dropped:
+            del sys.modules[name]
 
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -48,7 +48,13 @@ _exact_batches = st.integers(min_value=1, max_value=8).flatmap(
 def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
     """On random batches of exact predictions and targets, impl's gradient of the critic loss
     equals central finite differences of impl's loss, (L(V + h e_i) - L(V - h e_i)) / 2h, which
-    are exact for a quadratic loss at any h; and it is (V - V̂)/N, as the formula says."""
+    are exact for a quadratic loss at any h; and it is (V - V̂)/N, as the formula says.
+
+    The contract does not require the loss or its gradient to be exact for fractions: a loss
+    computed in floats (``0.5 * ((v - target) ** 2).mean()``, as CleanRL writes it) rounds by at
+    most rounding_bound(4N, |L|), which the difference quotient divides by 2h, and a float gradient
+    (V - V̂)/N by rounding_bound(2, |V - V̂|). Exact results are held to the same bounds, far below
+    the factor N the check is there to catch."""
 
     def matches_differences(batch: tuple) -> None:
         predictions, targets, sixteenths = batch
@@ -60,10 +66,13 @@ def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
             up, down = v.copy(), v.copy()
             up[i] += step
             down[i] -= step
-            difference = (ctx.impl.squared_error_value_loss(up, target)
-                          - ctx.impl.squared_error_value_loss(down, target)) / (2 * step)
-            assert gradient[i] == difference, (i, gradient[i], difference)
-            assert gradient[i] == (v[i] - target[i]) / len(v), (i, gradient[i])
+            loss_up, loss_down = (ctx.impl.squared_error_value_loss(x, target) for x in (up, down))
+            difference = (loss_up - loss_down) / (2 * step)
+            gradient_rounding = rounding_bound(2, float(abs(v[i] - target[i])))
+            rounding = (2 * rounding_bound(4 * len(v), float(max(abs(loss_up), abs(loss_down)))) / float(2 * step)
+                        + gradient_rounding)
+            assert abs(gradient[i] - difference) <= rounding, (i, gradient[i], difference, rounding)
+            assert abs(gradient[i] - (v[i] - target[i]) / len(v)) <= gradient_rounding, (i, gradient[i])
 
     return check_property(ctx, matches_differences, _exact_batches)
 
