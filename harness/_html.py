@@ -81,6 +81,7 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         failures=[row for row in claims if row["status"] in ("failed", "error")],
         functions=results.get("functions") or [], scoreboard=scoreboard_line(results.get("functions") or []),
         headline=headline, falsifying=format_falsifying, falsifying_key=FALSIFYING_KEY, sharpness_line=sharpness_line,
+        sharpness=results["summary"].get("sharpness"),
         lessons=[lesson["title"] for lesson in results["coverage"]],
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],
         mathml=functools.cache(formula_to_mathml),

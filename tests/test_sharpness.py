@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -101,7 +102,9 @@ def course_two(tmp_path, monkeypatch, restore_registry) -> Path:
     root = tmp_path / "course_two"
     shutil.copytree(HERE / "course_two", root)
     # The cache is keyed on the files the verifiers and the implementation were imported from: this copy's.
-    # The digests are cached per module name, as one course in one process needs; this test makes several.
+    # The digests are cached per module name, as one course in one process needs; this test makes several,
+    # and an earlier test's copy of the toy implementation must not stand in for this one's.
+    sys.modules.pop("toy_impl", None)
     source_digest.cache_clear()
     _local_root.cache_clear()
     monkeypatch.chdir(root)

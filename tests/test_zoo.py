@@ -40,6 +40,7 @@ def test_caught_by_and_controls_name_real_claims_the_replaced_function_reaches()
         assert set(variant.caught_by) <= set(claims_to_run(name)) - set(CONTROLS), name
 
 
+@pytest.mark.slow
 def test_each_variant_fails_its_claims_which_pass_for_the_reference():
     """One pytest subprocess per variant on its caught_by and the controls; one for impl on every caught_by."""
     every_caught = sorted({claim for variant in VARIANTS.values() for claim in variant.caught_by})
