@@ -38,6 +38,10 @@ _FIELDS = {
 _OPTIONAL = {
     "aliases": "other names a course gives contract functions: name = {function = ..., relation = ...} "
                "(harness/_aliases.py)",
+    "mutate": "the implementation's modules 'claims mutants' mutates by default (default: all of them)",
+    "mutants_reviewed": "the reviewed file of surviving mutants judged equivalent, relative to the root "
+                        "(default: mutants-reviewed.yaml)",
+    "mutation_target": "the mutation score below which 'claims mutants' fails (default: 0.95)",
 }
 
 
@@ -56,6 +60,9 @@ class Course:
     step_pattern: str
     steps: tuple[str, ...]
     aliases: tuple[Alias, ...] = ()
+    mutate: tuple[str, ...] = ()
+    mutants_reviewed: Path | None = None
+    mutation_target: float = 0.95
 
     def is_step(self, name: str) -> bool:
         return name in self.steps
@@ -115,10 +122,21 @@ def load_course(root: Path) -> Course:
     if unmatched:
         raise ClaimsError(f"{path}: [tool.{TABLE}].steps: {', '.join(map(repr, unmatched))} do not match "
                           f"step_pattern {table['step_pattern']!r}")
+    mutate = table.get("mutate", [])
+    reviewed = table.get("mutants_reviewed", "mutants-reviewed.yaml")
+    target = table.get("mutation_target", 0.95)
+    if not (isinstance(mutate, list) and all(isinstance(name, str) for name in mutate)):
+        raise ClaimsError(f"{path}: [tool.{TABLE}].mutate: expected a list of module names, found {mutate!r}")
+    if not isinstance(reviewed, str):
+        raise ClaimsError(f"{path}: [tool.{TABLE}].mutants_reviewed: expected a path, found {reviewed!r}")
+    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 <= target <= 1:
+        raise ClaimsError(f"{path}: [tool.{TABLE}].mutation_target: expected a fraction from 0 to 1, e.g. 0.95, "
+                          f"found {target!r}")
     return Course(root=root, title=table["title"], claims=root / table["claims"], reports=root / table["reports"],
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
-                  step_pattern=table["step_pattern"], steps=tuple(steps), aliases=aliases)
+                  step_pattern=table["step_pattern"], steps=tuple(steps), aliases=aliases, mutate=tuple(mutate),
+                  mutants_reviewed=root / reviewed, mutation_target=float(target))
 
 
 def _table(path: Path) -> dict[str, Any] | None:

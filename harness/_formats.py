@@ -170,6 +170,22 @@ def sharpness_line(found: Mapping[str, Any]) -> str:
             "(inequalities) are not perturbed.")
 
 
+def mutation_line(found: Mapping[str, Any]) -> str:
+    """The last mutation run of the implementation (``results["summary"]["mutation"]``) in one sentence."""
+    judged = found["mutants"] - found["equivalent"]
+    score = "-" if found["score"] is None else f"{100 * found['score']:.1f} %"
+    line = (f"Mutation testing (claims mutants): {found['caught']} of {judged} mutants of the implementation's "
+            f"functions turn a check red ({score}; target {100 * found['target']:.0f} %); {found['equivalent']} more "
+            f"are judged equivalent, each with its reason, and {found['holes']} are holes no check catches; "
+            f"{found['file']} lists them. By module: "
+            + ", ".join(f"{module} {'-' if value is None else f'{100 * value:.1f} %'}"
+                        for module, value in found["modules"].items()) + ".")
+    if not found["current"]:
+        line += (" Stale: the implementation, the claims or the verifiers changed since this was measured; run "
+                 "'claims mutants' (tox -e mutants) again.")
+    return line
+
+
 def is_figure_path(value: Any) -> bool:
     return isinstance(value, str) and _FIGURE_PATH.fullmatch(value) is not None
 

@@ -27,6 +27,7 @@ from harness._formats import (
     format_falsifying,
     format_observed,
     headline,
+    mutation_line,
     scoreboard_line,
     sharpness_line,
     visible,
@@ -132,6 +133,8 @@ def render_markdown(results: dict[str, Any]) -> str:
             "|---|" + "---|" * len(statements),
             "| statements of the text | " + " | ".join(text(n) for n in statements.values()) + " |"]
     out += _render_sharpness(summary.get("sharpness"))
+    if summary.get("mutation"):
+        out += ["", paragraph(mutation_line(summary["mutation"]))]
     broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
     if broken:
         out += ["", "## Failures and errors", ""]

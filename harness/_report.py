@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness._course import find_course
+from harness._course import Course, find_course
+from harness._errors import ClaimsError
 from harness._formats import UNCOVERED, library_versions
 from harness._html import HTML_FILE, render_html
 from harness._loading import Catalogue, ClaimEntry
@@ -145,7 +147,8 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 2),
         },
-        "summary": _summary(rows) | {"statements": _statement_counts(ledger), "sharpness": _sharpness(rows)},
+        "summary": _summary(rows) | {"statements": _statement_counts(ledger), "sharpness": _sharpness(rows),
+                                     "mutation": _mutation(root, options.impl)},
         "coverage_criterion": {
             "shapes": {shape: {"strong_kinds": sorted(STRONG_KINDS[shape]), "description": description}
                        for shape, description in SHAPE_DESCRIPTIONS.items()},
@@ -303,6 +306,42 @@ def _claim_status_for_function(statuses: list[str]) -> str:
     if "not implemented" in statuses:
         return "not implemented"
     return "passed" if "passed" in statuses else "not run"
+
+
+MUTANTS_JSON = "mutants.json"
+
+
+def mutation_inputs_digest(course: Course) -> str:
+    """What a mutation run (``claims mutants``) depends on: the implementation's, the claims' and the verifiers'
+    sources."""
+    verifiers = course.root / course.verifiers.replace(".", "/")
+    reference = course.root / course.implementation
+    files = sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(course.root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _mutation(root: Path, impl: str) -> dict[str, Any] | None:
+    """What the report says of the last ``claims mutants`` run (the course's ``reports/mutants.json``), for a run of
+    the reference; None for another implementation or when there is no such run. ``current`` is False when the
+    implementation, the claims or the verifiers changed since it was measured."""
+    course = find_course(root)
+    path = course.reports / MUTANTS_JSON
+    if impl != course.implementation or not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+        overall = found["overall"]
+        return {"score": overall["score"], "target": course.mutation_target, "mutants": overall["mutants"],
+                "caught": overall["killed"] + overall["timeout"], "equivalent": overall["equivalent"],
+                "holes": overall["survived"] + overall["not_reached"],
+                "modules": {module: counts["score"] for module, counts in found["modules"].items()},
+                "current": found["digest"] == mutation_inputs_digest(course), "file": "mutants.md"}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ClaimsError(f"{path}: not a result of 'claims mutants' ({error}); run 'claims mutants' (tox -e mutants) "
+                          "again, or delete the file") from None
 
 
 def _sharpness(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -167,7 +167,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     try:
         cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
-                        alpha=_alpha_per_comparison(check)) if cache else ""
+                        alpha=alpha_per_comparison(check)) if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
         result.reused = observed is not None
         if observed is None and reuse_only:
@@ -274,7 +274,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         rng=np.random.default_rng(seed),
         seed=seed,
         profile=options.profile,
-        alpha=_alpha_per_comparison(check, options.alpha),
+        alpha=alpha_per_comparison(check, options.alpha),
         beta=check.beta,
         deviation=check.deviation,
         figures_dir=options.figures_dir,
@@ -303,7 +303,7 @@ def _audit(options: RunOptions) -> bool:
             or options.shrink)
 
 
-def _alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
+def alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
     """The check's false-failure rate (or ``alpha``) split evenly over the comparisons an interval decides."""
     statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
     return (alpha or check.alpha) / max(statistical, 1)

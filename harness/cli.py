@@ -94,6 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     exercises.add_argument("--force", action="store_true",
                            help="write into a directory that is not empty, replacing only the files it writes")
 
+    mutants = commands.add_parser("mutants", help="mutate the implementation's functions (mutmut) and run, for each "
+                                                  "mutant, the smoke checks that reach it; write mutants.json and .md")
+    mutants.add_argument("--modules", nargs="+", help="the implementation's modules to mutate (default: [tool.claims] "
+                                                      "mutate, else every module)")
+    mutants.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                         help="mutants run at once (default: the number of CPUs)")
+    mutants.add_argument("--out", type=Path, default=None, help="where mutants.json and mutants.md go (default: the "
+                                                                "course's reports/)")
+    mutants.add_argument("--no-cache", action="store_true", help="run every check and mutant again, reusing nothing "
+                                                                 "earlier runs found")
+
     args = parser.parse_args(argv)
     try:
         args.course = find_course(args.claims_dir)
@@ -102,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
         command = {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-                   "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises, "sharpness": _sharpness}
+                   "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises, "sharpness": _sharpness,
+                   "mutants": _mutants}
         return command[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
@@ -424,8 +436,6 @@ def _exercises(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def survivor_line(survivor: dict) -> str:
@@ -464,3 +474,59 @@ def _sharpness(args: argparse.Namespace) -> int:
           f"survivors; {found['bounds']} bounds not perturbed; profile {options.profile}"
           + (f"; {uncached} of {checks} checks not cached, so not measured" if uncached else ""))
     return 1 if found["survived"] else 0
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    """Mutation testing of the implementation by the claims (harness._mutants); exit 1 below the target."""
+    try:
+        import mutmut  # noqa: F401 - only to say how to install it
+    except ImportError:
+        raise ClaimsError("mutmut is not installed; install the project with its mutants extra: "
+                          "pip install -e '.[mutants]' (or run tox -e mutants)") from None
+    from harness import _mutants as mutation
+
+    course = args.course
+    modules = args.modules or list(course.mutate) or mutation.modules_of(course.root / course.implementation)
+    out = (args.out or course.reports).resolve()
+    reviewed_file = course.mutants_reviewed or course.root / "mutants-reviewed.yaml"
+    mutation.load_reviewed(reviewed_file)  # a malformed reviewed file stops the run before it starts
+
+    def progress(result: object, done: int, total: int) -> None:
+        if isinstance(result, mutation.Baseline):
+            print(f"claims mutants: baseline: {len(result.seconds)} checks in {sum(result.seconds.values()):.0f} "
+                  f"check-seconds; {len(result.not_green)} not green (left out)", flush=True)
+        elif result is None:
+            print(f"claims mutants: {total} mutants of {', '.join(modules)}; running each check once to learn what "
+                  "it reaches", flush=True)
+        elif isinstance(result, mutation.MutantResult) and result.status == mutation.SURVIVED:
+            print(f"  survived: {course.implementation}/{result.mutant.module}.py:{result.mutant.line} "
+                  f"{result.mutant.function}: {result.mutant.change.splitlines()[-1]}", flush=True)
+        elif done % 100 == 0:
+            print(f"claims mutants: {done} of {total}", flush=True)
+
+    os.chdir(course.root)  # mutmut reads its settings ([tool.mutmut]) from the working directory
+    results = mutation.measure(course, load_catalogue(args.claims_dir), modules, max(1, args.workers),
+                               reviewed_file, progress, None if args.no_cache else course.cache / "mutants")
+    mutation.write_results(results, out)
+    (out / "mutants.md").write_text(mutation.render_markdown(results, course, reviewed_file), encoding="utf-8")
+    overall = results["overall"]
+    holes = [m for m in results["mutants"] if m["status"] in (mutation.SURVIVED, mutation.NOT_REACHED)]
+    for hole in holes:
+        print(f"{course.implementation}/{hole['module']}.py:{hole['line']}: {hole['function']} ({hole['status']}, "
+              f"key {hole['key']}):\n" + "\n".join(f"    {line}" for line in hole["change"].splitlines()))
+    score = overall["score"]
+    print(f"claims mutants: {results['reused']} of {overall['mutants']} mutants' results reused from earlier runs "
+          f"({course.cache / 'mutants'})")
+    print(f"claims mutants: score {mutation.percent(score)} ({overall['killed'] + overall['timeout']} caught of "
+          f"{overall['mutants'] - overall['equivalent']}; {overall['equivalent']} equivalent, {len(holes)} holes); "
+          f"target {course.mutation_target:.0%}; wrote {out / 'mutants.md'}")
+    if holes:
+        print(f"claims mutants: judge each hole: add a claim or a stronger check that catches it, or, if it computes "
+              f"the same thing, add it to {reviewed_file} with its reason (key, module, function, line, change, "
+              "reason)")
+    below = score is not None and score < course.mutation_target
+    return 1 if below or results["not_green"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
