@@ -40,7 +40,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -432,27 +432,12 @@ def load_reviewed(path: Path) -> dict[str, dict[str, Any]]:
     return reviewed
 
 
-def apply_review(results: Iterable[MutantResult], reviewed: dict[str, dict[str, Any]]) -> None:
-    for result in results:
-        if result.status in (SURVIVED, NOT_REACHED) and result.mutant.key in reviewed:
-            result.reason = str(reviewed[result.mutant.key]["reason"]).strip()
-            result.status = EQUIVALENT
-
-
-def unreviewed_entries(results: Sequence[MutantResult]) -> str:
-    """YAML entries for the survivors, to judge and paste into the reviewed file (with a reason each)."""
-    entries = [{"key": r.mutant.key, "module": r.mutant.module, "function": r.mutant.function,
-                "line": r.mutant.line, "change": r.mutant.change, "reason": ""}
-               for r in results if r.status in (SURVIVED, NOT_REACHED)]
-    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110) if entries else ""
-
-
-def score(results: Sequence[MutantResult]) -> dict[str, Any]:
-    counts = {status: sum(1 for r in results if r.status == status)
-              for status in (KILLED, TIMEOUT, SURVIVED, NOT_REACHED, EQUIVALENT)}
-    judged = len(results) - counts[EQUIVALENT]
+def score(statuses: Sequence[str]) -> dict[str, Any]:
+    """Counts of each status, and the score: caught (killed or timed out) over the mutants not judged equivalent."""
+    counts = {status: statuses.count(status) for status in (KILLED, TIMEOUT, SURVIVED, NOT_REACHED, EQUIVALENT)}
+    judged = len(statuses) - counts[EQUIVALENT]
     caught = counts[KILLED] + counts[TIMEOUT]
-    return {"mutants": len(results), **{status.replace(" ", "_"): n for status, n in counts.items()},
+    return {"mutants": len(statuses), **{status.replace(" ", "_"): n for status, n in counts.items()},
             "score": round(caught / judged, 4) if judged else None}
 
 
@@ -483,9 +468,7 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
             sys.path.remove(scratch)
             for name in [name for name in sys.modules if name.split(".")[0] == package.name]:
                 del sys.modules[name]
-    apply_review(results, load_reviewed(reviewed_file))
-    by_module = {module: score([r for r in results if r.mutant.module == module]) for module in modules}
-    return {
+    return reviewed_again({
         "digest": inputs,
         "profile": "smoke",
         "workers": workers,
@@ -493,11 +476,10 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
         "checks": len(parts),
         "reused": sum(1 for r in results if r.reused),
         "not_green": baseline.not_green,
-        "overall": score(results),
-        "modules": by_module,
-        "mutants": [{**asdict(r.mutant), "status": r.status, "killed_by": r.killed_by, "checks": r.checks,
-                     "seconds": round(r.seconds, 3), "reason": r.reason} for r in results],
-    }
+        "modules": {module: {} for module in modules},
+        "mutants": [{**asdict(r.mutant), "verdict": r.status, "killed_by": r.killed_by, "checks": r.checks,
+                     "seconds": round(r.seconds, 3), "timeout": r.reason} for r in results],
+    }, load_reviewed(reviewed_file))
 
 
 def _smoke_check_of_impl(part: Part, catalogue: Catalogue) -> bool:
@@ -506,6 +488,22 @@ def _smoke_check_of_impl(part: Part, catalogue: Catalogue) -> bool:
         return False
     check = part.entry.claim.checks[part.index]
     return "smoke" in check.profiles and bool(catalogue.verifiers[check.verifier].uses)
+
+
+def reviewed_again(document: dict[str, Any], reviewed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run's document with the reviewed file applied: each mutant's ``status`` (its ``verdict``, or
+    ``equivalent`` with the reviewed ``reason``), and the scores by module and overall. Nothing runs, so a
+    judgement added to the reviewed file reaches the report in seconds (``claims mutants --review``)."""
+    for mutant in document["mutants"]:
+        verdict = mutant["verdict"] if "verdict" in mutant else mutant["status"]
+        judged = verdict in (SURVIVED, NOT_REACHED) and mutant["key"] in reviewed
+        mutant["verdict"], mutant["status"] = verdict, EQUIVALENT if judged else verdict
+        mutant["reason"] = str(reviewed[mutant["key"]]["reason"]).strip() if judged else mutant.get("timeout", "")
+    statuses = [mutant["status"] for mutant in document["mutants"]]
+    document["overall"] = score(statuses)
+    document["modules"] = {module: score([m["status"] for m in document["mutants"] if m["module"] == module])
+                           for module in document["modules"]}
+    return document
 
 
 def write_results(results: dict[str, Any], directory: Path) -> None:

@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                 "course's reports/)")
     mutants.add_argument("--no-cache", action="store_true", help="run every check and mutant again, reusing nothing "
                                                                  "earlier runs found")
+    mutants.add_argument("--review", action="store_true",
+                         help="run nothing: apply the reviewed file to the last run's mutants.json and rewrite both "
+                              "files (after judging survivors)")
 
     args = parser.parse_args(argv)
     try:
@@ -504,9 +507,16 @@ def _mutants(args: argparse.Namespace) -> int:
         elif done % 100 == 0:
             print(f"claims mutants: {done} of {total}", flush=True)
 
-    os.chdir(course.root)  # mutmut reads its settings ([tool.mutmut]) from the working directory
-    results = mutation.measure(course, load_catalogue(args.claims_dir), modules, max(1, args.workers),
-                               reviewed_file, progress, None if args.no_cache else course.cache / "mutants")
+    if args.review:
+        last_run = out / mutation.MUTANTS_JSON
+        if not last_run.is_file():
+            raise ClaimsError(f"{last_run}: no results of an earlier run to review; run 'claims mutants' first")
+        results = mutation.reviewed_again(json.loads(last_run.read_text(encoding="utf-8")),
+                                          mutation.load_reviewed(reviewed_file))
+    else:
+        os.chdir(course.root)  # mutmut reads its settings ([tool.mutmut]) from the working directory
+        results = mutation.measure(course, load_catalogue(args.claims_dir), modules, max(1, args.workers),
+                                   reviewed_file, progress, None if args.no_cache else course.cache / "mutants")
     mutation.write_results(results, out)
     (out / "mutants.md").write_text(mutation.render_markdown(results, course, reviewed_file), encoding="utf-8")
     overall = results["overall"]
@@ -515,8 +525,9 @@ def _mutants(args: argparse.Namespace) -> int:
         print(f"{course.implementation}/{hole['module']}.py:{hole['line']}: {hole['function']} ({hole['status']}, "
               f"key {hole['key']}):\n" + "\n".join(f"    {line}" for line in hole["change"].splitlines()))
     score = overall["score"]
-    print(f"claims mutants: {results['reused']} of {overall['mutants']} mutants' results reused from earlier runs "
-          f"({course.cache / 'mutants'})")
+    if not args.review:
+        print(f"claims mutants: {results['reused']} of {overall['mutants']} mutants' results reused from earlier "
+              f"runs ({course.cache / 'mutants'})")
     print(f"claims mutants: score {mutation.percent(score)} ({overall['killed'] + overall['timeout']} caught of "
           f"{overall['mutants'] - overall['equivalent']}; {overall['equivalent']} equivalent, {len(holes)} holes); "
           f"target {course.mutation_target:.0%}; wrote {out / 'mutants.md'}")

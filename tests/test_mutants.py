@@ -75,12 +75,23 @@ def test_a_reviewed_survivor_is_equivalent_with_its_reason(toy_course: Path) -> 
                  "change": m["change"], "reason": "no statement of the toy course is about running maxima"}
                 for m in holes]
     (toy_course / "reviewed.yaml").write_text(yaml.safe_dump(reviewed), encoding="utf-8")
-    finished = run_mutants(toy_course)
-    assert finished.returncode == 0, finished.stdout + finished.stderr
-    results = results_of(toy_course)
-    assert results["overall"]["score"] == 1.0
-    assert results["overall"]["equivalent"] == len(holes)
-    assert {m["reason"] for m in results["mutants"] if m["status"] == "equivalent"} == {reviewed[0]["reason"]}
+    for how in (["--review"], []):  # the judgement applied to the last run's results, then by a new run
+        finished = run_mutants(toy_course, *how)
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        results = results_of(toy_course)
+        assert results["overall"]["score"] == 1.0
+        assert results["overall"]["equivalent"] == len(holes)
+        assert {m["reason"] for m in results["mutants"] if m["status"] == "equivalent"} == {reviewed[0]["reason"]}
+        assert {m["verdict"] for m in results["mutants"] if m["status"] == "equivalent"} == {"not reached"}
+    (toy_course / "reviewed.yaml").write_text(yaml.safe_dump(reviewed[1:]), encoding="utf-8")
+    assert run_mutants(toy_course, "--review").returncode == 1
+    assert results_of(toy_course)["overall"]["not_reached"] == 1
+
+
+def test_review_needs_an_earlier_run(toy_course: Path) -> None:
+    finished = run_mutants(toy_course, "--review")
+    assert finished.returncode == 2
+    assert "no results of an earlier run to review; run 'claims mutants' first" in finished.stderr
 
 
 def test_a_reviewed_entry_without_a_reason_is_refused(toy_course: Path) -> None:
