@@ -181,8 +181,8 @@ def mutation_line(found: Mapping[str, Any]) -> str:
             + ", ".join(f"{module} {'-' if value is None else f'{100 * value:.1f} %'}"
                         for module, value in found["modules"].items()) + ".")
     if not found["current"]:
-        line += (" Stale: the implementation, the claims or the verifiers changed since this was measured; run "
-                 "'claims mutants' (tox -e mutants) again.")
+        line += (" Stale: the implementation, the claims, the verifiers or the harness changed since this was "
+                 "measured; run 'claims mutants' (tox -e mutants) again.")
     return line
 
 

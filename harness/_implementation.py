@@ -108,16 +108,21 @@ def _stub_code(code: CodeType) -> bool:
 
 
 def raised_in(error: BaseException, module: str) -> str | None:
-    """The function of ``module``'s package that raised ``error`` (the innermost frame there), if any."""
-    package = _package(module)
-    name = None
+    """The function of ``module``'s package whose own code raised ``error``, if the raising frame is there.
+
+    Only the innermost frame counts: a stub raises NotImplementedError itself, while one raised by a
+    library the implementation calls (scipy's ``lfilter`` on an object array, say) is the
+    implementation's error, not a function it has yet to write.
+    """
     traceback_ = error.__traceback__
-    while traceback_ is not None:
-        frame_module = traceback_.tb_frame.f_globals.get("__name__", "")
-        if isinstance(frame_module, str) and _package(frame_module) == package:
-            name = traceback_.tb_frame.f_code.co_name
+    if traceback_ is None:
+        return None
+    while traceback_.tb_next is not None:
         traceback_ = traceback_.tb_next
-    return name
+    frame_module = traceback_.tb_frame.f_globals.get("__name__", "")
+    if isinstance(frame_module, str) and _package(frame_module) == _package(module):
+        return traceback_.tb_frame.f_code.co_name
+    return None
 
 
 def contract_function(module: ModuleType, name: str) -> Any:

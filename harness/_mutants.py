@@ -388,7 +388,8 @@ def run_mutants(mutants: Sequence[Mutant], parts: Sequence[Part], baseline: Base
 
         set_mutant_under_test(task[1].name)
         for part in task[2]:
-            if _run(part, catalogue, options).status in ("failed", "error"):
+            # Every selected check passed on the unmutated copy: any other verdict (a skip too) is the mutant's doing.
+            if _run(part, catalogue, options).status != "passed":
                 return check_label(part)
         return ""
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness._cache import package_digest
 from harness._course import Course, find_course
 from harness._errors import ClaimsError
 from harness._formats import UNCOVERED, library_versions
@@ -313,12 +314,11 @@ MUTANTS_JSON = "mutants.json"
 
 def mutation_inputs_digest(course: Course) -> str:
     """What a mutation run (``claims mutants``) depends on: the implementation's, the claims' and the verifiers'
-    sources."""
+    sources, and the harness's own (which runs and judges every check)."""
     verifiers = course.root / course.verifiers.replace(".", "/")
     reference = course.root / course.implementation
-    files = sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")])
-    digest = hashlib.sha256()
-    for path in files:
+    digest = hashlib.sha256(package_digest("harness").encode())
+    for path in sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")]):
         digest.update(str(path.relative_to(course.root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -326,7 +326,7 @@ def mutation_inputs_digest(course: Course) -> str:
 def _mutation(root: Path, impl: str) -> dict[str, Any] | None:
     """What the report says of the last ``claims mutants`` run (the course's ``reports/mutants.json``), for a run of
     the reference; None for another implementation or when there is no such run. ``current`` is False when the
-    implementation, the claims or the verifiers changed since it was measured."""
+    implementation, the claims, the verifiers or the harness changed since it was measured."""
     course = find_course(root)
     path = course.reports / MUTANTS_JSON
     if impl != course.implementation or not path.is_file():

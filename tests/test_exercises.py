@@ -325,3 +325,24 @@ def kept(x):
     assert unchecked == ('PAGE = "\f"\n# Exercise: no claim checks it yet.\ndef lonely():\n'
                          '    raise NotImplementedError("lonely: not implemented yet (no claim checks it; see '
                          '\'claims verifiers\')")\n')
+
+
+def test_only_a_not_implemented_error_the_implementation_raises_itself_is_a_stub(tmp_path, monkeypatch):
+    """A stub raises NotImplementedError in its own body; one raised by a library it calls (scipy's lfilter on an
+    object array, say) is the implementation's error, and must not turn its check into a skip."""
+    from harness._implementation import raised_in
+
+    (tmp_path / "half_done").mkdir()
+    (tmp_path / "half_done" / "__init__.py").write_text(
+        "def stub():\n    raise NotImplementedError('stub: not implemented yet')\n\n\n"
+        "def calls(library):\n    return library()\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    half_done = importlib.import_module("half_done")
+
+    def library() -> None:
+        raise NotImplementedError("input type 'object' not supported")
+
+    for call, expected in ((half_done.stub, "stub"), (lambda: half_done.calls(library), None)):
+        with pytest.raises(NotImplementedError) as raised:
+            call()
+        assert raised_in(raised.value, "half_done") == expected
