@@ -138,6 +138,11 @@ INTERRUPTS = """
 
     import harness
 
+    # Ctrl-C as in a terminal: the process that started this pytest (an xdist worker, say) may have left SIGINT
+    # ignored or blocked, and both are inherited.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     @harness.verifier("engine.interrupts", kind="exact")
     def interrupts(ctx):
         os.kill(os.getppid(), signal.SIGINT)  # the worker's parent is pytest: as a Ctrl-C in its terminal
