@@ -27,6 +27,8 @@ answer depends on: the check's own cache key (its claim, params, seed, verifier 
 harness, library versions and the reference implementation's sources), mutmut's version and, for a
 mutant, its change and the keys of every check that reaches it. A run after adding a claim runs
 again only the mutants the new claim's checks reach; one after editing the implementation, all.
+Every configured module (``[tool.claims] mutate``) is trampolined whichever ``--modules`` asks for,
+so a run of a few modules and a run of all share their keys.
 """
 
 from __future__ import annotations
@@ -234,7 +236,7 @@ def _digest(*parts: object) -> str:
 
 def check_keys(parts: Sequence[Part], catalogue: Catalogue, reference: str, modules: Sequence[str]) -> dict[str, str]:
     """Each check's key in the mutation cache: its observation cache key against the reference, mutmut's version
-    and the modules mutated (a check's reach is counted among the mutated modules' functions only)."""
+    and the modules trampolined (a check's reach is counted among their functions only)."""
     from mutmut import __version__ as mutmut_version
 
     keys = {}
@@ -452,12 +454,16 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
     inputs = mutation_inputs_digest(course)
     with tempfile.TemporaryDirectory(prefix="claims-mutants-") as scratch:
         package = Path(scratch) / f"{course.implementation}{PACKAGE_SUFFIX}"
-        mutants = write_mutated_package(reference, package, modules)
+        # Every configured module is trampolined, whichever are asked for, so that what a check reaches, and so
+        # every key, is the same in a run of some modules as in a run of all: each reuses what the other found.
+        trampolined = sorted({*(course.mutate or modules_of(reference)), *modules})
+        mutants = [mutant for mutant in write_mutated_package(reference, package, trampolined)
+                   if mutant.module in modules]
         sys.path.insert(0, scratch)
         try:
             options = RunOptions(impl=package.name, profile="smoke", isolation=False, cache_dir=None, workers=1)
             parts = [part for part in every_part(catalogue) if _smoke_check_of_impl(part, catalogue)]
-            keys = check_keys(parts, catalogue, course.implementation, modules)
+            keys = check_keys(parts, catalogue, course.implementation, trampolined)
             cache = ResultCache(cache_dir)
             if progress:
                 progress(None, 0, len(mutants))

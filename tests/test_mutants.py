@@ -149,3 +149,15 @@ def test_a_second_run_reuses_what_the_first_found(toy_course: Path) -> None:
     assert [(m["key"], m["status"]) for m in second["mutants"]] == [(m["key"], m["status"]) for m in first["mutants"]]
     assert run_mutants(toy_course, "--no-cache").returncode == 1
     assert results_of(toy_course)["reused"] == 0
+
+
+def test_a_run_of_some_modules_reuses_what_a_run_of_all_found(toy_course: Path) -> None:
+    (toy_course / "toy_impl" / "extra.py").write_text(UNCHECKED.lstrip(), encoding="utf-8")
+    assert run_mutants(toy_course).returncode == 1
+    every = results_of(toy_course)
+    assert {m["module"] for m in every["mutants"]} == {"__init__", "extra"}
+    assert run_mutants(toy_course, "--modules", "__init__").returncode == 1
+    some = results_of(toy_course)
+    assert set(some["modules"]) == {"__init__"}
+    assert some["reused"] == sum(1 for m in every["mutants"] if m["module"] == "__init__" and m["status"] == "killed")
+    assert some["reused"] > 0

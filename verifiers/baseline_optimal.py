@@ -90,7 +90,9 @@ _cases = st.tuples(st.integers(min_value=2, max_value=5), st.integers(min_value=
 def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
     """For random exact policies, action values, score vectors (any parameterisation) and b, the
     second moment M(b), computed here from its definition, satisfies M(b) - M(b*) =
-    (b - b*)^2 E||g||^2 >= 0 with impl's b*: impl's b* is the exact minimiser."""
+    (b - b*)^2 E||g||^2 >= 0 with impl's b*: impl's b* is the exact minimiser. b* of a batch of
+    two states (this one, and the reversed policy with Q + b and the scores reversed; the
+    contract's shapes [..., K] and [..., K, P]) is each state's own Σ π Q ||g||^2 / Σ π ||g||^2."""
 
     def minimises(case: tuple[list[int], list[Fraction], list[list[Fraction]], Fraction]) -> None:
         weights, values, rows, b = case
@@ -105,6 +107,12 @@ def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
         optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)
         gap = moment(b) - moment(optimal)
         assert gap == (b - optimal) ** 2 * (pi * squared_norms).sum(), (optimal, gap)
+        other = (pi[::-1], q + b, scores[::-1])
+        batch = ctx.impl.optimal_scalar_baseline(*(np.stack([mine, theirs]) for mine, theirs in zip(
+            (pi, q, scores), other, strict=True)))
+        each_state = [(p * v * (g * g).sum(axis=-1)).sum() / (p * (g * g).sum(axis=-1)).sum()
+                      for p, v, g in ((pi, q, scores), other)]
+        assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
     return check_property(ctx, minimises, _cases)
 

@@ -291,7 +291,8 @@ _policies_and_values = st.integers(min_value=1, max_value=8).flatmap(lambda k: s
 def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
     """For random exact policies and action values, impl's V equals Σ_a π(a) Q(a), impl's advantages
     Q - V have π-mean exactly zero, and adding one constant c to every Q(a) (every completion earns
-    c more) leaves the advantages exactly as they were."""
+    c more) leaves the advantages exactly as they were. V of a batch of two states (the policy and
+    its reverse, Q and Q + c; the contract's shape [..., K]) is each state's own Σ_a π(a) Q(a)."""
 
     def mean_zero(case: tuple[list[int], list[Fraction], Fraction]) -> None:
         weights, values, offset = case
@@ -304,5 +305,8 @@ def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
         shifted = q + offset
         shifted_advantages = ctx.impl.baseline_advantages(shifted, ctx.impl.state_value_from_q(pi, shifted))
         assert list(shifted_advantages) == list(advantages), (offset, list(shifted_advantages), list(advantages))
+        batch = ctx.impl.state_value_from_q(np.stack([pi, pi[::-1]]), np.stack([q, shifted]))
+        each_state = [value, sum(p * v for p, v in zip(pi[::-1], shifted, strict=True))]
+        assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
     return check_property(ctx, mean_zero, _policies_and_values)

@@ -14,6 +14,7 @@ GAE may rely on both, as Stable-Baselines3's does (``examples/alternatives/sb3_g
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -28,6 +29,9 @@ from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
 EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
+# The harness's bound on the epsilon normalize_advantages adds to the standard deviation, which is
+# there only to keep the division finite (Stable-Baselines3 and CleanRL add 1e-8).
+STABILISER_AT_MOST = 1e-5
 
 
 @verifier("gae.telescoping_symbolic", kind="symbolic")
@@ -288,8 +292,11 @@ def _rollout_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
     return st.tuples(events, values, values, values, _floats(0, 1), _floats(0, 1)).map(_rollout)
 
 
-# Rollouts shaped [T] or [T, n_envs], events drawn entry by entry, and γ, λ.
-_rollout_arrays = st.tuples(st.integers(min_value=1, max_value=30), st.integers(min_value=0, max_value=4)).flatmap(
+# Rollouts shaped [T] or [T, n_envs], events drawn entry by entry, and γ, λ. Some are longer than 32
+# steps: a vectorised GAE may work in blocks (impl's of 16 steps), and a block's error can hide until
+# a trace crosses into a block that is neither the last nor the one before it.
+_rollout_arrays = st.tuples(st.one_of(st.integers(min_value=1, max_value=30), st.integers(min_value=33, max_value=64)),
+                            st.integers(min_value=0, max_value=4)).flatmap(
     lambda size: _rollout_arrays_of_shape(size[:1] if size[1] == 0 else size))
 
 
@@ -417,8 +424,10 @@ def mixture_property(ctx: Context) -> dict[str, object]:
           uses=("gae_advantages", "value_targets", "normalize_advantages"))
 def value_targets_property(ctx: Context) -> dict[str, object]:
     """impl's value targets are V_old(s_t) + Â_t; normalising the advantages returns a new array with
-    mean 0 and standard deviation at most 1 (1 up to the stabilising epsilon) and leaves Â, hence
-    the targets, exactly as they were."""
+    mean 0 and standard deviation at most 1, and at least sqrt((N-1)/N) (1 - STABILISER_AT_MOST)
+    when the spread of Â is 1 or more (the stabilising epsilon only keeps the division finite, and
+    the sample standard deviation may be the divisor), and leaves Â, hence the targets, exactly as
+    they were."""
 
     def targets_unchanged(buffer: tuple) -> None:
         columns, gamma, lambda_ = buffer
@@ -436,6 +445,12 @@ def value_targets_property(ctx: Context) -> dict[str, object]:
             bound = rounding_bound(4 * advantages.size, float(np.abs(advantages).max()) / spread)
             assert abs(float(np.mean(normalized))) <= bound, np.mean(normalized)
             assert float(np.std(normalized)) <= 1 + bound, np.std(normalized)
+        if spread >= 1:
+            # std(Â) / (std(Â) + eps) >= 1 - eps for a spread of at least 1; dividing by the sample standard
+            # deviation (ddof = 1, torch.std's default, as CleanRL does) leaves sqrt((N - 1) / N) of that.
+            sample_share = math.sqrt((advantages.size - 1) / advantages.size)
+            assert float(np.std(normalized)) >= sample_share * (1 - STABILISER_AT_MOST) - bound, (
+                spread, np.std(normalized))
 
     return check_property(ctx, targets_unchanged, _float_buffers)
 

@@ -803,13 +803,21 @@ def clip_fractions_counterexample(ctx: Context) -> dict[str, object]:
             "difference": diagnostics.outside_fraction - diagnostics.active_fraction}
 
 
+# Clip ranges with 1 ± ε and |r - 1| exact in binary: there a ratio exactly on an edge is inside the interval,
+# and every correct way of writing the comparisons says so.
+_EXACT_EPSILONS = (0.125, 0.25, 0.375, 0.5)
+
+
 def _diagnostic_batch(epsilon: float, n: int) -> st.SearchStrategy[tuple[list[float], list[float], float]]:
-    away_from_kinks = st.floats(0.01, 10).filter(lambda r: min(abs(r - (1 - epsilon)), abs(r - (1 + epsilon))) > 1e-9)
-    return st.tuples(st.lists(away_from_kinks, min_size=n, max_size=n),
+    ratios = st.floats(0.01, 10).filter(lambda r: min(abs(r - (1 - epsilon)), abs(r - (1 + epsilon))) > 1e-9)
+    if epsilon in _EXACT_EPSILONS:
+        ratios = st.one_of(ratios, st.sampled_from([1 - epsilon, 1 + epsilon]))
+    return st.tuples(st.lists(ratios, min_size=n, max_size=n),
                      st.lists(_signed_advantages, min_size=n, max_size=n), st.just(epsilon))
 
 
-_diagnostic_batches = st.tuples(st.floats(0.01, 0.99), st.integers(1, 32)).flatmap(
+_diagnostic_batches = st.tuples(st.one_of(st.floats(0.01, 0.99), st.sampled_from(_EXACT_EPSILONS)),
+                                st.integers(1, 32)).flatmap(
     lambda epsilon_and_size: _diagnostic_batch(*epsilon_and_size))
 
 
@@ -821,7 +829,8 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
 
     Ratios within 1e-9 of 1 ± ε and advantages below 1e-6 in size are not drawn, so that a
     different but correct way of writing the comparisons (|r - 1| > ε, or clip(r) Â < r Â) cannot
-    round to the other side. Each share is k/N for
+    round to the other side, except ratios exactly 1 ± ε for an ε whose 1 ± ε is exact in binary
+    (1/8, 1/4, 3/8, 1/2): the interval is closed, so they are inside, and not clipped. Each share is k/N for
     N <= 32, computed with one rounded division, so it must be within eps of k/N.
     """
 
@@ -913,6 +922,7 @@ def total_loss_composition_property(ctx: Context) -> dict[str, object]:
     logits, assembled from impl's parts as the training loop does, equal the same quantities
     computed here from their definitions: min(r Â, clip(r) Â), ½(V - V̂)², -Σ π log π, and the
     derivative with respect to the logits -(1/N) 1[not clipped] r Â (e_a - π) + (c_H/N) π (log π + H).
+    The entropy and its gradient of the logits stacked as [1, N, K] are those of the rows, stacked.
     """
 
     def composes(batch: tuple) -> None:
@@ -945,5 +955,13 @@ def total_loss_composition_property(ctx: Context) -> dict[str, object]:
         bound = rounding_bound(8 * n, magnitude * (1 + 4 * np.abs(log_ratio).max()))
         assert abs(loss - reference) <= bound, (loss, reference, bound)
         assert np.abs(d_logits - reference_d_logits).max() <= bound / n * 4, (d_logits, reference_d_logits)
+        # The entropy and its gradient act along the last axis whatever the leading ones ([..., K]).
+        stacked = logits[None]
+        stacked_entropy = np.asarray(ctx.impl.categorical_entropy(stacked))
+        stacked_grad = np.asarray(ctx.impl.categorical_entropy_grad(stacked))
+        assert stacked_entropy.shape == (1, n) and stacked_grad.shape == (1, n, 3), (stacked_entropy.shape,
+                                                                                    stacked_grad.shape)
+        assert np.abs(stacked_entropy[0] - h).max() <= bound, (stacked_entropy, h)
+        assert np.abs(stacked_grad[0] + p * (log_p + h[:, None])).max() <= bound, (stacked_grad, p)
 
     return check_property(ctx, composes, _loss_batches)

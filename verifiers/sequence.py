@@ -8,6 +8,7 @@ spans) and call the implementation only through ``ctx.impl``.
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -443,6 +444,83 @@ def kl_placement_property(ctx: Context) -> dict[str, object]:
         assert np.all(np.abs(placed["both"] - (true + placed["penalty"])) <= 2 * bound), ("both", placed["both"])
 
     return check_property(ctx, placements_hold, _kl_cases)
+
+
+@verifier("sequence.sequence_surrogate_property", kind="property", uses=("sequence_clipped_surrogate",))
+def sequence_surrogate_property(ctx: Context) -> dict[str, object]:
+    """On random padded batches, impl's sequence-level surrogate and its gradient with respect to log π
+    equal their definitions computed here: (1/B) Σ_b min(ρ_b A_b, clip(ρ_b, 1-ε, 1+ε) A_b), ρ_b being the
+    product of the ratios of answer b's own tokens (what padding holds does not count), and
+    ∂/∂ log π_bt = m_bt ρ_b A_b / B where the unclipped branch is the minimum, 0 where the clipped one
+    strictly is. An answer whose ρ_b is within rounding of 1 ± ε may take either branch.
+
+    ρ_b's relative rounding is bounded by the sum of at most T + 2 roundings of the log-probabilities
+    of b's tokens, added in size: rounding_bound(4 (T + 2), Σ_t m_bt (|log π_bt| + |log π_old,bt|) + 1).
+    """
+
+    def definition_holds(batch: tuple[list[int], list[int], int, float, int]) -> None:
+        prompt_lengths, answer_lengths, padding, epsilon, seed = batch
+        mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        answers, length = mask.shape
+        rho = np.exp([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_pi_old, mask, strict=True)])
+        unclipped, clipped = rho * advantages, np.clip(rho, 1 - epsilon, 1 + epsilon) * advantages
+        relative = np.array([rounding_bound(4 * (length + 2), float((np.abs(a) + np.abs(b))[m > 0].sum()) + 1)
+                             for a, b, m in zip(log_pi, log_pi_old, mask, strict=True)])
+        size = np.maximum(rho, 1 + epsilon) * np.abs(advantages)
+        objective, gradient = ctx.impl.sequence_clipped_surrogate(log_pi, log_pi_old, advantages, mask, epsilon)
+        gradient = np.asarray(gradient, dtype=float)
+        bound = float((relative * size).sum()) / answers + rounding_bound(2 * answers, float(size.max()))
+        expected = np.minimum(unclipped, clipped).sum() / answers
+        assert abs(objective - expected) <= bound, (objective, expected, bound)
+        assert gradient.shape == mask.shape, (gradient.shape, mask.shape)
+        near_edge = np.minimum(np.abs(rho - (1 - epsilon)), np.abs(rho - (1 + epsilon))) <= 2 * relative * rho
+        for b in range(answers):
+            active = unclipped[b] / answers * mask[b]
+            row_bound = relative[b] * size[b] / answers + rounding_bound(2, float(size[b]))
+            branches = [active, 0 * active] if near_edge[b] else [active if unclipped[b] <= clipped[b] else 0 * active]
+            assert any(np.all(np.abs(gradient[b] - branch) <= row_bound) for branch in branches), (
+                b, rho[b], advantages[b], gradient[b], branches)
+
+    return check_property(ctx, definition_holds, _padded_batches)
+
+
+_kl_batches = st.tuples(_padded_batches, st.integers(2, 5), st.floats(0.01, 2.0),
+                        st.sampled_from(("token_mean", "answer_mean", "answer_sum")))
+
+
+@verifier("sequence.kl_terms_batch_property", kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
+def kl_terms_batch_property(ctx: Context) -> dict[str, object]:
+    """On random padded batches over a vocabulary of 2 to 5 tokens, for every averaging unit: impl's
+    penalised rewards are R_b - β Σ_t m_bt (log π_bt - log π_ref,bt) over answer b's own tokens, and
+    impl's penalty in the loss is β Σ_bt w_bt KL(π_bt || π_ref,bt) with the unit's weights (the
+    verifier's own, :func:`_unit_weights`), with gradient β w_bt π_bt (log(π_bt / π_ref,bt) - KL_bt)
+    with respect to the logits; each position's KL is computed here exactly over the vocabulary.
+    Logits at padding positions are arbitrary finite numbers, as a model computes them."""
+
+    def definitions_hold(case: tuple) -> None:
+        batch, vocabulary, beta, aggregation = case
+        prompt_lengths, answer_lengths, padding, _, seed = batch
+        mask, log_pi, log_ref, _ = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        rng = np.random.default_rng(seed + 1)
+        rewards = rng.uniform(-1, 1, size=mask.shape[0])
+        logits, ref_logits = rng.normal(0, 2, size=(2, *mask.shape, vocabulary))
+        penalized = np.asarray(ctx.impl.kl_penalized_rewards(rewards, log_pi, log_ref, mask, beta), dtype=float)
+        log_ratio_sums = np.array([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_ref, mask, strict=True)])
+        reward_bound = rounding_bound(4 * mask.shape[1], beta * float(np.abs(log_pi).sum() + np.abs(log_ref).sum()))
+        assert penalized.shape == rewards.shape, (penalized.shape, rewards.shape)
+        assert np.all(np.abs(penalized - (rewards - beta * log_ratio_sums)) <= reward_bound), (penalized, rewards)
+
+        log_p, log_q = log_softmax(logits, axis=-1), log_softmax(ref_logits, axis=-1)
+        kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
+        weights = _unit_weights(mask, aggregation)
+        penalty, gradient = ctx.impl.kl_penalty_loss(logits, ref_logits, mask, beta, aggregation)
+        expected_gradient = beta * weights[..., None] * np.exp(log_p) * (log_p - log_q - kl[..., None])
+        bound = rounding_bound(8 * vocabulary * mask.size, beta * float(np.abs(log_p - log_q).max() + 1))
+        assert abs(float(penalty) - beta * (weights * kl).sum()) <= bound, (penalty, beta * (weights * kl).sum())
+        assert np.shape(gradient) == logits.shape, (np.shape(gradient), logits.shape)
+        assert np.all(np.abs(np.asarray(gradient) - expected_gradient) <= bound), (gradient, expected_gradient)
+
+    return check_property(ctx, definitions_hold, _kl_batches)
 
 
 # --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy

@@ -222,7 +222,8 @@ def td_error_expectation_property(ctx: Context) -> dict[str, object]:
           uses=("policy_state_values", "policy_action_values", "bellman_expectation_operator"))
 def policy_evaluation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, impl's V^π is the solution sympy finds for
-    (I - γ P_π) V = R_π, a fixed point of impl's T^π, and Σ_a π(a|s) Q^π(s, a) for impl's Q^π."""
+    (I - γ P_π) V = R_π, a fixed point of impl's T^π, and Σ_a π(a|s) Q^π(s, a) for impl's Q^π; given
+    the same MDP in floats, impl's V^π is that solution up to the rounding of a linear solve."""
 
     def solves_the_equation(mdp: dict) -> None:
         P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
@@ -232,6 +233,12 @@ def policy_evaluation_property(ctx: Context) -> dict[str, object]:
         assert np.array_equal(ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma), values), "not fixed"
         q_values = ctx.impl.policy_action_values(P, R, pi, gamma)
         assert np.array_equal((pi * q_values).sum(axis=-1), values), (q_values, values)
+        # In floats: ||I - γ P_π||∞ ||(I - γ P_π)^-1||∞ <= (1 + γ) / (1 - γ) bounds the condition number, and
+        # |V| <= max|R| / (1 - γ); a backward-stable solve of n equations is off by O(n^3) roundings of that size.
+        in_floats = ctx.impl.policy_state_values(P.astype(float), R.astype(float), pi.astype(float), float(gamma))
+        largest = float(max(abs(r) for r in R.ravel())) / float(1 - gamma)
+        bound = rounding_bound(8 * len(values) ** 3 + 8, float((1 + gamma) / (1 - gamma)) * largest)
+        assert np.abs(np.asarray(in_floats, dtype=float) - solution.astype(float)).max() <= bound, (in_floats, bound)
 
     return check_property(ctx, solves_the_equation, _exact_mdps)
 
@@ -309,8 +316,9 @@ _sweeps = st.integers(1, 4)
 
 @verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",))
 def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, from a random V_0, impl's n iterations equal n synchronous backups
-    computed here (:func:`synchronous_backups`), exactly.
+    """On random exact MDPs, from a random V_0 and from the default V_0 = 0 (one value per state,
+    whatever the number of actions), impl's n iterations equal n synchronous backups computed here
+    (:func:`synchronous_backups`), exactly.
 
     An in-place (Gauss-Seidel) sweep gives other numbers as soon as a state's backup reads a
     state updated before it in the same sweep, which random MDPs with two or more states and
@@ -322,6 +330,9 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
         observed = ctx.impl.value_iteration(P, R, gamma, n, v_0)
         expected = synchronous_backups(P, R, gamma, v_0, n)
         assert np.array_equal(observed, expected), (n, observed, expected)
+        from_zero = ctx.impl.value_iteration(P, R, gamma, n)
+        expected = synchronous_backups(P, R, gamma, np.array([Fraction(0)] * len(v_0), dtype=object), n)
+        assert np.array_equal(from_zero, expected), ("from V_0 = 0, the default", n, from_zero, expected)
 
     return check_property(ctx, synchronous, _exact_mdps, _sweeps)
 

@@ -1,0 +1,47 @@
+"""Step 4.4.5: log-probabilities computed stably, whatever the size of the logits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import rounding_bound
+from verifiers.policy_gradient import reference_log_softmax
+
+# Per-row shifts of the logits: far enough apart (and large enough) that exp of an unshifted or
+# batch-wide-shifted row under- or overflows (exp(x) is 0 below x ~ -745 and inf above ~ 709).
+_row_offsets = st.one_of(st.sampled_from([-1000.0, -400.0, 0.0, 400.0, 1000.0]), st.floats(-1000, 1000))
+_shifted_logits = st.tuples(st.integers(1, 4), st.integers(2, 8)).flatmap(lambda shape: st.tuples(
+    hnp.arrays(np.float64, shape, elements=st.floats(min_value=-10, max_value=10)),
+    hnp.arrays(np.float64, shape[0], elements=_row_offsets)))
+
+
+@verifier("log_probabilities.stable_softmax_property", kind="property", uses=("log_softmax", "softmax"))
+def stable_softmax_property(ctx: Context) -> dict[str, object]:
+    """impl's log_softmax and softmax of a batch of logit rows, each row shifted by its own constant c_b
+    (|c_b| up to 1000), are finite and equal the verifier's log-softmax of the unshifted rows, and its exp.
+
+    Softmax is invariant to a per-row shift, so the only difference is rounding: z + c is rounded
+    once (half an ulp of |z + c|), and subtracting the row's largest logit, exponentiating, summing
+    A terms and taking the log add a few roundings on numbers up to |z + c|max + log A; the bound
+    is rounding_bound(4A, |z + c|max + log A). A probability is off by at most its log's error.
+    """
+
+    def matches(example: tuple[np.ndarray, np.ndarray]) -> None:
+        logits, offsets = example
+        shifted = logits + offsets[:, None]
+        categories = logits.shape[1]
+        expected = reference_log_softmax(logits)
+        bound = rounding_bound(4 * categories, float(np.abs(shifted).max()) + math.log(categories))
+        log_pi = np.asarray(ctx.impl.log_softmax(shifted), dtype=float)
+        pi = np.asarray(ctx.impl.softmax(shifted), dtype=float)
+        assert log_pi.shape == pi.shape == logits.shape, (log_pi.shape, pi.shape, logits.shape)
+        assert np.isfinite(log_pi).all() and np.isfinite(pi).all(), (log_pi, pi)
+        assert np.abs(log_pi - expected).max() <= bound, (log_pi, expected, bound)
+        assert np.abs(pi - np.exp(expected)).max() <= bound, (pi, np.exp(expected), bound)
+
+    return check_property(ctx, matches, _shifted_logits)

@@ -1,0 +1,86 @@
+"""Steps 4.1.1 and 4.1.3: trajectories drawn by running the policy follow p_θ(τ), and J(θ) = E_{p_θ}[R(τ)].
+
+Apart from ``verifiers.policy_gradient``, whose checks are about gradients: these are about the law
+the rollouts follow and the objective the gradients are of, computed here from the MDP's tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+from scipy.special import softmax
+
+from harness import Context, verifier
+from verifiers._numeric import central_difference, rounding_bound
+from verifiers.policy_gradient import MDPExample, _largest_return, _objective_difference_bound, _reference_objective
+
+
+def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray]:
+    """P(s_t = s, a_t = a) for t < T, shape [T, S, A], and P(s_T = s), shape [S], under p_θ.
+
+    ρ is pushed through π_θ and the kernel, which is P, or (1 - π_θ(0|s)) P + π_θ(0|s) P_alt when
+    the environment reacts to the policy.
+    """
+    pi = softmax(np.array(params.theta, dtype=float), axis=1)
+    kernel = np.array(params.P, dtype=float)
+    if params.P_alt is not None:
+        kernel = (1 - pi[:, :1, None]) * kernel + pi[:, :1, None] * np.array(params.P_alt, dtype=float)
+    state, joint = np.array(params.rho, dtype=float), []
+    for _ in range(params.horizon):
+        joint.append(state[:, None] * pi)
+        state = np.einsum("sa,sat->t", joint[-1], kernel)
+    return np.array(joint), state
+
+
+@verifier("trajectory_law.visit_frequencies_montecarlo", kind="montecarlo", uses=("sample_trajectories",),
+          params=MDPExample)
+def visit_frequencies_montecarlo(ctx: Context) -> dict[str, object]:
+    """The share of impl's sampled trajectories with (s_t, a_t) = (s, a) at each step t < T, and with
+    s_T = s, minus that probability under p_θ (:func:`_marginals`): one interval per entry, each
+    share a mean of indicators of support width 1."""
+    params = ctx.params
+    joint, last = _marginals(params)
+    n = ctx.samples_needed((0.0, 1.0))
+    trajectories = ctx.impl.sample_trajectories(ctx.rng, params.mdp(), params.logits(), params.horizon, n)
+    s_t, a_t = np.asarray(trajectories.s_t), np.asarray(trajectories.a_t)
+    assert s_t.shape == (params.horizon + 1, n) and a_t.shape == (params.horizon, n), (s_t.shape, a_t.shape)
+
+    def share_error(hits: np.ndarray, probability: float) -> object:
+        return ctx.mean_estimate(hits.astype(float) - probability, (-probability, 1 - probability))
+
+    n_states, n_actions = joint.shape[1:]
+    return {
+        "state_action_share_error": [[[share_error((s_t[t] == s) & (a_t[t] == a), joint[t, s, a])
+                                       for a in range(n_actions)] for s in range(n_states)]
+                                     for t in range(params.horizon)],
+        "last_state_share_error": [share_error(s_t[-1] == s, last[s]) for s in range(n_states)],
+        "trajectories": n,
+    }
+
+
+class UndiscountedExample(MDPExample):
+    """An MDP example for the objective the text defines, the expected total reward (γ = 1), with dynamics
+    that do not depend on θ (the central difference's bound assumes them)."""
+
+    gamma: float = Field(1.0, ge=1, le=1, description="1: the objective called without a discount is undiscounted")
+    P_alt: None = Field(None, description="none: the dynamics do not depend on θ")
+
+
+@verifier("trajectory_law.objective_without_discount_exact", kind="exact", uses=("objective", "objective_gradient"),
+          params=UndiscountedExample)
+def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
+    """impl's ``objective`` and ``objective_gradient`` called with no discount, against the verifier's own
+    J(θ) = Σ_τ p_θ(τ) R(τ) (undiscounted, by enumeration) and its central difference (step 1e-4):
+    whether each is within its derived bound (the difference's truncation error plus rounding)."""
+    params = ctx.params
+    mdp, theta, horizon = params.mdp(), params.logits(), params.horizon
+    step = 1e-4
+    reference = _reference_objective(mdp, theta, horizon, 1.0)
+    numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, 1.0), theta, step)
+    n_states, n_actions = theta.shape
+    trajectories = n_states ** (horizon + 1) * n_actions**horizon
+    rounding = rounding_bound(trajectories + horizon * (n_actions + 5), _largest_return(mdp.R, horizon, 1.0))
+    objective_gap = abs(float(ctx.impl.objective(mdp, theta, horizon)) - reference)
+    gradient_gap = float(np.abs(np.asarray(ctx.impl.objective_gradient(mdp, theta, horizon)) - numeric).max())
+    return {"objective_matches": objective_gap <= rounding,
+            "gradient_matches": gradient_gap <= _objective_difference_bound(mdp, horizon, 1.0, step) + rounding}
