@@ -8,12 +8,15 @@ absolute speed.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import pytest
 
 MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 REFERENCES: dict[str, str] = {}
+# The one-minute load average after each timed run, so that a ratio can be read against the load it had.
+LOADS: dict[str, dict[str, float]] = defaultdict(dict)
 
 
 @pytest.fixture
@@ -25,6 +28,7 @@ def record_median():
             MEDIANS[case][contender] = benchmark
         elif getattr(benchmark, "stats", None) is not None:
             MEDIANS[case][contender] = benchmark.stats.stats.median
+        LOADS[case][contender] = os.getloadavg()[0]
 
     return record
 
@@ -46,6 +50,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
                         if ratio >= 1 else f"{reference} takes {1 / ratio:.2f}x as long")
             parts.append(f"{contender} {_duration(medians[contender])} ({relation})")
         terminalreporter.write_line(f"{case}: " + "; ".join(parts))
+        loads = ", ".join(f"{contender} {load:.1f}" for contender, load in LOADS[case].items())
+        terminalreporter.write_line(f"    load average after each: {loads}")
 
 
 def _duration(seconds: float) -> str:

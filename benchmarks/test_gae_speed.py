@@ -9,9 +9,10 @@ Contenders, all with the same inputs and (where they support them) the same two 
   ``discount_cumsum`` of Spinning Up, which has no trace_cut mask and so is not GAE on these
   buffers; it is the speed of light for a first-order recursion in numpy/scipy.
 
-Episodes end by termination with probability 1/200 per step, or by truncation at a time limit
-of 1000 steps, starting at random points of their first episode, so the buffers hold many
-fragments of very different lengths. The ratios are printed by ``benchmarks/conftest.py``.
+Episodes end by termination with probability 1/200 per step (or 1/18: early CartPole, where a
+cut comes every 18 steps on average), or by truncation at a time limit of 1000 steps, starting at
+random points of their first episode, so the buffers hold many fragments of very different
+lengths. The ratios are printed by ``benchmarks/conftest.py``.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from scipy.signal import lfilter
 import impl
 
 GAMMA, LAMBDA = 0.99, 0.95
-CASES = {"T=2048, n_envs=64": (2048, 64), "T=100000, n_envs=1": (100000, 1)}
+CASES = {f"T={length}, n_envs={n_envs}, episodes of ~{episode} steps": (length, n_envs, episode)
+         for length, n_envs in ((2048, 64), (100000, 1)) for episode in (200, 18)}
 
 
-def _buffer(length: int, n_envs: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+def _buffer(length: int, n_envs: int, episode: int, seed: int = 0) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
     shape = (length, n_envs)
     r_t, v_t, v_tp1 = (rng.normal(size=shape) for _ in range(3))
-    terminated_t = rng.random(shape) < 1 / 200
+    terminated_t = rng.random(shape) < 1 / episode
     elapsed = rng.integers(0, 1000, size=n_envs)
     truncated_t = np.zeros(shape, dtype=bool)
     for t in range(length):

@@ -11,7 +11,7 @@ from harness import stats
 from harness._context import Context, ImplementationView
 from harness._errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError
 from harness._executor import SeedRun
-from harness._property import check_property
+from harness._property import assume, check_property
 from harness._registry import NoParams, verifier
 from harness.stats import MeanEstimate
 
@@ -26,6 +26,7 @@ __all__ = [
     "RegistryError",
     "SeedRun",
     "VerifierError",
+    "assume",
     "check_property",
     "stats",
     "verifier",

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck
 from hypothesis.strategies import SearchStrategy
 
 from harness._context import Call, CallRecord, Context, record_calls
+from harness._draws import CannotDraw, Rejected, draw
 from harness._errors import ClaimsError
 from harness._executor import CheckTimeout
 from harness._formats import FALSIFYING_KEY, format_falsifying
@@ -47,14 +48,102 @@ LONGEST = 100_000
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
     """Run ``test`` on examples drawn from ``strategies``; report whether it held.
 
-    The property fails when ``test`` raises ``AssertionError``. Returns ``{"holds": bool,
-    "examples": n}``; a claim expects ``holds: true``. A failure adds ``falsifying_example``:
-    ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}`` (:func:`falsifying_example`),
-    taken from the example Hypothesis replays last, the shrunk one in the full profile. Another
-    exception raised by a function of the implementation propagates (the check is an error) with
-    the same calls and reproduction as a note.
+    The property fails when ``test`` raises ``AssertionError``. The examples are drawn directly
+    (``harness._draws``), far faster than Hypothesis' engine; Hypothesis runs only to shrink a
+    failure (the full profile, or ``--claims-shrink``), and for strategies the direct draws do not
+    know. Returns ``{"holds": bool, "examples": n}``; a claim expects ``holds: true``. A failure adds
+    ``falsifying_example``: ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}``
+    (:func:`falsifying_example`), from the shrunk example when Hypothesis found one, else from the
+    drawn one. Another exception raised by a function of the implementation propagates (the check
+    is an error) with the same calls and reproduction as a note. ``test`` may call :func:`assume`.
     """
     examples = EXAMPLES[ctx.profile]
+    try:
+        failing = _first_failing_draw(ctx, test, strategies, examples)
+    except CannotDraw:
+        return _under_hypothesis(ctx, test, strategies, examples)
+    if failing is None:
+        return {"holds": True, "examples": examples}
+    if ctx.shrink or ctx.profile == "full":
+        shrunk = _under_hypothesis(ctx, test, strategies, examples)
+        if not shrunk["holds"]:
+            return shrunk
+    return _replayed(ctx, test, strategies, failing, examples)
+
+
+def assume(condition: object) -> None:
+    """Discard the current example of a property unless ``condition`` holds (Hypothesis' ``assume``)."""
+    if not condition:
+        raise Rejected("assume() did not hold")
+
+
+# A property whose examples are rejected this many times as often as it needs them stops there.
+REJECTIONS_PER_EXAMPLE = 10
+
+
+def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+                        examples: int) -> dict[str, Any] | None:
+    """The generator state from which the first failing example was drawn, or None when all held.
+
+    Nothing is recorded here: a failure is drawn again from its state and replayed with its calls
+    recorded (:func:`_replayed`), so the passing examples pay no copies.
+    """
+    rng = np.random.default_rng(ctx.seed)
+    held = 0
+    for _ in range(REJECTIONS_PER_EXAMPLE * examples):
+        if held == examples:
+            break
+        state = rng.bit_generator.state
+        try:
+            arguments = [draw(strategy, rng) for strategy in strategies]
+            test(*arguments)
+        except Rejected:
+            continue
+        except CannotDraw:
+            raise
+        except CheckTimeout:
+            raise
+        except Exception:
+            return state
+        held += 1
+    return None
+
+
+def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+              state: dict[str, Any], examples: int) -> dict[str, Any]:
+    """The failing drawn example run again, its calls recorded: the verdict's evidence, or the error it raised."""
+    rng = np.random.default_rng(ctx.seed)
+    rng.bit_generator.state = state
+    arguments = [draw(strategy, rng) for strategy in strategies]
+    shown = _arguments_shown(test, arguments)
+    with record_calls(ctx.impl, CALLS_KEPT) as record:
+        record.start_example()
+        try:
+            test(*arguments)
+        except AssertionError as error:
+            error.add_note(f"Falsifying example: {test.__name__}(\n{shown}\n)")
+            return {"holds": False, "examples": examples,
+                    FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
+        except Exception as error:
+            if any(call.raised is error for call in record.calls):
+                error.add_note("\n".join(format_falsifying(_recorded(record))))
+            raise
+    raise ClaimsError(f"property {test.__name__} failed on the example ({shown}) once and held when it was run "
+                      "again: the verifier or the implementation depends on something besides its arguments")
+
+
+def _arguments_shown(test: Callable[..., None], arguments: Sequence[Any]) -> str:
+    """The arguments as Hypothesis writes a falsifying example: one ``    name=value,`` line each."""
+    try:
+        names = list(inspect.signature(test).bind(*arguments).arguments)
+    except (TypeError, ValueError):
+        names = [f"[{index}]" for index in range(len(arguments))]
+    return "\n".join(f"    {name}={_shown(argument)}," for name, argument in zip(names, arguments, strict=True))
+
+
+def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+                      examples: int) -> dict[str, Any]:
+    """The property run by Hypothesis' engine: the examples it generates, and its shrinking of a failure."""
     settings = hypothesis.settings(
         max_examples=examples, deadline=None, database=None, print_blob=False,
         phases=PHASES["full" if ctx.shrink else ctx.profile], report_multiple_bugs=False,
@@ -65,7 +154,10 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
         @functools.wraps(test)
         def example(*args: Any, **kwargs: Any) -> None:
             record.start_example()
-            test(*args, **kwargs)
+            try:
+                test(*args, **kwargs)
+            except Rejected:
+                hypothesis.reject()
 
         run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
         try:

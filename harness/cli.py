@@ -225,13 +225,15 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
 def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
     """Write the reports without starting pytest when no check has to run; the exit status, or None."""
     from harness._engine import evaluate, every_part
-    from harness._report import lessons_of, write_reports
+    from harness._report import lessons_of, staging_dir_for, write_reports
 
     if not _imports_as_pytest_would(args):
         return None
     started = time.time()
+    # The cached figures are restored into the staging directory, which write_reports moves into place.
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
-                              cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id)
+                              cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id,
+                              staging_dir=str(staging_dir_for(args.out, run_id)))
     outcomes = []
     for part in every_part(catalogue):
         outcome = evaluate(part, catalogue, options, reuse_only=True)

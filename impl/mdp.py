@@ -61,24 +61,6 @@ class Trajectories(NamedTuple):
     probability: np.ndarray | None = None
 
 
-def random_mdp(rng: np.random.Generator, n_states: int, n_actions: int, *, policy_dependent: bool = False
-               ) -> TabularMDP:
-    """An MDP with Dirichlet(1) transition rows and initial distribution and rewards uniform on [0, 1).
-
-    Args:
-      rng: the source of randomness.
-      n_states: S >= 1.
-      n_actions: A >= 1.
-      policy_dependent: also draw ``P_alt``, making the dynamics depend on θ.
-    """
-
-    def kernel() -> np.ndarray:
-        return rng.dirichlet(np.ones(n_states), size=(n_states, n_actions))
-
-    P, R, rho = kernel(), rng.random((n_states, n_actions)), rng.dirichlet(np.ones(n_states))
-    return TabularMDP(P, R, rho, kernel() if policy_dependent else None)
-
-
 def transition_kernel(mdp: TabularMDP, pi_sa: ArrayLike) -> np.ndarray:
     """P_θ[s, a, s2]: ``mdp.P`` itself, or (1 - π(0|s)) P + π(0|s) P_alt when the dynamics depend on θ.
 

@@ -46,6 +46,27 @@ def test_the_second_course_verifies_and_lints_from_its_own_table(course_two, cap
     assert claims_main(["lint"]) == 0, capsys.readouterr().out
 
 
+def test_a_run_that_reuses_every_observation_keeps_the_figures(course_two):
+    """The warm path of ``claims verify`` (no check runs, pytest not started) restores the cached figures.
+
+    In a subprocess: this process may hold another copy's verifiers, which sends ``claims verify`` to pytest.
+    """
+    figure = course_two / "reports" / "figures" / "running-sums.svg"
+
+    def verify() -> str:
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "verify"], cwd=course_two, capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    verify()
+    written = figure.read_bytes()
+    assert "pytest not started" in verify()
+    assert figure.read_bytes() == written
+    results = json.loads((course_two / "reports" / "claims.json").read_text(encoding="utf-8"))
+    assert results["claims"][0]["checks"][0]["observed"]["figure"] == "figures/running-sums.svg"
+
+
 def test_pytest_runs_the_second_course(course_two):
     done = subprocess.run([sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:randomly"], cwd=course_two,
                           capture_output=True, text=True, check=False)

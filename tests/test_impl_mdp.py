@@ -16,19 +16,37 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20261130)
 
 
+def random_mdp(rng: np.random.Generator, n_states: int, n_actions: int, *, policy_dependent: bool = False
+               ) -> impl.TabularMDP:
+    """An MDP with Dirichlet(1) transition rows and initial distribution and rewards uniform on [0, 1).
+
+    Args:
+      rng: the source of randomness.
+      n_states: S >= 1.
+      n_actions: A >= 1.
+      policy_dependent: also draw ``P_alt``, making the dynamics depend on θ.
+    """
+
+    def kernel() -> np.ndarray:
+        return rng.dirichlet(np.ones(n_states), size=(n_states, n_actions))
+
+    P, R, rho = kernel(), rng.random((n_states, n_actions)), rng.dirichlet(np.ones(n_states))
+    return impl.TabularMDP(P, R, rho, kernel() if policy_dependent else None)
+
+
 
 def test_random_mdp_holds_distributions(rng):
-    mdp = impl.random_mdp(rng, 3, 2, policy_dependent=True)
+    mdp = random_mdp(rng, 3, 2, policy_dependent=True)
     for kernel in (mdp.P, mdp.P_alt):
         assert kernel.shape == (3, 2, 3)
         np.testing.assert_allclose(kernel.sum(axis=-1), 1)
     np.testing.assert_allclose(mdp.rho.sum(), 1)
     assert mdp.R.shape == (3, 2) and np.all((mdp.R >= 0) & (mdp.R < 1))
-    assert impl.random_mdp(rng, 3, 2).P_alt is None
+    assert random_mdp(rng, 3, 2).P_alt is None
 
 
 def test_transition_kernel_mixes_with_the_probability_of_action_zero(rng):
-    mdp = impl.random_mdp(rng, 2, 3, policy_dependent=True)
+    mdp = random_mdp(rng, 2, 3, policy_dependent=True)
     pi = impl.softmax(rng.normal(size=(2, 3)))
     kernel = impl.transition_kernel(mdp, pi)
     np.testing.assert_allclose(kernel[1], (1 - pi[1, 0]) * mdp.P[1] + pi[1, 0] * mdp.P_alt[1])
@@ -50,7 +68,7 @@ def test_enumeration_is_a_distribution_and_exact_for_fractions():
 @pytest.mark.parametrize("policy_dependent", [False, True])
 @pytest.mark.parametrize("gamma", [1.0, 0.6])
 def test_objective_gradient_matches_finite_differences(rng, policy_dependent, gamma):
-    mdp = impl.random_mdp(rng, 2, 3, policy_dependent=policy_dependent)
+    mdp = random_mdp(rng, 2, 3, policy_dependent=policy_dependent)
     theta = rng.normal(size=(2, 3))
     numeric = central_difference(lambda x: impl.objective(mdp, x, 3, gamma), theta, 1e-5)
     np.testing.assert_allclose(impl.objective_gradient(mdp, theta, 3, gamma), numeric, atol=1e-9)
@@ -58,7 +76,7 @@ def test_objective_gradient_matches_finite_differences(rng, policy_dependent, ga
 
 @pytest.mark.parametrize("policy_dependent", [False, True])
 def test_trajectory_score_is_the_derivative_of_the_log_probability(rng, policy_dependent):
-    mdp = impl.random_mdp(rng, 2, 2, policy_dependent=policy_dependent)
+    mdp = random_mdp(rng, 2, 2, policy_dependent=policy_dependent)
     theta = rng.normal(size=(2, 2))
     paths = impl.enumerate_trajectories(mdp, impl.softmax(theta), 2)
 
@@ -91,7 +109,7 @@ def test_reinforce_gradient_sums_over_time_and_averages_over_trajectories(rng):
 
 
 def test_sampled_trajectories_follow_the_enumerated_distribution(rng):
-    mdp = impl.random_mdp(rng, 2, 2, policy_dependent=True)
+    mdp = random_mdp(rng, 2, 2, policy_dependent=True)
     theta = rng.normal(size=(2, 2))
     n = 200_000
     sampled = impl.sample_trajectories(rng, mdp, theta, 2, n)
@@ -110,7 +128,7 @@ def test_sampled_trajectories_follow_the_enumerated_distribution(rng):
 
 
 def test_reinforce_expectation_over_enumeration_is_the_objective_gradient(rng):
-    mdp = impl.random_mdp(rng, 2, 2)
+    mdp = random_mdp(rng, 2, 2)
     theta = rng.normal(size=(2, 2))
     paths = impl.enumerate_trajectories(mdp, impl.softmax(theta), 3)
     score_t = impl.tabular_softmax_score(theta, paths.s_t[:-1], paths.a_t)

@@ -2,8 +2,8 @@
 
 Two kinds of reference live here, independent of the implementation under test: sympy proofs
 for a symbolic number of categories K and a symbolic horizon, and a small enumerator of
-trajectories (``_reference_objective``) whose central differences give the exact gradient of
-J(θ) up to a derived error bound (``_objective_difference_bound``). The implementation is
+trajectories (``reference_objective``) whose central differences give the exact gradient of
+J(θ) up to a derived error bound (``objective_difference_bound``). The implementation is
 reached only through ``ctx.impl``; MDPs are handed to it as ``_MDP`` tuples, which carry the
 attributes (P, R, rho, P_alt) that ``impl.TabularMDP`` documents.
 """
@@ -62,10 +62,15 @@ def _paths(n_states: int, n_actions: int, horizon: int) -> tuple[np.ndarray, np.
     return path[0::2], path[1::2]
 
 
-def _reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: float) -> float:
+def policy_kernel(P: np.ndarray, P_alt: np.ndarray | None, pi: np.ndarray) -> np.ndarray:
+    """P_θ[s, a, s2]: P, or (1 - π_θ(0|s)) P + π_θ(0|s) P_alt when the environment reacts to the policy."""
+    return P if P_alt is None else (1 - pi[:, :1, None]) * P + pi[:, :1, None] * P_alt
+
+
+def reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: float) -> float:
     """J(θ) = Σ_τ p_θ(τ) Σ_t γ^t R[s_t, a_t] by enumeration, with P_θ mixed by π_θ(0|s) when P_alt is set."""
     pi = _softmax(theta)
-    kernel = mdp.P if mdp.P_alt is None else (1 - pi[:, :1, None]) * mdp.P + pi[:, :1, None] * mdp.P_alt
+    kernel = policy_kernel(mdp.P, mdp.P_alt, pi)
     s_t, a_t = _paths(*theta.shape, horizon)
     probability = mdp.rho[s_t[0]]
     discounted = np.zeros(s_t.shape[1])
@@ -75,11 +80,11 @@ def _reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: floa
     return float(probability @ discounted)
 
 
-def _largest_return(rewards: np.ndarray, horizon: int, gamma: float) -> float:
+def largest_return(rewards: np.ndarray, horizon: int, gamma: float) -> float:
     return float(np.abs(rewards).max() * sum(gamma**t for t in range(horizon)))
 
 
-def _objective_difference_bound(mdp: _MDP, horizon: int, gamma: float, step: float) -> float:
+def objective_difference_bound(mdp: _MDP, horizon: int, gamma: float, step: float) -> float:
     """A bound on |central difference of J - ∂J/∂θ_{s,a}| for dynamics that do not depend on θ.
 
     Along one logit x = θ[s, a'] every factor π(a_t|s_t) of p_θ(τ) is a constant, q or c(1 - q)
@@ -90,7 +95,7 @@ def _objective_difference_bound(mdp: _MDP, horizon: int, gamma: float, step: flo
     each evaluation multiplies T policy factors (a softmax of A terms each) and sums M terms.
     """
     n_states, n_actions = mdp.R.shape
-    largest = _largest_return(mdp.R, horizon, gamma)
+    largest = largest_return(mdp.R, horizon, gamma)
     trajectories = n_states ** (horizon + 1) * n_actions**horizon
     truncation = step**2 / 6 * horizon**3 * largest
     return truncation + rounding_bound(trajectories + horizon * (n_actions + 5), largest) / step
@@ -594,7 +599,7 @@ def policy_dependent_dynamics_counterexample(ctx: Context) -> dict[str, object]:
                                                    params.gamma)
     policy_only = np.tensordot(probability, estimates, axes=1)
     true_gradient = ctx.impl.objective_gradient(mdp, theta, params.horizon, params.gamma)
-    numeric = central_difference(lambda x: _reference_objective(mdp, x, params.horizon, params.gamma), theta, 1e-4)
+    numeric = central_difference(lambda x: reference_objective(mdp, x, params.horizon, params.gamma), theta, 1e-4)
     return {"true_gradient": true_gradient.tolist(), "finite_difference_gradient": numeric.tolist(),
             "policy_score_formula": policy_only.tolist(),
             "gap_norm": float(np.linalg.norm(true_gradient - policy_only))}
@@ -768,7 +773,7 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
     """On random MDPs with dynamics independent of θ, random logits and γ in [0, 1]: the exact
     expectation of impl's REINFORCE estimate with the chosen weights, impl's ``objective_gradient``,
     and the central difference of the verifier's own J_γ agree within the derived bound
-    (``_objective_difference_bound``, step 1e-4, plus the rounding of the enumerated sums); impl's
+    (``objective_difference_bound``, step 1e-4, plus the rounding of the enumerated sums); impl's
     ``objective`` equals the verifier's J_γ up to rounding.
     """
     step = 1e-4
@@ -779,14 +784,14 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
         probability, estimates = _enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma)
         expectation = np.tensordot(probability, estimates, axes=1)
         exact = ctx.impl.objective_gradient(mdp, theta, horizon, gamma)
-        numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, step)
-        largest = _largest_return(mdp.R, horizon, gamma)
+        numeric = central_difference(lambda x: reference_objective(mdp, x, horizon, gamma), theta, step)
+        largest = largest_return(mdp.R, horizon, gamma)
         summation = rounding_bound(len(probability) * (horizon + 4), horizon * largest)
-        bound = _objective_difference_bound(mdp, horizon, gamma, step) + summation
+        bound = objective_difference_bound(mdp, horizon, gamma, step) + summation
         assert np.abs(expectation - numeric).max() <= bound, (expectation, numeric, bound)
         assert np.abs(exact - numeric).max() <= bound, (exact, numeric, bound)
         objective_gap = abs(ctx.impl.objective(mdp, theta, horizon, gamma)
-                            - _reference_objective(mdp, theta, horizon, gamma))
+                            - reference_objective(mdp, theta, horizon, gamma))
         assert objective_gap <= rounding_bound(len(probability) + horizon * (theta.shape[1] + 5), largest), \
             objective_gap
 
@@ -807,10 +812,10 @@ def dropping_discount_counterexample(ctx: Context) -> dict[str, object]:
     mdp, theta, horizon, gamma = params.mdp(), params.logits(), params.horizon, params.gamma
     literal, dropped = (np.tensordot(*_enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma), axes=1)
                         for weights in ("discounted_objective_weights", "discounted_returns"))
-    numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, 1e-4)
+    numeric = central_difference(lambda x: reference_objective(mdp, x, horizon, gamma), theta, 1e-4)
     return {"literal_gradient": literal.tolist(), "gradient_without_discount_factor": dropped.tolist(),
             "finite_difference_gradient": numeric.tolist(),
-            "finite_difference_error_bound": _objective_difference_bound(mdp, horizon, gamma, 1e-4),
+            "finite_difference_error_bound": objective_difference_bound(mdp, horizon, gamma, 1e-4),
             "cosine": _cosine(literal, dropped)}
 
 
@@ -833,7 +838,7 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp, theta, horizon, gamma = params.mdp(), params.logits(), params.horizon, params.gamma
     step = 1e-4
-    gradient = central_difference(lambda x: _reference_objective(mdp, x, horizon, gamma), theta, step)
+    gradient = central_difference(lambda x: reference_objective(mdp, x, horizon, gamma), theta, step)
     reward_low, reward_high = float(mdp.R.min()), float(mdp.R.max())
     low, high = np.zeros_like(theta), np.zeros_like(theta)
     pi = _softmax(theta)
@@ -845,7 +850,7 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
         corners = np.array([w * s for w in (total_discount * reward_low, total_discount * reward_high)
                             for s in (-pi, 1 - pi)])
         low, high = low + corners.min(axis=0), high + corners.max(axis=0)
-    slack = rounding_bound(4 * horizon * theta.shape[1], horizon * _largest_return(mdp.R, horizon, gamma))
+    slack = rounding_bound(4 * horizon * theta.shape[1], horizon * largest_return(mdp.R, horizon, gamma))
     low, high = low - gradient - slack, high - gradient + slack
     n = ctx.samples_needed((0.0, float((high - low).max())))
     trajectories = ctx.impl.sample_trajectories(ctx.rng, mdp, theta, horizon, n)
@@ -854,7 +859,7 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
     bias = [[ctx.mean_estimate(estimates[:, s, a] - gradient[s, a], (float(low[s, a]), float(high[s, a])))
              for a in range(theta.shape[1])] for s in range(theta.shape[0])]
     return {"bias": bias, "gradient": gradient.tolist(), "trajectories": n,
-            "reference_error_bound": _objective_difference_bound(mdp, horizon, gamma, step)}
+            "reference_error_bound": objective_difference_bound(mdp, horizon, gamma, step)}
 
 
 @verifier("policy_gradient.single_batch_direction_exact", kind="exact",

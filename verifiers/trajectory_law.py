@@ -12,19 +12,23 @@ from scipy.special import softmax
 
 from harness import Context, verifier
 from verifiers._numeric import central_difference, rounding_bound
-from verifiers.policy_gradient import MDPExample, _largest_return, _objective_difference_bound, _reference_objective
+from verifiers.policy_gradient import (
+    MDPExample,
+    largest_return,
+    objective_difference_bound,
+    policy_kernel,
+    reference_objective,
+)
 
 
 def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray]:
     """P(s_t = s, a_t = a) for t < T, shape [T, S, A], and P(s_T = s), shape [S], under p_θ.
 
-    ρ is pushed through π_θ and the kernel, which is P, or (1 - π_θ(0|s)) P + π_θ(0|s) P_alt when
-    the environment reacts to the policy.
+    ρ is pushed through π_θ and the kernel P_θ (:func:`verifiers.policy_gradient.policy_kernel`).
     """
     pi = softmax(np.array(params.theta, dtype=float), axis=1)
-    kernel = np.array(params.P, dtype=float)
-    if params.P_alt is not None:
-        kernel = (1 - pi[:, :1, None]) * kernel + pi[:, :1, None] * np.array(params.P_alt, dtype=float)
+    kernel = policy_kernel(np.array(params.P, dtype=float),
+                           None if params.P_alt is None else np.array(params.P_alt, dtype=float), pi)
     state, joint = np.array(params.rho, dtype=float), []
     for _ in range(params.horizon):
         joint.append(state[:, None] * pi)
@@ -75,12 +79,12 @@ def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp, theta, horizon = params.mdp(), params.logits(), params.horizon
     step = 1e-4
-    reference = _reference_objective(mdp, theta, horizon, 1.0)
-    numeric = central_difference(lambda x: _reference_objective(mdp, x, horizon, 1.0), theta, step)
+    reference = reference_objective(mdp, theta, horizon, 1.0)
+    numeric = central_difference(lambda x: reference_objective(mdp, x, horizon, 1.0), theta, step)
     n_states, n_actions = theta.shape
     trajectories = n_states ** (horizon + 1) * n_actions**horizon
-    rounding = rounding_bound(trajectories + horizon * (n_actions + 5), _largest_return(mdp.R, horizon, 1.0))
+    rounding = rounding_bound(trajectories + horizon * (n_actions + 5), largest_return(mdp.R, horizon, 1.0))
     objective_gap = abs(float(ctx.impl.objective(mdp, theta, horizon)) - reference)
     gradient_gap = float(np.abs(np.asarray(ctx.impl.objective_gradient(mdp, theta, horizon)) - numeric).max())
     return {"objective_matches": objective_gap <= rounding,
-            "gradient_matches": gradient_gap <= _objective_difference_bound(mdp, horizon, 1.0, step) + rounding}
+            "gradient_matches": gradient_gap <= objective_difference_bound(mdp, horizon, 1.0, step) + rounding}

@@ -1,0 +1,202 @@
+"""Direct draws from Hypothesis strategies (harness._draws), and properties run on them (harness._property).
+
+Issue 17: a property's examples are drawn without Hypothesis' engine, which cost 1 to 50 ms an
+example; Hypothesis runs only to shrink a failure, and for a strategy the draws do not know.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import impl
+from harness import _property, assume
+from harness._context import Context, ImplementationView
+from harness._draws import CannotDraw, Rejected, draw
+from harness._loading import load_catalogue
+from harness._property import check_property
+from harness._runner import RunOptions, run_check
+
+CLAIMS = Path(__file__).resolve().parent.parent / "claims"
+
+
+@functools.cache
+def _catalogue():
+    return load_catalogue(CLAIMS)
+
+
+def _context(profile: str = "smoke", shrink: bool = False) -> Context:
+    return Context(impl=ImplementationView(impl, ("softmax",), "tests.draws", "draws"), params=None,
+                   rng=np.random.default_rng(0), seed=0, profile=profile, alpha=0.01, beta=0.01, deviation=None,
+                   figures_dir=Path("figures"), seed_runner=None, shrink=shrink)
+
+
+def _draws(strategy, n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    return [draw(strategy, rng) for _ in range(n)]
+
+
+def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
+    """With the installed Hypothesis, no property falls back to its engine (which would be correct but slow)."""
+    fallbacks = []
+    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 3, "full": 3})
+    monkeypatch.setattr(_property, "_under_hypothesis",
+                        lambda ctx, test, strategies, examples: fallbacks.append(test.__qualname__))
+    catalogue = _catalogue()
+    checked = 0
+    for entry in catalogue.entries:
+        for index, check in enumerate(entry.claim.checks):
+            if check.kind != "property" or "smoke" not in check.profiles:
+                continue
+            result = run_check(entry, index, catalogue.verifiers[check.verifier],
+                               RunOptions(impl="impl", profile="smoke", isolation=False, cache_dir=None))
+            # Three examples are too few for a count some checks expect; the property itself must hold.
+            assert result.error is None and result.observed.get("holds", True) is True, (entry.id, index, result)
+            checked += 1
+    assert checked >= 80 and fallbacks == []
+
+
+@pytest.mark.parametrize("low, high", [(-3, 7), (0, 0), (1, 2**40), (-(2**70), 2**70)])
+def test_integers_stay_in_their_bounds_and_reach_both(low, high):
+    values = _draws(st.integers(low, high))
+    assert all(type(v) is int and low <= v <= high for v in values)
+    assert {low, high} <= set(values)
+
+
+@pytest.mark.parametrize("low, high", [(-100.0, 100.0), (0.01, 0.99), (1e-6, 1.0), (-1e6, 1e6), (-3.0, -1.0)])
+def test_floats_stay_in_their_bounds_reach_both_and_spread_over_magnitudes(low, high):
+    values = np.array(_draws(st.floats(low, high)))
+    assert np.isfinite(values).all() and ((low <= values) & (values <= high)).all()
+    assert {low, high} <= set(values.tolist())
+    inside = values[(values > low) & (values < high)]
+    assert len(np.unique(inside)) > 1000
+    if low < 0 < high:
+        assert (np.abs(values) < 1e-3).mean() > 0.05 and (values == 0).any()
+
+
+def test_floats_without_bounds_include_nan_and_small_and_huge_values():
+    values = np.array(_draws(st.floats(), n=5000))
+    assert np.isnan(values).any()
+    finite = np.abs(values[np.isfinite(values)])
+    assert (finite < 1).mean() > 0.2 and (finite > 1e100).any()
+
+
+def test_floats_that_exclude_subnormals_or_bounds_respect_it():
+    values = _draws(st.floats(0.0, 1.0, exclude_min=True, allow_subnormal=False))
+    assert all(v >= 2.2250738585072014e-308 and v <= 1.0 for v in values)
+
+
+def test_lists_reach_both_sizes_and_sometimes_repeat_one_value():
+    values = _draws(st.lists(st.integers(0, 10**6), min_size=2, max_size=9))
+    sizes = {len(v) for v in values}
+    assert sizes == set(range(2, 10))
+    assert any(len(set(v)) == 1 for v in values if len(v) > 2)
+
+
+def test_unique_lists_are_unique_and_a_too_small_pool_is_rejected():
+    values = _draws(st.lists(st.integers(0, 6), min_size=3, max_size=7, unique=True))
+    assert all(len(set(v)) == len(v) and 3 <= len(v) <= 7 for v in values)
+    with pytest.raises(Rejected):
+        draw(st.lists(st.integers(0, 10).map(lambda x: 1), min_size=2, unique=True), np.random.default_rng(0))
+
+
+def test_fractions_composites_arrays_and_transformations_draw_what_their_strategies_describe():
+    fractions = _draws(st.fractions(min_value=-10, max_value=10, max_denominator=64))
+    assert all(type(f) is Fraction and -10 <= f <= 10 and f.denominator <= 64 for f in fractions)
+
+    @st.composite
+    def ordered_pairs(draw_, high):
+        first = draw_(st.integers(0, high))
+        return first, draw_(st.integers(first, high))
+
+    assert all(a <= b <= 5 for a, b in _draws(ordered_pairs(5)))
+    arrays = _draws(hnp.arrays(np.float64, st.integers(1, 4).map(lambda n: (n, 2)), elements=st.floats(-1, 1)))
+    assert all(a.shape[1] == 2 and 1 <= a.shape[0] <= 4 and np.abs(a).max() <= 1 for a in arrays)
+    assert any(len(np.unique(a)) == 1 for a in arrays if a.size > 2)
+    mapped = _draws(st.sampled_from([1, 2, 3]).map(lambda x: 10 * x).filter(lambda x: x > 10))
+    assert set(mapped) == {20, 30}
+    assert set(_draws(st.one_of(st.just("a"), st.booleans()))) == {"a", True, False}
+    assert all(sorted(p) == [1, 2, 3] for p in _draws(st.permutations([1, 2, 3])))
+    built = _draws(st.builds(Fraction, st.integers(1, 9), denominator=st.just(7)))
+    assert all(f.denominator in (1, 7) for f in built)
+
+
+def test_a_filter_that_never_holds_rejects_and_an_unknown_strategy_cannot_be_drawn():
+    with pytest.raises(Rejected):
+        draw(st.integers(0, 10).filter(lambda x: x < 0 or False), np.random.default_rng(0))
+    with pytest.raises(CannotDraw, match="text"):
+        draw(st.text(), np.random.default_rng(0))
+
+
+def test_a_passing_property_counts_its_examples_and_a_failing_one_reports_the_drawn_example():
+    def bounded(x):
+        assert x < 900, x
+
+    assert check_property(_context(), lambda x: None, st.integers()) == {"holds": True, "examples": 200}
+    result = check_property(_context(), bounded, st.integers(0, 1000))
+    assert result["holds"] is False
+    x = int(result["falsifying_example"]["assertion"].splitlines()[0])
+    assert x >= 900 and f"x={x}," in result["falsifying_example"]["input"]
+
+
+def test_a_failure_is_shrunk_by_hypothesis_in_the_full_profile_and_with_shrink():
+    def bounded(x):
+        assert x < 900, x
+
+    for ctx in (_context("full"), _context("smoke", shrink=True)):
+        result = check_property(ctx, bounded, st.integers(0, 10**6))
+        assert result["holds"] is False
+        assert "x=900" in result["falsifying_example"]["input"]
+
+
+def test_an_unknown_strategy_runs_under_hypothesis_and_still_finds_the_failure():
+    def short(text):
+        assert len(text) < 3, text
+
+    result = check_property(_context(), short, st.text())
+    assert result["holds"] is False and "text=" in result["falsifying_example"]["input"]
+
+
+@pytest.mark.parametrize("strategy", [st.integers(0, 100), st.text()], ids=["drawn", "hypothesis"])
+def test_assume_discards_examples_on_either_path(strategy):
+    seen = []
+
+    def only_even(x):
+        assume(hash(x) % 2 == 0)
+        seen.append(x)
+        assert hash(x) % 2 == 0
+
+    assert check_property(_context(), only_even, strategy)["holds"] is True
+    assert seen
+
+
+def test_a_property_that_fails_only_once_is_an_error_not_a_verdict():
+    calls = []
+
+    def flaky(x):
+        calls.append(x)
+        assert len(calls) > 1
+
+    with pytest.raises(Exception, match="held when it was run again"):
+        check_property(_context(), flaky, st.integers(0, 3))
+
+
+def test_an_implementation_error_in_a_drawn_example_propagates_with_its_calls():
+    def calls_softmax(x):
+        ctx.impl.softmax(np.array(["not a number"] * x))
+
+    ctx = _context()
+    with pytest.raises(Exception) as raised:
+        check_property(ctx, calls_softmax, st.integers(1, 3))
+    assert any("softmax(" in note for note in getattr(raised.value, "__notes__", []))
+
+
+def test_nan_edges_are_real_nans():
+    assert any(math.isnan(v) for v in _draws(st.floats(allow_nan=True), n=3000))
