@@ -10,7 +10,7 @@ Contenders, all with the same inputs and (where they support them) the same two 
   buffers; it is the speed of light for a first-order recursion in numpy/scipy.
 
 Episodes end by termination with probability 1/200 per step (or 1/18: early CartPole, where a
-cut comes every 18 steps on average), or by truncation at a time limit of 1000 steps, starting at
+cut comes every 18 steps on average; or 1/2, a cut every other step), or by truncation at a time limit of 1000 steps, starting at
 random points of their first episode, so the buffers hold many fragments of very different
 lengths. The ratios are printed by ``benchmarks/conftest.py``.
 """
@@ -25,7 +25,7 @@ import impl
 
 GAMMA, LAMBDA = 0.99, 0.95
 CASES = {f"T={length}, n_envs={n_envs}, episodes of ~{episode} steps": (length, n_envs, episode)
-         for length, n_envs in ((2048, 64), (100000, 1)) for episode in (200, 18)}
+         for length, n_envs in ((2048, 64), (100000, 1)) for episode in (200, 18, 2)}
 
 
 def _buffer(length: int, n_envs: int, episode: int, seed: int = 0) -> tuple[np.ndarray, ...]:

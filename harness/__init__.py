@@ -7,13 +7,17 @@ Verifiers use :func:`verifier` to register, receive a :class:`Context`, and retu
 of observed values; the harness compares those with what the claim file expects.
 """
 
-from harness import stats
-from harness._context import Context, ImplementationView
-from harness._errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError
-from harness._executor import SeedRun
-from harness._property import assume, check_property
-from harness._registry import NoParams, verifier
-from harness.stats import MeanEstimate
+from harness._rewriting import leave_libraries_unrewritten
+
+leave_libraries_unrewritten()  # first: the imports below bring in Hypothesis
+
+from harness import stats  # noqa: E402
+from harness._context import Context, ImplementationView  # noqa: E402
+from harness._errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError  # noqa: E402
+from harness._executor import SeedRun  # noqa: E402
+from harness._property import assume, check_property  # noqa: E402
+from harness._registry import NoParams, verifier  # noqa: E402
+from harness.stats import MeanEstimate  # noqa: E402
 
 __all__ = [
     "ClaimsError",

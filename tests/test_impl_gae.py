@@ -46,7 +46,8 @@ def _rounding_bound(arrays, gamma, lambda_):
     return 4 * len(r_t) * np.finfo(float).eps * suffix.max()
 
 
-@pytest.mark.parametrize("shape", [(1,), (7,), (300,), (50, 1), (64, 5), (20, 2, 3), (1000, 2)])
+# 16, 17 and 4097 steps: one block exactly, one step more, and three levels of blocks with a remainder at each.
+@pytest.mark.parametrize("shape", [(1,), (7,), (16,), (17,), (300,), (50, 1), (64, 5), (20, 2, 3), (1000, 2), (4097,)])
 @pytest.mark.parametrize("cut_rate", [0.0, 0.05, 0.5, 1.0])
 @pytest.mark.parametrize(("gamma", "lambda_"), [(0.99, 0.95), (1.0, 1.0), (0.9, 0.0), (0.5, 1.0)])
 def test_gae_equals_the_backward_loop_up_to_its_rounding_bound(rng, shape, cut_rate, gamma, lambda_):

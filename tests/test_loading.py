@@ -311,3 +311,56 @@ def test_list_marks_claims_that_cannot_be_loaded(tmp_path, capsys):
 def test_schema_check_reports_the_real_schema_current(capsys):
     assert main(["--claims-dir", str(REAL_CLAIMS), "schema", "--check"]) == 0
     assert capsys.readouterr().out.strip().endswith(": current")
+
+
+def _node_tree(node: yaml.Node, loader: _ClaimLoader) -> object:
+    """A node as plain data: kind, tag, value, position, whether its tag was written, where it is aliased."""
+    own = (type(node).__name__, node.tag, node.start_mark.line, node.start_mark.column,
+           id(node) in loader.explicit_tags, tuple(loader.alias_lines.get(id(node), ())))
+    if isinstance(node, yaml.ScalarNode):
+        return (*own, node.value, node.style or None)  # libyaml writes a plain scalar's style '', Python None
+    if isinstance(node, yaml.MappingNode):
+        return (*own, [(_node_tree(key, loader), _node_tree(value, loader)) for key, value in node.value])
+    return (*own, [_node_tree(item, loader) for item in node.value])
+
+
+def _composed(text: str) -> object:
+    loader = _ClaimLoader(text)
+    try:
+        return _node_tree(loader.get_single_node(), loader)
+    finally:
+        loader.dispose()
+
+
+ANCHORS_AND_TAGS = """\
+title: !!str 4.2
+defaults: &defaults {samples: 1e-6, profile: smoke}
+claims:
+  - id: a
+    params: *defaults
+  - id: b
+    params: *defaults
+    expect: !!float 3
+    note: 'quoted: yes'
+    text: |
+      a block scalar
+"""
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")
+@pytest.mark.parametrize("name", [*REAL_FILES, "anchors-and-tags"])
+def test_libyaml_and_the_python_parser_give_the_same_nodes(monkeypatch, name):
+    text = ANCHORS_AND_TAGS if name == "anchors-and-tags" else (REAL_CLAIMS / name).read_text(encoding="utf-8")
+    with_libyaml = _composed(text)
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    assert _composed(text) == with_libyaml
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")
+def test_a_file_libyaml_refuses_gets_the_python_parsers_message():
+    text = "title: x\nclaims: [a, b\n"
+    with pytest.raises(yaml.MarkedYAMLError) as with_libyaml:
+        _ClaimLoader(text)
+    with pytest.raises(yaml.MarkedYAMLError) as python_only:
+        list(yaml.parse(text, Loader=yaml.SafeLoader))
+    assert str(with_libyaml.value) == str(python_only.value)

@@ -726,3 +726,18 @@ def test_misbehaving_verifiers_are_errors_never_lost(project, pytester, restore_
     assert "verifier 'test.not_a_mapping' returned list" in errors["not-a-mapping"]
     assert "calls impl.kl_k3 without declaring it" in errors["undeclared"]
     assert run.passed == ["claims/a.yaml::good::exact"]
+
+
+def test_pytest_rewrites_the_verifiers_asserts_but_not_the_libraries_the_plugin_imports():
+    """Hypothesis and the harness load as plain modules (their installed bytecode); the verifiers are rewritten."""
+    import hypothesis.core
+
+    import harness._engine
+    import verifiers.gae
+
+    def loader_of(module) -> str:
+        return type(module.__spec__.loader).__name__
+
+    assert loader_of(verifiers.gae) == "AssertionRewritingHook"
+    assert loader_of(hypothesis.core) != "AssertionRewritingHook"
+    assert loader_of(harness._engine) != "AssertionRewritingHook"
