@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.signal import lfilter
 
-# Steps per block of the vectorised recursion: each block costs _BLOCK - 1 vector steps, and the
-# blocks' first steps form a recursion _BLOCK times shorter, solved the same way.
+# Steps per block when discounted suffix sums are evaluated at a few points: the points cost a
+# window of this many steps each, the whole buffer one matrix product and a filter over blocks.
 _BLOCK = 16
 
 
@@ -113,7 +114,7 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
 
     Returns:
       advantages shaped like ``r_t``: exact for Fractions; for floats, within rounding of the
-      step-by-step loop (vectorised in blocks, see :func:`_blocked_recursion` for the bound).
+      step-by-step loop (one vectorized filter, see :func:`_fragment_filter` for the bound).
     """
     delta_t = td_errors(r_t, v_t, v_tp1, terminated_t, gamma)
     if delta_t.dtype != object:
@@ -121,11 +122,9 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
     cut_t = np.asarray(trace_cut_t) != 0
     if carry is not None:
         delta_t[-1] = delta_t[-1] + gamma * lambda_ * (1 - cut_t[-1]) * np.asarray(carry)
-    continue_t = np.where(cut_t, 0, gamma * lambda_)
-    if delta_t.dtype == object or len(delta_t) == 0:
-        return _backward_recursion(delta_t, continue_t)
-    columns = delta_t.reshape(len(delta_t), -1)
-    return _blocked_recursion(columns, continue_t.reshape(columns.shape)).reshape(delta_t.shape)
+    if delta_t.dtype == object or delta_t.shape[0] == 0:
+        return _backward_recursion(delta_t, cut_t, gamma * lambda_)
+    return _fragment_filter(delta_t, cut_t, gamma * lambda_)
 
 
 def value_targets(v_old_t: ArrayLike, advantage_t: ArrayLike) -> np.ndarray:
@@ -151,8 +150,9 @@ def normalize_advantages(advantage_t: ArrayLike, eps: float = 1e-8) -> np.ndarra
     return (advantage_t - advantage_t.mean()) / (advantage_t.std() + eps)
 
 
-def _backward_recursion(x_t: np.ndarray, continue_t: np.ndarray) -> np.ndarray:
-    """y_t = x_t + continue_t y_{t+1}, y_T = 0, one step at a time (exact for Fractions)."""
+def _backward_recursion(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
+    """y_t = x_t + discount (1 - cut_t) y_{t+1}, y_T = 0, one step at a time (exact for Fractions)."""
+    continue_t = discount * (1 - cut_t.astype(int))
     y_t = np.empty_like(x_t)
     carried = x_t[0] * 0 if len(x_t) else 0
     for t in range(x_t.shape[0] - 1, -1, -1):
@@ -161,50 +161,61 @@ def _backward_recursion(x_t: np.ndarray, continue_t: np.ndarray) -> np.ndarray:
     return y_t
 
 
-def _blocked_recursion(x_t: np.ndarray, continue_t: np.ndarray) -> np.ndarray:
-    """The same recursion for a float array [T, n], in blocks of ``_BLOCK`` steps, vectorised across blocks.
+def _fragment_filter(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
+    """The same recursion for floats, as one ``scipy.signal.lfilter`` pass with the cuts folded into its input.
 
-    Inside every block at once, ``_BLOCK - 1`` vector steps run the loop from the block's last
-    step back to its first, as if the block were the whole buffer, and keep the product of the
-    continuation factors from each step to the block's end. The values at the blocks' first steps
-    obey the same recursion over blocks, with those products as factors: solved the same way, they
-    are the carries, and a step's result is its in-block value plus its product times the carry
-    of the next block. A cut sets a factor to 0, so it stops the carry as it stops the loop, and
-    the cost does not depend on how many cuts there are. The work is laid out [step in block,
-    block, column], so each vector step reads contiguous memory even with one column.
+    ``lfilter`` runs y_t = x_t + discount y_{t+1} with no cuts. Cutting the trace after step e
+    means the recursion must not carry discount * y_{e+1} into step e; subtracting exactly that
+    from x_e cancels it. y_{e+1} is the discounted sum over the fragment that starts at e+1,
+    F_{e+1} - discount^{e'-e} F_{e'+1} with e' that fragment's last step and F the cut-free
+    discounted suffix sums, which :func:`_discounted_suffix_sums` evaluates at the few points
+    after cuts. ``x_t`` is overwritten.
 
-    Only the grouping of the loop's additions changes: every term discount^{s-t} x_s of y_t is the
-    same product, and the result is within about (2 ``_BLOCK`` levels + L_t) eps of the sum of the
-    terms' magnitudes (levels = ⌈log_BLOCK T⌉, L_t the rest of t's fragment), where the loop is
-    within L_t eps. A NaN reaches every earlier step of its column, as in the loop, where
-    0 * NaN is NaN.
+    The result differs from the step-by-step loop only by rounding, but that rounding scales with
+    the cut-free sums: per step at most about 4 T eps max_t Σ_{s>=t} discount^{s-t} |x_s| over
+    the rest of the column (T steps), which at discount = 1 is the column's whole absolute sum.
+    A NaN reaches every earlier step of its column, as in the loop, where 0 * NaN is NaN.
+    """
+    length = x_t.shape[0]
+    columns = x_t.reshape(length, -1)
+    n_columns = columns.shape[1]
+    end, column = np.divmod(np.flatnonzero(cut_t.reshape(length, -1)[:-1]), n_columns)
+    if end.size:
+        by_column = np.lexsort((end, column))
+        end, column = end[by_column], column[by_column]
+        fragment_end = np.empty_like(end)
+        fragment_end[:-1] = end[1:]
+        last_cut_of_column = np.ones(end.size, dtype=bool)
+        last_cut_of_column[:-1] = column[1:] != column[:-1]
+        fragment_end[last_cut_of_column] = length - 1
+        suffix = _discounted_suffix_sums(columns, discount, np.concatenate([end + 1, fragment_end + 1]),
+                                         np.concatenate([column, column]))
+        following_fragment = suffix[:end.size] - discount ** (fragment_end - end) * suffix[end.size:]
+        columns[end, column] -= discount * following_fragment
+    return lfilter([1.0], [1.0, -discount], columns[::-1], axis=0)[::-1].reshape(x_t.shape)
+
+
+def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, at_column: np.ndarray) -> np.ndarray:
+    """F_p = Σ_{s=p}^{T-1} discount^{s-p} x_{s, c} at the points (p, c) of a [T, n] array, p in [0, T], without cuts.
+
+    The discounted sum of every block of ``_BLOCK`` steps is one matrix product; a short
+    ``lfilter`` over the blocks turns them into F at every block's first step; F_p is then the
+    rest of p's block (its steps dotted with the discounts) plus the discounted F of the next block.
     """
     length, n_columns = x_t.shape
-    if length <= _BLOCK:
-        return _backward_recursion(x_t, continue_t)
-    n_blocks = -(-length // _BLOCK)
-    padded = n_blocks * _BLOCK
-    # np.empty, not np.zeros: fresh zeroed pages cost a page fault each, more than the work here.
-    y = np.empty((_BLOCK, n_blocks, n_columns))
-    factor = np.empty((_BLOCK, n_blocks, n_columns))
-    _into_blocks(x_t, y)
-    _into_blocks(continue_t, factor)
-    for step in range(_BLOCK - 2, -1, -1):
-        y[step] += factor[step] * y[step + 1]
-        factor[step] *= factor[step + 1]
-    carry = _blocked_recursion(y[0], factor[0])
-    y_t = np.empty((padded, n_columns))
-    in_blocks = y_t.reshape(n_blocks, _BLOCK, n_columns).transpose(1, 0, 2)
-    np.multiply(factor[:, :-1], carry[1:], out=in_blocks[:, :-1])
-    in_blocks[:, :-1] += y[:, :-1]
-    in_blocks[:, -1] = y[:, -1]
-    return y_t[:length]
-
-
-def _into_blocks(x_t: np.ndarray, blocks: np.ndarray) -> None:
-    """Write a [T, column] array into a [step in block, block, column] one, step t at (t % _BLOCK, t // _BLOCK), zeros after T."""
-    full_blocks, remainder = divmod(len(x_t), _BLOCK)
-    blocks.transpose(1, 0, 2)[:full_blocks] = x_t[:full_blocks * _BLOCK].reshape(full_blocks, _BLOCK, -1)
-    blocks[:remainder, full_blocks:] = x_t[full_blocks * _BLOCK:, None]
-    # Padding past T is x = 0 with factor 0: it adds nothing to the steps before it.
-    blocks[remainder:, full_blocks:] = 0
+    full_blocks, remainder = divmod(length, _BLOCK)
+    n_blocks = full_blocks + (remainder > 0)
+    powers = discount ** np.arange(_BLOCK)
+    block_sums = np.empty((n_blocks, n_columns))
+    block_sums[:full_blocks] = np.matmul(powers, x_t[:full_blocks * _BLOCK].reshape(full_blocks, _BLOCK, n_columns))
+    if remainder:
+        block_sums[full_blocks] = powers[:remainder] @ x_t[full_blocks * _BLOCK:]
+    at_block_start = np.zeros((n_blocks + 2, n_columns))
+    at_block_start[:n_blocks] = lfilter([1.0], [1.0, -discount**_BLOCK], block_sums[::-1], axis=0)[::-1]
+    block = at_t // _BLOCK
+    rest_of_block = np.minimum((block + 1) * _BLOCK, length) - at_t
+    # Row r holds the first r discounts and zeros after them, so steps past the block (or past T) weigh nothing.
+    truncated_powers = np.where(np.arange(_BLOCK) < np.arange(_BLOCK + 1)[:, None], powers, 0.0)
+    steps = np.minimum(at_t[:, None] + np.arange(_BLOCK), length - 1)
+    within_block = np.einsum("ij,ij->i", x_t[steps, at_column[:, None]], truncated_powers[rest_of_block])
+    return within_block + discount**rest_of_block * at_block_start[block + 1, at_column]
