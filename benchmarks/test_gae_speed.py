@@ -10,9 +10,9 @@ Contenders, all with the same inputs and (where they support them) the same two 
   buffers; it is the speed of light for a first-order recursion in numpy/scipy.
 
 Episodes end by termination with probability 1/200 per step (or 1/18: early CartPole, where a
-cut comes every 18 steps on average; or 1/2, a cut every other step), or by truncation at a time limit of 1000 steps, starting at
-random points of their first episode, so the buffers hold many fragments of very different
-lengths. The ratios are printed by ``benchmarks/conftest.py``.
+cut comes every 18 steps on average; or 1/2, a cut every other step), or by truncation at a time
+limit of 1000 steps, starting at random points of their first episode, so the buffers hold many
+fragments of very different lengths. The ratios are printed by ``benchmarks/conftest.py``.
 """
 
 from __future__ import annotations

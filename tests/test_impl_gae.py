@@ -46,7 +46,7 @@ def _rounding_bound(arrays, gamma, lambda_):
     return 4 * len(r_t) * np.finfo(float).eps * suffix.max()
 
 
-# 16, 17 and 4097 steps: one block exactly, one step more, and three levels of blocks with a remainder at each.
+# 16, 17 and 4097 steps: one 16-step block of the suffix sums exactly, one step more, and many blocks with a remainder.
 @pytest.mark.parametrize("shape", [(1,), (7,), (16,), (17,), (300,), (50, 1), (64, 5), (20, 2, 3), (1000, 2), (4097,)])
 @pytest.mark.parametrize("cut_rate", [0.0, 0.05, 0.5, 1.0])
 @pytest.mark.parametrize(("gamma", "lambda_"), [(0.99, 0.95), (1.0, 1.0), (0.9, 0.0), (0.5, 1.0)])

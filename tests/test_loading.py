@@ -359,8 +359,10 @@ def test_libyaml_and_the_python_parser_give_the_same_nodes(monkeypatch, name):
 @pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")
 def test_a_file_libyaml_refuses_gets_the_python_parsers_message():
     text = "title: x\nclaims: [a, b\n"
+    with pytest.raises(yaml.MarkedYAMLError) as libyaml_alone:
+        list(yaml.parse(text, Loader=yaml.CSafeLoader))
     with pytest.raises(yaml.MarkedYAMLError) as with_libyaml:
         _ClaimLoader(text)
     with pytest.raises(yaml.MarkedYAMLError) as python_only:
         list(yaml.parse(text, Loader=yaml.SafeLoader))
-    assert str(with_libyaml.value) == str(python_only.value)
+    assert str(with_libyaml.value) == str(python_only.value) != str(libyaml_alone.value)
