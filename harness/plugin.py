@@ -185,10 +185,34 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):
+        items[:] = _longest_first(items)
     # After -k and -m: whatever is selected, a run whose implementation does not import has this one error.
     why = _unimportable(config)
     if why:
         items.insert(0, ImplementationImport.from_parent(session, name="claims-implementation", why=why))
+
+
+# The kinds whose checks take longest, longest first (experiments train for up to a minute, properties
+# for seconds, the other kinds for about one).
+_LONGEST_KINDS = ("experiment", "property")
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items with the longest kinds of check first, each kind in collection order.
+
+    pytest-xdist hands out items in collection order. The longest experiments come late in the
+    claim files, so the worker that draws one last keeps the run waiting while the other worker
+    idles; handing the longest out first (longest-processing-time-first scheduling) evens the
+    workers out. Every worker sorts alike, as xdist requires identical collections; a serial run
+    keeps file and claim order.
+    """
+
+    def rank(item: pytest.Item) -> int:
+        return next((index for index, kind in enumerate(_LONGEST_KINDS) if item.get_closest_marker(kind)),
+                    len(_LONGEST_KINDS))
+
+    return sorted(items, key=rank)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -42,7 +42,8 @@ def cartpole_dynamics(state: ArrayLike, action: ArrayLike) -> np.ndarray:
     Returns:
       the next state, shape [n_envs, 4], float64.
     """
-    x, x_dot, theta, theta_dot = np.asarray(state, dtype=np.float64).T
+    state = np.asarray(state, dtype=np.float64)
+    x, x_dot, theta, theta_dot = state.T
     force = np.where(np.asarray(action) == 1, FORCE_MAGNITUDE, -FORCE_MAGNITUDE)
     cos_theta = np.cos(theta)
     sin_theta = np.sin(theta)
@@ -50,12 +51,8 @@ def cartpole_dynamics(state: ArrayLike, action: ArrayLike) -> np.ndarray:
     theta_acc = (GRAVITY * sin_theta - cos_theta * temp) / (
         HALF_POLE_LENGTH * (4.0 / 3.0 - MASS_POLE * np.square(cos_theta) / TOTAL_MASS))
     x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_theta / TOTAL_MASS
-    next_state = np.empty((x.shape[0], OBSERVATION_SIZE))
-    next_state[:, 0] = x + TIME_STEP * x_dot
-    next_state[:, 1] = x_dot + TIME_STEP * x_acc
-    next_state[:, 2] = theta + TIME_STEP * theta_dot
-    next_state[:, 3] = theta_dot + TIME_STEP * theta_acc
-    return next_state
+    # x + τ ẋ, ẋ + τ ẍ, θ + τ θ̇, θ̇ + τ θ̈: each component the same two operations, on all four at once.
+    return state + TIME_STEP * np.column_stack((x_dot, x_acc, theta_dot, theta_acc))
 
 
 def cartpole_terminated(state: ArrayLike) -> np.ndarray:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.signal import lfilter
 
 # Steps per block when discounted suffix sums are evaluated at a few points: the points cost a
 # window of this many steps each, the whole buffer one matrix product and a filter over blocks.
@@ -192,7 +191,7 @@ def _fragment_filter(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.
                                          np.concatenate([column, column]))
         following_fragment = suffix[:end.size] - discount ** (fragment_end - end) * suffix[end.size:]
         columns[end, column] -= discount * following_fragment
-    return lfilter([1.0], [1.0, -discount], columns[::-1], axis=0)[::-1].reshape(x_t.shape)
+    return _first_order_filter(columns[::-1], discount)[::-1].reshape(x_t.shape)
 
 
 def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, at_column: np.ndarray) -> np.ndarray:
@@ -211,7 +210,7 @@ def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, 
     if remainder:
         block_sums[full_blocks] = powers[:remainder] @ x_t[full_blocks * _BLOCK:]
     at_block_start = np.zeros((n_blocks + 2, n_columns))
-    at_block_start[:n_blocks] = lfilter([1.0], [1.0, -discount**_BLOCK], block_sums[::-1], axis=0)[::-1]
+    at_block_start[:n_blocks] = _first_order_filter(block_sums[::-1], discount**_BLOCK)[::-1]
     block = at_t // _BLOCK
     rest_of_block = np.minimum((block + 1) * _BLOCK, length) - at_t
     # Row r holds the first r discounts and zeros after them, so steps past the block (or past T) weigh nothing.
@@ -219,3 +218,15 @@ def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, 
     steps = np.minimum(at_t[:, None] + np.arange(_BLOCK), length - 1)
     within_block = np.einsum("ij,ij->i", x_t[steps, at_column[:, None]], truncated_powers[rest_of_block])
     return within_block + discount**rest_of_block * at_block_start[block + 1, at_column]
+
+
+def _first_order_filter(x_t: np.ndarray, discount: float) -> np.ndarray:
+    """y_t = x_t + discount y_{t-1} down axis 0, from y_{-1} = 0: ``lfilter([1], [1, -discount], x_t, axis=0)``.
+
+    scipy.signal is imported at the first call, not with this module: importing it takes about a
+    second (it brings scipy.stats along), which every user of the package would pay at ``import
+    impl`` whether or not anything computes an advantage.
+    """
+    from scipy.signal import lfilter
+
+    return lfilter([1.0], [1.0, -discount], x_t, axis=0)

@@ -17,7 +17,12 @@ GruParams = dict[str, np.ndarray]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    """σ(x) = (1 + tanh(x / 2)) / 2, in a new array (one allocation; the cell calls it on every step)."""
+    y = np.multiply(x, 0.5)
+    np.tanh(y, out=y)
+    y += 1.0
+    y *= 0.5
+    return y
 
 
 def gru_init(rng: np.random.Generator, vocab_size: int, hidden_size: int) -> GruParams:
@@ -35,16 +40,16 @@ def gru_init(rng: np.random.Generator, vocab_size: int, hidden_size: int) -> Gru
     }
 
 
-def _cell(params: GruParams, h: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, tuple]:
+def _cell(u: np.ndarray, h: np.ndarray, from_input: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """One step from the input's projection ``x W + b`` (rows of W: the inputs are one-hot tokens)."""
     hidden = h.shape[-1]
-    from_input = params["w"][token] + params["b"]
-    from_state = h @ params["u"]
-    z = _sigmoid(from_input[:, :hidden] + from_state[:, :hidden])
-    r = _sigmoid(from_input[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+    from_state = h @ u
+    gates = _sigmoid(from_input[:, :2 * hidden] + from_state[:, :2 * hidden])
+    z, r = gates[:, :hidden], gates[:, hidden:]
     recurrent = from_state[:, 2 * hidden:]
     n = np.tanh(from_input[:, 2 * hidden:] + r * recurrent)
     h_next = (1.0 - z) * n + z * h
-    return h_next, (h, token, z, r, n, recurrent)
+    return h_next, (h, z, r, n, recurrent)
 
 
 def gru_forward(params: GruParams, tokens: ArrayLike) -> tuple[np.ndarray, list]:
@@ -59,14 +64,16 @@ def gru_forward(params: GruParams, tokens: ArrayLike) -> tuple[np.ndarray, list]
     """
     tokens = np.asarray(tokens)
     batch, length = tokens.shape
+    # Every step's input projection at once, time first: [L, B, 3H].
+    from_input = params["w"][tokens.T] + params["b"]
     h = np.zeros((batch, params["u"].shape[0]))
     states, cache = [], []
     for k in range(length):
-        h, step = _cell(params, h, tokens[:, k])
+        h, step = _cell(params["u"], h, from_input[k])
         states.append(h)
         cache.append(step)
     hidden_states = np.stack(states, axis=1)
-    return hidden_states @ params["w_out"] + params["b_out"], [hidden_states, cache]
+    return hidden_states @ params["w_out"] + params["b_out"], [hidden_states, tokens, cache]
 
 
 def gru_backward(params: GruParams, cache: list, d_logits: ArrayLike) -> GruParams:
@@ -77,25 +84,38 @@ def gru_backward(params: GruParams, cache: list, d_logits: ArrayLike) -> GruPara
       cache: the second output of :func:`gru_forward`.
       d_logits: shape [B, L, V].
     """
-    hidden_states, steps = cache
+    hidden_states, tokens, steps = cache
     d_logits = np.asarray(d_logits, dtype=float)
     grads = {key: np.zeros_like(value) for key, value in params.items()}
     grads["w_out"] = np.einsum("blh,blv->hv", hidden_states, d_logits)
     grads["b_out"] = d_logits.sum(axis=(0, 1))
     d_states = d_logits @ params["w_out"].T
     d_h = np.zeros_like(d_states[:, 0])
-    for k in range(len(steps) - 1, -1, -1):
-        h, token, z, r, n, recurrent = steps[k]
+    batch, hidden = d_h.shape
+    length = len(steps)
+    d_inputs = np.empty((length, batch, 3 * hidden))
+    for k in range(length - 1, -1, -1):
+        h, z, r, n, recurrent = steps[k]
         d_h = d_h + d_states[:, k]
-        d_n = d_h * (1.0 - z) * (1.0 - n * n)
-        d_z = d_h * (h - n) * z * (1.0 - z)
-        d_r = d_n * recurrent * r * (1.0 - r)
-        d_input = np.concatenate([d_z, d_r, d_n], axis=1)
-        d_state = np.concatenate([d_z, d_r, d_n * r], axis=1)
-        np.add.at(grads["w"], token, d_input)
+        d_input = d_inputs[length - 1 - k]
+        d_z, d_r, d_n = d_input[:, :hidden], d_input[:, hidden:2 * hidden], d_input[:, 2 * hidden:]
+        np.multiply(d_h * (1.0 - z), 1.0 - n * n, out=d_n)
+        np.multiply(d_h * (h - n) * z, 1.0 - z, out=d_z)
+        np.multiply(d_n * recurrent * r, 1.0 - r, out=d_r)
+        d_state = d_input.copy()
+        d_state[:, 2 * hidden:] *= r
         grads["b"] += d_input.sum(axis=0)
         grads["u"] += h.T @ d_state
         d_h = d_h * z + d_state @ params["u"].T
+    # Row v of W's gradient sums the input gradients of the token-v positions, last step first (the
+    # order of the recursion): a stable sort keeps that order, and a sum over the rows adds them one
+    # after the other, as np.add.at does, at a tenth of its cost.
+    token_order = tokens.T[::-1].reshape(-1)
+    by_token = np.argsort(token_order, kind="stable")
+    present, first = np.unique(token_order[by_token], return_index=True)
+    sorted_inputs = d_inputs.reshape(-1, 3 * hidden)[by_token]
+    for token, start, stop in zip(present, first, [*first[1:], len(by_token)], strict=True):
+        grads["w"][token] = sorted_inputs[start:stop].sum(axis=0)
     return grads
 
 
@@ -126,7 +146,7 @@ def gru_sample(params: GruParams, prompts: ArrayLike, prompt_length: ArrayLike, 
     finished = np.zeros(batch, dtype=bool)
     h = np.zeros((batch, params["u"].shape[0]))
     for k in range(width - 1):
-        h, _ = _cell(params, h, tokens[:, k])
+        h, _ = _cell(params["u"], h, params["w"][tokens[:, k]] + params["b"])
         writing = (k + 1 >= prompt_length) & ~finished & (generated_length < max_tokens)
         if not writing.any():
             if (k + 1 >= prompt_length).all():

@@ -137,10 +137,12 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
         rewards = answer_rewards(prompts, tokens, lengths, generated, truncated)
         advantages = ops.rloo_advantages(rewards, group_size)
         mask = ops.response_mask(tokens, lengths, generated, EOS)
-        old_logits, _ = ops.gru_forward(params, tokens)
-        log_pi_old = ops.token_log_probs(old_logits, tokens)
-        for _ in range(ppo_epochs):
-            logits, cache = ops.gru_forward(params, tokens)
+        # The first epoch's forward pass is the sampling policy's, whose log-probabilities are the old ones.
+        logits, cache = ops.gru_forward(params, tokens)
+        log_pi_old = ops.token_log_probs(logits, tokens)
+        for epoch in range(ppo_epochs):
+            if epoch > 0:
+                logits, cache = ops.gru_forward(params, tokens)
             _, d_log_pi = ops.token_clipped_surrogate(ops.token_log_probs(logits, tokens), log_pi_old,
                                                       advantages[:, None], mask, epsilon, "token_mean")
             grads = ops.gru_backward(params, cache, ops.token_log_probs_vjp(logits, tokens, d_log_pi))

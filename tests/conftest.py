@@ -19,11 +19,13 @@ def _project_modules_imported_once() -> None:
     An in-process ``pytester`` run removes, when it ends, every module it imported. Were
     ``verifiers`` first imported inside such a run, the next run would import it again and its
     decorators would meet the (module-global) registry's entries from the first import, which
-    ``harness.verifier`` refuses as a name "registered twice". ``impl`` (with scipy behind it)
-    would be imported afresh by every run, which costs seconds. Importing both here keeps one copy.
+    ``harness.verifier`` refuses as a name "registered twice". ``impl`` and scipy.signal (which
+    ``impl.gae`` imports at its first filter) would be imported afresh by every run, which costs
+    seconds. Importing them here keeps one copy.
     """
     importlib.import_module("verifiers")
     importlib.import_module("impl")
+    importlib.import_module("scipy.signal")
 
 
 @pytest.fixture

@@ -160,8 +160,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         group_centered_advantages = leave_one_out_advantages
         """, ["closing-map-group-mean-factor::exact"]),
     "loop_recomputes_old_log_probs": (_loop_with(
-        "        for _ in range(ppo_epochs):\n",
-        "        for _ in range(ppo_epochs):\n"
+        "        for epoch in range(ppo_epochs):\n",
+        "        for epoch in range(ppo_epochs):\n"
         "            log_pi_old = ops.token_log_probs(ops.gru_forward(params, tokens)[0], tokens)\n"),
         ["gru-rloo-ppo-training::property"]),
     "loop_ignores_mask": (_loop_with(

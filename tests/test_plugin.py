@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.plugin import _longest_first
+
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -628,6 +630,21 @@ def test_collect_only_lists_every_check_in_file_and_claim_order(project):
 def test_collect_only_of_the_real_claims_matches_their_yaml(project):
     project.copy_real()
     assert collected(project) == real_node_ids()
+
+
+def test_xdist_workers_take_the_longest_kinds_first_each_in_claim_order(project):
+    project.copy_real()
+    items, _ = project.pytester.inline_genitems("claims", "-p", "no:cacheprovider")
+    ordered = _longest_first(items)
+    assert sorted(item.nodeid for item in ordered) == sorted(item.nodeid for item in items)
+    kinds = [item.nodeid.split("::")[-1].split("-")[0] for item in ordered]
+    experiments, properties = kinds.count("experiment"), kinds.count("property")
+    assert experiments and properties
+    assert set(kinds[:experiments]) == {"experiment"}
+    assert set(kinds[experiments:experiments + properties]) == {"property"}
+    assert not {"experiment", "property"} & set(kinds[experiments + properties:])
+    rest = [item for item in items if item in ordered[experiments + properties:]]
+    assert ordered[experiments + properties:] == rest
 
 
 def test_repeated_kind_gets_numbered_item_names(project):
