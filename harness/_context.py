@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
@@ -38,7 +40,9 @@ class ImplementationView:
     Declaring what is used lets the harness report which implementation functions each claim
     exercised, and tell a student which function their module lacks before anything runs. While a
     property runs (:func:`record_calls`), the functions it hands out record their calls, so that a
-    failing example is reported as calls to the student's functions.
+    failing example is reported as calls to the student's functions. Whatever a function returns
+    reaches the verifier as NumPy's and Python's own types (:func:`plain`): a subclass that
+    redefines subtraction or comparison cannot make a wrong result compare equal.
     """
 
     def __init__(self, module: ModuleType, uses: Sequence[str], verifier: str, claim_id: str):
@@ -47,6 +51,7 @@ class ImplementationView:
         self._verifier = verifier
         self._claim_id = claim_id
         self._record: CallRecord | None = None  # set only while a property runs (record_calls)
+        self._plain_functions: dict[str, _PlainResults] = {}
 
     @property
     def name(self) -> str:
@@ -62,6 +67,8 @@ class ImplementationView:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
+        if self._record is None and name in self._plain_functions:  # a training loop asks at every step
+            return self._plain_functions[name]
         if name not in self._uses:
             raise VerifierError(f"verifier '{self._verifier}' calls impl.{name} without declaring it; "
                                 f"add '{name}' to uses= in its @verifier(...) decorator")
@@ -70,8 +77,11 @@ class ImplementationView:
             raise ImplementationError(f"implementation '{self.name}' has no function '{name}' "
                                       f"(needed by claim '{self._claim_id}')")
         # A class is returned as it is: a wrapper would break isinstance() against it.
-        if self._record is None or isinstance(function, type):
+        if isinstance(function, type):
             return function
+        if self._record is None:
+            self._plain_functions[name] = _PlainResults(function)
+            return self._plain_functions[name]
         return _RecordedFunction(name, function, self._record)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ImplementationView:
@@ -142,15 +152,15 @@ class _RecordedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function, record = self.__wrapped__, self._record
         if not record.active:  # kept by the verifier past the end of its property
-            return function(*args, **kwargs)
+            return plain(function(*args, **kwargs))
         if len(record.calls) >= record.limit:
             record.left_out += 1
-            return function(*args, **kwargs)
+            return plain(function(*args, **kwargs))
         # Copied before the call: an implementation may change its inputs in place.
         call = Call(self._name, function, _copied(args), _copied(kwargs))
         record.calls.append(call)
         try:
-            returned = function(*args, **kwargs)
+            returned = plain(function(*args, **kwargs))
         except BaseException as error:
             call.raised = error
             raise
@@ -164,6 +174,120 @@ class _RecordedFunction:
 
 def _identity(value: Any) -> Any:
     return value
+
+
+class _PlainResults:
+    """A function of the implementation whose results reach the verifier as :func:`plain` values."""
+
+    def __init__(self, function: Callable[..., Any]):
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return plain(self.__wrapped__(*args, **kwargs))
+
+    def __reduce__(self) -> Any:
+        return _PlainResults, (self.__wrapped__,)
+
+
+# Scalar types whose arithmetic and comparisons are NumPy's or Python's own.
+_PLAIN_SCALARS = frozenset({float, int, bool, complex, str, bytes, type(None), Fraction,
+                            *(np.dtype(code).type for code in "?bhilqBHILQefdgFDG")})
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every subclass of an array, a number or a Fraction in it replaced by the base type.
+
+    A verifier compares what the implementation returned with arithmetic and comparisons
+    (``np.abs(advantages - expected) <= bound``). An ndarray subclass, or a float or Fraction
+    subclass, can redefine those to make any result pass, so the value the implementation
+    reported is taken out of it: an array is viewed as a plain ndarray (no copy), a number is
+    converted, and an object array's elements, tuples (named ones kept), lists, dicts and
+    dataclass fields are converted in turn. Anything else, and a value that is already plain, is
+    returned as it is, so a correct implementation's results are the same objects. How a type is
+    converted is worked out once per type: a training loop's results pass here at every step.
+    """
+    kind = type(value)
+    if kind is np.ndarray:
+        return value if value.dtype.kind != "O" else _plain_objects(value)
+    if kind in _PLAIN_SCALARS:
+        return value
+    convert = _CONVERTERS.get(kind)
+    if convert is None:
+        convert = _CONVERTERS[kind] = _converter(kind)
+    return convert(value)
+
+
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _converter(kind: type) -> Callable[[Any], Any]:
+    """How :func:`plain` converts a value of ``kind``, a type that is neither ndarray nor a plain scalar."""
+    if issubclass(kind, np.ndarray):
+        return lambda value: plain(value.view(np.ndarray))
+    if issubclass(kind, np.generic):
+        return lambda value: np.asarray(value).view(np.ndarray)[()]
+    if issubclass(kind, Fraction):
+        return lambda value: Fraction(plain(value.numerator), plain(value.denominator))
+    for number in (int, float, complex):  # bool cannot be subclassed
+        if issubclass(kind, number):
+            return number
+    if issubclass(kind, (tuple, list)):
+        return functools.partial(_plain_sequence, kind, kind in (tuple, list) or hasattr(kind, "_make"))
+    if issubclass(kind, dict):
+        return functools.partial(_plain_mapping, kind is dict)
+    if dataclasses.is_dataclass(kind):
+        return functools.partial(_plain_fields, tuple(field.name for field in dataclasses.fields(kind) if field.init))
+    return _identity
+
+
+def _plain_sequence(kind: type, keeps_kind: bool, value: Any) -> Any:
+    items = _converted(enumerate(value), list, value)
+    if items is None:
+        if keeps_kind:
+            return value
+        items = list(value)
+    if hasattr(kind, "_make"):
+        return kind._make(items)
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+def _plain_mapping(keeps_kind: bool, value: dict[Any, Any]) -> dict[Any, Any]:
+    items = _converted(value.items(), dict, value)
+    if items is None:
+        return value if keeps_kind else dict(value)
+    return items
+
+
+def _converted(pairs: Iterable[tuple[Any, Any]], copy: type, value: Any) -> Any:
+    """``copy(value)`` with each item :func:`plain` changes replaced (by its key or index); None if none changed."""
+    items = None
+    for key, item in pairs:
+        converted = plain(item)
+        if converted is not item:
+            if items is None:
+                items = copy(value)
+            items[key] = converted
+    return items
+
+
+def _plain_fields(names: tuple[str, ...], value: Any) -> Any:
+    changed = {}
+    for name in names:
+        item = getattr(value, name)
+        converted = plain(item)
+        if converted is not item:
+            changed[name] = converted
+    return dataclasses.replace(value, **changed) if changed else value
+
+
+def _plain_objects(array: np.ndarray) -> np.ndarray:
+    """An object array whose elements are :func:`plain` (the same array when they already are)."""
+    elements = [plain(element) for element in array.flat]
+    if all(new is old for new, old in zip(elements, array.flat, strict=True)):
+        return array
+    converted = np.empty(array.shape, dtype=object)
+    converted.flat[:] = elements
+    return converted
 
 
 def _copied(value: Any) -> Any:

@@ -21,11 +21,12 @@ from typing import Any
 import hypothesis
 import numpy as np
 from hypothesis import HealthCheck
+from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.strategies import SearchStrategy
 
 from harness._context import Call, CallRecord, Context, record_calls
 from harness._draws import CannotDraw, Rejected, draw
-from harness._errors import ClaimsError
+from harness._errors import ClaimsError, ImplementationError, VerifierError
 from harness._executor import CheckTimeout
 from harness._formats import FALSIFYING_KEY, format_falsifying
 
@@ -55,7 +56,9 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     ``falsifying_example``: ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}``
     (:func:`falsifying_example`), from the shrunk example when Hypothesis found one, else from the
     drawn one. Another exception raised by a function of the implementation propagates (the check
-    is an error) with the same calls and reproduction as a note. ``test`` may call :func:`assume`.
+    is an error) with the same calls and reproduction as a note. ``test`` may call :func:`assume`;
+    a property whose draws are rejected too often to reach its examples is a ``VerifierError``, and an
+    implementation that raises a rejection itself is an ``ImplementationError``: neither passes.
     """
     examples = EXAMPLES[ctx.profile]
     try:
@@ -89,24 +92,59 @@ def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Seq
     recorded (:func:`_replayed`), so the passing examples pay no copies.
     """
     rng = np.random.default_rng(ctx.seed)
-    held = 0
-    for _ in range(REJECTIONS_PER_EXAMPLE * examples):
-        if held == examples:
-            break
+    held = drawn = 0
+    while held < examples and drawn < REJECTIONS_PER_EXAMPLE * examples:
+        drawn += 1
         state = rng.bit_generator.state
         try:
             arguments = [draw(strategy, rng) for strategy in strategies]
-            test(*arguments)
-        except Rejected:
+        except Rejected:  # a strategy's filter
             continue
-        except CannotDraw:
-            raise
+        try:
+            test(*arguments)
+        except Rejected as error:
+            if not _rejected_by_the_verifier(error, test):
+                return state
+            continue
         except CheckTimeout:
             raise
         except Exception:
             return state
         held += 1
+    if held < examples:
+        raise VerifierError(
+            f"property {test.__name__} ({test.__module__}): only {held} of its {examples} examples could be drawn; "
+            f"the other {drawn - held} of {drawn} draws were rejected by assume() or a strategy's filter, and a "
+            f"property stops after {REJECTIONS_PER_EXAMPLE} draws per example it needs. It cannot state that it "
+            f"held on {examples} examples: draw the inputs inside the domain (move the condition into the "
+            f"strategy), so that fewer than one draw in {REJECTIONS_PER_EXAMPLE} is rejected")
     return None
+
+
+def _rejected_by_the_verifier(error: BaseException, test: Callable[..., None]) -> bool:
+    """Whether a rejection (``Rejected``, Hypothesis' ``UnsatisfiedAssumption``) from ``test`` is the verifier's.
+
+    Every frame between the test and the raise must belong to the harness or to the test's own
+    package: one of the implementation's (or another library's) means the code under test raised
+    it, and an implementation that could reject the examples it is given would pass every property.
+    """
+    defined_in = getattr(getattr(test, "func", test), "__module__", None) or ""  # a partial's function
+    own = {"harness", defined_in.partition(".")[0]}
+    frame = error.__traceback__.tb_next if error.__traceback__ else None  # the first frame is the one that caught it
+    while frame is not None:
+        if str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0] not in own:
+            return False
+        frame = frame.tb_next
+    return True
+
+
+def _implementation_rejected(error: BaseException, record: CallRecord) -> ImplementationError:
+    """The error of a check whose implementation raised the signal of a rejected example itself."""
+    function = next((call.function for call in record.calls if call.raised is error), "a function it called")
+    return ImplementationError(
+        f"implementation '{record.module.__name__}': {function} raised {type(error).__name__} ({error}), which is the "
+        "harness's signal that a verifier discards an example it drew; an implementation may not raise it (it "
+        "would turn every example into a skipped one). Raise another exception, or return the value")
 
 
 def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
@@ -124,6 +162,10 @@ def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[Sear
             error.add_note(f"Falsifying example: {test.__name__}(\n{shown}\n)")
             return {"holds": False, "examples": examples,
                     FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
+        except (Rejected, UnsatisfiedAssumption) as error:
+            if _rejected_by_the_verifier(error, test):
+                raise
+            raise _implementation_rejected(error, record) from error
         except Exception as error:
             if any(call.raised is error for call in record.calls):
                 error.add_note("\n".join(format_falsifying(_recorded(record))))
@@ -156,8 +198,17 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
             record.start_example()
             try:
                 test(*args, **kwargs)
-            except Rejected:
+            except Rejected as error:
+                if not _rejected_by_the_verifier(error, test):
+                    raise _implementation_rejected(error, record) from error
                 hypothesis.reject()
+            except UnsatisfiedAssumption as error:  # hypothesis.assume(), which the verifiers do not call
+                if not _rejected_by_the_verifier(error, test):
+                    raise _implementation_rejected(error, record) from error
+                raise
+            completed.append(True)
+
+        completed: list[bool] = []
 
         run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
         try:
@@ -176,7 +227,8 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
                 # The implementation raised: the check is an error, whose traceback shows the calls that led there.
                 error.add_note("\n".join(format_falsifying(_recorded(record))))
             raise
-    return {"holds": True, "examples": examples}
+    # Hypothesis stops early once it has tried every example a small strategy has.
+    return {"holds": True, "examples": len(completed)}
 
 
 def rewrite_asserts_in(package: str) -> None:

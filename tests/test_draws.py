@@ -6,8 +6,11 @@ example; Hypothesis runs only to shrink a failure, and for a strategy the draws 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import re
+import types
 from fractions import Fraction
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import impl
 from harness import _property, assume
 from harness._context import Context, ImplementationView
 from harness._draws import CannotDraw, Rejected, draw
+from harness._errors import ImplementationError, VerifierError
 from harness._loading import load_catalogue
 from harness._property import check_property
 from harness._runner import RunOptions, run_check
@@ -175,6 +179,56 @@ def test_assume_discards_examples_on_either_path(strategy):
 
     assert check_property(_context(), only_even, strategy)["holds"] is True
     assert seen
+
+
+def test_a_property_whose_draws_are_mostly_rejected_is_an_error_not_a_pass():
+    def only_zero(x):
+        assume(x == 0)
+
+    with pytest.raises(VerifierError, match=r"only_zero .*only (\d+) of its 200 examples could be drawn; the other "
+                                            r"(\d+) of 2000 draws were rejected") as raised:
+        check_property(_context(), only_zero, st.integers(0, 100))
+    held, rejected = map(int, re.search(r"only (\d+) of .* the other (\d+) of", str(raised.value)).groups())
+    assert held + rejected == 2000 and held < 200 and "move the condition into the strategy" in str(raised.value)
+
+
+# An implementation module of its own, so that its frames are not the test's (see _rejected_by_the_verifier).
+REJECTING_IMPLEMENTATION = """
+import hypothesis
+
+from harness import assume
+
+
+def softmax(logits):
+    assume(False)
+
+
+def log_softmax(logits):
+    hypothesis.assume(False)
+"""
+
+
+@pytest.mark.parametrize("strategy", [st.integers(0, 100), st.text()], ids=["drawn", "hypothesis"])
+@pytest.mark.parametrize("profile", ["smoke", "full"])
+@pytest.mark.parametrize("function", ["softmax", "log_softmax"])
+@pytest.mark.filterwarnings("ignore:Using `assume` outside a property-based test")  # what the hostile one does
+def test_an_implementation_that_rejects_its_examples_fails_the_check_on_either_path(strategy, profile, function):
+    hostile = types.ModuleType("rejecting_implementation")
+    exec(REJECTING_IMPLEMENTATION, hostile.__dict__)
+    ctx = dataclasses.replace(_context(profile), impl=ImplementationView(hostile, (function,), "tests.draws", "draws"))
+
+    def calls_it(x):
+        getattr(ctx.impl, function)(np.zeros(3))
+
+    signal = {"softmax": "Rejected", "log_softmax": "UnsatisfiedAssumption"}[function]
+    with pytest.raises(ImplementationError, match=f"rejecting_implementation': {function} raised {signal}"):
+        check_property(ctx, calls_it, strategy)
+
+
+def test_under_hypothesis_the_examples_reported_are_those_that_ran():
+    assert check_property(_context(), lambda text: None, st.text(alphabet="a", max_size=1)) == {"holds": True,
+                                                                                        "examples": 2}
+    assert check_property(_context(), lambda text: None, st.text()) == {"holds": True, "examples": 200}
 
 
 def test_a_property_that_fails_only_once_is_an_error_not_a_verdict():

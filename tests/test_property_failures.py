@@ -115,6 +115,35 @@ def test_a_failing_property_names_the_function_and_its_parameters_and_reproduces
     assert not np.array_equal(impl.gae_advantages(**arguments), reproduced)
 
 
+REJECTS_ITS_EXAMPLES = '''\
+from harness import assume
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *, carry=None):
+    assume(False)
+'''
+
+
+@pytest.mark.parametrize("profile", ["smoke", "full"])
+def test_an_implementation_that_rejects_every_example_is_an_error_not_a_pass(tmp_path, monkeypatch, profile):
+    name = "gae_rejects_its_examples"
+    (tmp_path / f"{name}.py").write_text(REJECTS_ITS_EXAMPLES, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        (entry,) = [e for e in _catalogue().entries if e.id == TELESCOPING[0]]
+        (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == TELESCOPING[1]]
+        result = run_check(entry, index, _catalogue().verifiers[TELESCOPING[1]],
+                           RunOptions(impl=name, profile=profile))
+    finally:
+        sys.modules.pop(name, None)
+    assert result.status == "error", (result.status, result.observed)
+    assert f"implementation '{name}': gae_advantages raised Rejected" in result.error
+
+
 def test_a_correct_implementation_holds_and_records_nothing():
     result = _run_check(*TELESCOPING, "impl")
     assert result.status == "passed", result.error
@@ -124,13 +153,16 @@ def test_a_correct_implementation_holds_and_records_nothing():
 # --------------------------------------------------------------------------- recording changes nothing
 
 
-def test_outside_a_property_the_view_hands_out_the_functions_themselves():
+def test_outside_a_property_the_view_hands_out_the_functions_with_plain_results_and_records_nothing():
     view = ImplementationView(impl, ("gae_advantages", "VectorCartPole"), "tests.property", "property-failures")
-    assert view.gae_advantages is impl.gae_advantages
-    with record_calls(view, CALLS_KEPT):
-        assert view.gae_advantages is not impl.gae_advantages
+    handed_out = view.gae_advantages
+    assert handed_out.__wrapped__ is impl.gae_advantages and view.gae_advantages is handed_out
+    with record_calls(view, CALLS_KEPT) as record:
+        assert view.gae_advantages is not handed_out
         assert view.VectorCartPole is impl.VectorCartPole  # a class stays itself: isinstance() must work
-    assert view.gae_advantages is impl.gae_advantages
+    assert view.gae_advantages is handed_out
+    handed_out(np.ones(2), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), 0.9, 0.5)
+    assert record.calls == []
 
 
 def test_a_recorded_function_returns_and_raises_what_the_function_does():
