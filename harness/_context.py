@@ -6,6 +6,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -42,14 +43,19 @@ class ImplementationView:
     property runs (:func:`record_calls`), the functions it hands out record their calls, so that a
     failing example is reported as calls to the student's functions. Whatever a function returns
     reaches the verifier as NumPy's and Python's own types (:func:`plain`): a subclass that
-    redefines subtraction or comparison cannot make a wrong result compare equal.
+    redefines subtraction or comparison cannot make a wrong result compare equal. With
+    ``inputs_guarded`` (every kind of check but experiments, whose loops are the implementation's
+    own), a function that changes an array it was given is an ``ImplementationError``: a verifier
+    computes what it expects from the same arrays after the call.
     """
 
-    def __init__(self, module: ModuleType, uses: Sequence[str], verifier: str, claim_id: str):
+    def __init__(self, module: ModuleType, uses: Sequence[str], verifier: str, claim_id: str,
+                 inputs_guarded: bool = False):
         self._module = module
         self._uses = tuple(uses)
         self._verifier = verifier
         self._claim_id = claim_id
+        self._inputs_guarded = inputs_guarded
         self._record: CallRecord | None = None  # set only while a property runs (record_calls)
         self._plain_functions: dict[str, _PlainResults] = {}
 
@@ -79,10 +85,11 @@ class ImplementationView:
         # A class is returned as it is: a wrapper would break isinstance() against it.
         if isinstance(function, type):
             return function
+        guard = _InputGuard(self.name, name) if self._inputs_guarded else None
         if self._record is None:
-            self._plain_functions[name] = _PlainResults(function)
+            self._plain_functions[name] = _PlainResults(function, guard)
             return self._plain_functions[name]
-        return _RecordedFunction(name, function, self._record)
+        return _RecordedFunction(name, function, self._record, guard)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ImplementationView:
         # A verifier hands the view itself to a training loop (``ops=ctx.impl``): a recorded call's copy is the view.
@@ -144,23 +151,24 @@ def record_calls(view: ImplementationView, limit: int) -> Iterator[CallRecord]:
 class _RecordedFunction:
     """A function of the implementation that records its calls; what it returns or raises is the function's."""
 
-    def __init__(self, name: str, function: Callable[..., Any], record: CallRecord):
+    def __init__(self, name: str, function: Callable[..., Any], record: CallRecord, guard: _InputGuard | None):
         functools.update_wrapper(self, function)
         self._name = name
         self._record = record
+        self._guard = guard
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function, record = self.__wrapped__, self._record
         if not record.active:  # kept by the verifier past the end of its property
-            return plain(function(*args, **kwargs))
+            return _called(function, self._guard, args, kwargs)
         if len(record.calls) >= record.limit:
             record.left_out += 1
-            return plain(function(*args, **kwargs))
+            return _called(function, self._guard, args, kwargs)
         # Copied before the call: an implementation may change its inputs in place.
         call = Call(self._name, function, _copied(args), _copied(kwargs))
         record.calls.append(call)
         try:
-            returned = plain(function(*args, **kwargs))
+            returned = _called(function, self._guard, args, kwargs)
         except BaseException as error:
             call.raised = error
             raise
@@ -179,14 +187,71 @@ def _identity(value: Any) -> Any:
 class _PlainResults:
     """A function of the implementation whose results reach the verifier as :func:`plain` values."""
 
-    def __init__(self, function: Callable[..., Any]):
+    def __init__(self, function: Callable[..., Any], guard: _InputGuard | None):
         functools.update_wrapper(self, function)
+        self._guard = guard
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return plain(self.__wrapped__(*args, **kwargs))
+        return _called(self.__wrapped__, self._guard, args, kwargs)
 
     def __reduce__(self) -> Any:
-        return _PlainResults, (self.__wrapped__,)
+        return _PlainResults, (self.__wrapped__, self._guard)
+
+
+def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+    """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call."""
+    if guard is None:
+        return plain(function(*args, **kwargs))
+    before = guard.snapshot(args, kwargs)
+    returned = plain(function(*args, **kwargs))
+    guard.verify(function, before, args, kwargs)
+    return returned
+
+
+@dataclass(frozen=True)
+class _InputGuard:
+    """Finds the arrays a call changed among its arguments (and inside their tuples, lists, dicts)."""
+
+    implementation: str
+    function: str
+
+    def snapshot(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[np.ndarray, tuple, bytes]]:
+        return [(array, array.shape, array.tobytes()) for array in _arrays_in((args, kwargs))]
+
+    def verify(self, function: Callable[..., Any], before: list[tuple[np.ndarray, tuple, bytes]],
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        for array, shape, content in before:
+            if array.shape != shape or array.tobytes() != content:
+                raise ImplementationError(
+                    f"implementation '{self.implementation}': {self.function} changed its argument "
+                    f"{_argument_holding(function, array, args, kwargs)} in place. The verifiers compute what "
+                    "they expect from the arrays they passed, so every function must leave its inputs as they "
+                    "were (docs/implementation-contract.md): compute on a copy, e.g. np.array(x, dtype=float)")
+
+
+def _arrays_in(value: Any) -> Iterator[np.ndarray]:
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _arrays_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _arrays_in(item)
+
+
+def _argument_holding(function: Callable[..., Any], array: np.ndarray, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> str:
+    """The name of the parameter whose argument is or holds ``array`` (its position when unnamed)."""
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {f"[{index}]": value for index, value in enumerate(args)} | kwargs
+    for name, value in bound.items():
+        if any(found is array for found in _arrays_in(value)):
+            return repr(name)
+    return "(one of its arrays)"
 
 
 # Scalar types whose arithmetic and comparisons are NumPy's or Python's own.

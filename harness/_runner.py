@@ -260,7 +260,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
     check = entry.claim.checks[index]
     # A verifier that uses no function of the implementation (a sympy proof, say) runs without it.
     module = import_implementation(options.impl) if verifier.uses else ModuleType(options.impl)
-    view = ImplementationView(module, verifier.uses, verifier.name, entry.id)
+    view = ImplementationView(module, verifier.uses, verifier.name, entry.id, inputs_guarded=check.kind != "experiment")
     missing = view.missing()
     if missing:
         raise ClaimsError(f"implementation '{options.impl}' has no function {', '.join(map(repr, missing))} "

@@ -1,10 +1,15 @@
-"""Results that lie about their own arithmetic reach the verifiers as NumPy's and Python's plain types.
+"""Results that lie about their own arithmetic reach the verifiers as NumPy's and Python's plain types,
+and an implementation may not change the arrays a verifier hands it.
 
 A verifier judges a result by computing with it: ``np.abs(advantages - expected) <= bound``. An
 ndarray subclass whose subtraction returns zeros and whose comparisons return True passed
 ``gae-lambda-zero-is-td-error`` with a GAE that returns nothing but zeros. The implementation view
 now hands the verifiers what the implementation returned without its subclass
 (``harness._context.plain``), so the values are judged and not the type's own operators.
+
+A verifier also computes what it expects from the arrays it passed, after the call: a GAE that
+zeroed ``r_t``, ``v_t`` and ``v_tp1`` and returned zeros passed five GAE properties. Outside
+experiments (whose training loops are the implementation's own), such a change is an error.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness._context import plain
+from harness._context import ImplementationView, plain
+from harness._errors import ImplementationError
 from harness._loading import load_catalogue
 from harness._runner import RunOptions, run_check
 
@@ -147,3 +153,52 @@ def test_right_advantages_in_an_agreeable_array_pass_it(liar):
     result = _run_lambda_zero(liar("impl.gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, "
                                    "carry=carry)"))
     assert result.status == "passed", (result.status, result.error)
+
+
+ZEROES_ITS_INPUTS = '''\
+import numpy as np
+
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *, carry=None):
+    for given in (r_t, v_t, v_tp1):
+        given[...] = 0
+    return np.zeros(np.shape(r_t))
+'''
+
+
+def test_an_implementation_that_changes_its_inputs_is_an_error_not_a_pass(tmp_path, monkeypatch):
+    name = "zeroes_its_inputs"
+    (tmp_path / f"{name}.py").write_text(ZEROES_ITS_INPUTS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = _run_lambda_zero(name)
+    finally:
+        sys.modules.pop(name, None)
+    assert result.status == "error", (result.status, result.observed)
+    assert f"implementation '{name}': gae_advantages changed its argument 'r_t' in place" in result.error
+
+
+def _scale_in_place(x, params):
+    params["w"] *= 2
+    x *= 2
+    return x
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_guarded_view_names_the_argument_changed_inside_a_container_and_an_unguarded_one_allows_it(guarded):
+    module = type(sys)("in_place")
+    module.scale = _scale_in_place
+    view = ImplementationView(module, ("scale",), "tests.deceptive", "deceptive", inputs_guarded=guarded)
+    x, params = np.ones(2), {"w": np.ones(3)}
+    if guarded:
+        with pytest.raises(ImplementationError, match="scale changed its argument 'x' in place"):
+            view.scale(x, params)
+        with pytest.raises(ImplementationError, match="scale changed its argument 'params' in place"):
+            view.scale(np.ones(0), params)
+    else:
+        assert view.scale(x, params).tolist() == [2.0, 2.0] and params["w"].tolist() == [2.0] * 3
