@@ -42,7 +42,36 @@ _OPTIONAL = {
     "mutants_reviewed": "the reviewed file of surviving mutants judged equivalent, relative to the root "
                         "(default: mutants-reviewed.yaml)",
     "mutation_target": "the mutation score below which 'claims mutants' fails (default: 0.95)",
+    "texts": "the documents of the course text, each a table [tool.claims.texts.NAME] with its path and how its "
+             "steps are found (docs/text.md)",
 }
+# The keys of one document's table, [tool.claims.texts.NAME].
+_TEXT_FIELDS = {
+    "path": "the document's file, relative to the project root (it is read, never copied)",
+    "step": "a regular expression matched at the start of every line; a line it matches starts a step, whose name "
+            "is its group 'step', or the 'id' template filled from its named groups",
+    "id": "optional: the step's name as a template of named groups of 'step' and 'section', e.g. "
+          "'week{week}/step-{n}'",
+    "section": "optional: a regular expression whose named groups, from the last line it matched, fill 'id'",
+    "end": "optional: a regular expression; a line it matches ends the current step (a lesson heading, back matter)",
+    "format": "optional: 'text' (every line a block: the module's export) or 'markdown' (paragraphs, list items, "
+              "$$ formulas, headings); default: by the file's suffix",
+}
+TEXT_FORMATS = ("text", "markdown")
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """One document of the course text, as ``[tool.claims.texts.NAME]`` configures it (patterns compiled)."""
+
+    name: str
+    path: Path
+    key: str  # the table's name in messages: "[tool.claims.texts.module]"
+    step: re.Pattern[str]
+    id: str | None = None
+    section: re.Pattern[str] | None = None
+    end: re.Pattern[str] | None = None
+    format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -63,6 +92,7 @@ class Course:
     mutate: tuple[str, ...] = ()
     mutants_reviewed: Path | None = None
     mutation_target: float = 0.95
+    texts: tuple[TextSource, ...] = ()
 
     def is_step(self, name: str) -> bool:
         return name in self.steps
@@ -132,11 +162,67 @@ def load_course(root: Path) -> Course:
     if isinstance(target, bool) or not isinstance(target, int | float) or not 0 <= target <= 1:
         raise ClaimsError(f"{path}: [tool.{TABLE}].mutation_target: expected a fraction from 0 to 1, e.g. 0.95, "
                           f"found {target!r}")
+    texts = _texts(table.get("texts", {}), root, path)
     return Course(root=root, title=table["title"], claims=root / table["claims"], reports=root / table["reports"],
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
                   step_pattern=table["step_pattern"], steps=tuple(steps), aliases=aliases, mutate=tuple(mutate),
-                  mutants_reviewed=root / reviewed, mutation_target=float(target))
+                  mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts)
+
+
+_TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _texts(table: Any, root: Path, config: Path) -> tuple[TextSource, ...]:
+    """The documents of ``[tool.claims.texts]``: each one's keys checked and its patterns compiled."""
+    if not isinstance(table, dict):
+        raise ClaimsError(f"{config}: [tool.{TABLE}.texts]: expected a table of documents, "
+                          f"[tool.{TABLE}.texts.NAME] with 'path' and 'step', found {table!r}")
+    texts = []
+    for name, fields in table.items():
+        table_name = f"[tool.{TABLE}.texts.{name}]"
+        where = f"{config}: {table_name}"
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
+            raise ClaimsError(f"{where}: a document's name is a word (letters, digits, '-', '_'), e.g. 'module'")
+        if not isinstance(fields, dict):
+            raise ClaimsError(f"{where}: expected a table with 'path' and 'step', found {fields!r}")
+        unknown = sorted(set(fields) - set(_TEXT_FIELDS))
+        missing = [field for field in ("path", "step") if field not in fields]
+        wrong = [field for field, value in fields.items() if field in _TEXT_FIELDS and not isinstance(value, str)]
+        if unknown or missing or wrong:
+            raise ClaimsError(f"{where}: " + "; ".join(
+                [*(f"unknown key '{field}' (a document has {', '.join(_TEXT_FIELDS)})" for field in unknown),
+                 *(f"missing key '{field}' ({_TEXT_FIELDS[field]})" for field in missing),
+                 *(f"'{field}' must be text" for field in wrong)]))
+        patterns = {}
+        for field in ("step", "section", "end"):
+            if field in fields:
+                try:
+                    patterns[field] = re.compile(fields[field])
+                except re.error as error:
+                    raise ClaimsError(f"{where}, key '{field}': {fields[field]!r} is not a regular expression: "
+                                      f"{error}") from None
+        groups = set(patterns["step"].groupindex) | set(patterns.get("section", re.compile("")).groupindex)
+        template = fields.get("id")
+        if template is None and "step" not in patterns["step"].groupindex:
+            raise ClaimsError(f"{where}, key 'step': the pattern {fields['step']!r} has no group named 'step'; "
+                              "write one, e.g. '^Step (?P<step>\\d+\\.\\d+)', or give 'id', a template of its "
+                              "named groups")
+        if template is not None:
+            unknown_fields = [field for field in _TEMPLATE_FIELD.findall(template) if field not in groups]
+            if unknown_fields or not _TEMPLATE_FIELD.search(template):
+                raise ClaimsError(f"{where}, key 'id': the template {template!r} " + (
+                    f"names {', '.join(map(repr, unknown_fields))}, which neither 'step' nor 'section' captures "
+                    f"(their named groups: {', '.join(sorted(groups)) or 'none'})" if unknown_fields else
+                    "names no group; write e.g. 'week{week}/step-{n}'"))
+        text_format = fields.get("format") or ("markdown" if fields["path"].lower().endswith((".md", ".markdown"))
+                                              else "text")
+        if text_format not in TEXT_FORMATS:
+            raise ClaimsError(f"{where}, key 'format': {text_format!r} is not one of {', '.join(TEXT_FORMATS)}")
+        texts.append(TextSource(name=name, path=root / fields["path"], key=table_name,
+                                step=patterns["step"], id=template, section=patterns.get("section"),
+                                end=patterns.get("end"), format=text_format))
+    return tuple(texts)
 
 
 def _table(path: Path) -> dict[str, Any] | None:

@@ -20,6 +20,16 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
+# The annotated course text, written beside the reports (never committed: it quotes the text); the reports link to
+# its blocks by these ids.
+TEXT_PAGE = "claims_text.html"
+
+
+def block_anchor(step: str, position: int) -> str:
+    """The id of a block of the text on the annotated page, as the reports' links name it."""
+    return f"block-{re.sub(r'[^A-Za-z0-9.-]', '-', step)}-{position}"
+
+
 HARNESS_ORIGIN = ("added by the harness, not stated by the text: a consequence or a caveat of what the text says, "
                   "checked like the text's own claims")
 # A statement with one of these statuses is listed as not covered, and both reports make it loud.

@@ -42,7 +42,7 @@ STATED_CLAIM_FIELDS = ("where", "file", "line", "lesson", "statement", "formula"
                        "limitations", "erratum", "origin", "covers", "problems")
 STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "params", "rejects", "harness_chosen", "seed",
                        "skip_reason", "reproduce")
-STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "claims")
+STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "origin", "claims")
 # The rules that judge by equality: the observed value is then part of what the claim states.
 EXACT_RULES = ("equal", "exact equality")
 # A value longer than this is named as changed, not printed twice.
@@ -137,7 +137,39 @@ def stated_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             differences.append(f"{where}: {before.get('status')} -> {after.get('status')}")
     if old.get("coverage_criterion") != new.get("coverage_criterion"):
         differences.append("the coverage criterion changed")
+    return differences + _text_differences(old.get("text"), new.get("text"))
+
+
+def _text_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """How the course text's state differs: its documents, each statement's place and status, what no one holds."""
+    if old == new:
+        return []
+    if old is None or new is None:
+        return ["the report " + ("no longer says" if new is None else "now says") + " what the course text's state is"]
+    differences = []
+    if old.get("available") != new.get("available"):
+        return [f"the course text was {'' if old.get('available') else 'not '}read for the committed report, and is "
+                f"{'' if new.get('available') else 'not '}read now"]
+    documents = [(document.get("name"), document.get("fingerprint")) for document in old.get("documents", [])]
+    current = [(document.get("name"), document.get("fingerprint")) for document in new.get("documents", [])]
+    differences += [f"the text's document '{visible(str(name))}' is now {visible(str(printed))}"
+                    for name, printed in current if (name, printed) not in documents]
+    old_statements, new_statements = old.get("statements", {}), new.get("statements", {})
+    for key in dict.fromkeys([*old_statements, *new_statements]):
+        before, after = old_statements.get(key, {}), new_statements.get(key, {})
+        if before != after:
+            differences.append(f"statement '{visible(key)}' in the text: {_place(before)} -> {_place(after)}")
+    for field in ("uncovered_blocks", "unheld_numbers", "steps_not_in_text", "marks"):
+        if old.get(field) != new.get(field):
+            differences.append(f"the text's {field.replace('_', ' ')} changed")
     return differences
+
+
+def _place(item: dict[str, Any]) -> str:
+    if not item:
+        return "nothing"
+    where = f" at {item['step']} block {item['block']}" if "step" in item else ""
+    return f"{item.get('status')}{where}"
 
 
 def _claim_differences(claim: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -22,6 +22,8 @@ from markupsafe import Markup
 from harness._formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
+    TEXT_PAGE,
+    block_anchor,
     figure_paths,
     format_falsifying,
     format_observed,
@@ -48,12 +50,13 @@ _MATHML_ATTRIBUTES = {
 }
 
 
-def formula_to_mathml(latex: str) -> Markup | None:
-    """MathML for a LaTeX formula, or None when it does not convert to safe presentation MathML."""
+def formula_to_mathml(latex: str, display: str = "block") -> Markup | None:
+    """MathML for a LaTeX formula (``display``: block or inline), or None when it does not convert to safe
+    presentation MathML."""
     from latex2mathml.converter import convert
 
     try:
-        tree = ElementTree.fromstring(convert(latex, display="block"))
+        tree = ElementTree.fromstring(convert(latex, display=display))
     except Exception:  # latex2mathml raises many types for bad input; any of them means "show the source"
         return None
     for element in tree.iter():
@@ -87,6 +90,8 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         lessons=[lesson["title"] for lesson in results["coverage"]],
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],
         mathml=functools.cache(formula_to_mathml),
+        text=results.get("text"), places=(results.get("text") or {}).get("statements", {}), page=TEXT_PAGE,
+        block_anchor=block_anchor,
         figures=lambda observed: [svg for path in figure_paths(observed) if (svg := inline_svg(path)) is not None],
     )
 

@@ -33,7 +33,7 @@ from harness._errors import ClaimsError, Problem, did_you_mean
 from harness._expect import ExpectationError, FloatLiteral
 from harness._formats import visible
 from harness._registry import Verifier, registered
-from harness._schema import Check, Claim, ClaimFile, Statement
+from harness._schema import Check, Claim, ClaimFile, Mark, Statement
 from harness._sources import Source, read_sources
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
@@ -70,6 +70,15 @@ class StatementEntry:
     statement: Statement
 
 
+@dataclass(frozen=True)
+class MarkEntry:
+    """One mark of ``nothing_checkable``, with the file and line that state it."""
+
+    file: str
+    line: int
+    mark: Mark
+
+
 @dataclass
 class Catalogue:
     """Every claim of a claims directory, with the sources and verifiers they refer to."""
@@ -83,6 +92,7 @@ class Catalogue:
     sources: dict[str, Source]
     verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
     statements: dict[str, StatementEntry] = field(default_factory=dict)
+    marks: list[MarkEntry] = field(default_factory=list)
     course: Course | None = field(repr=False, default=None)
     claims_dir: Path | None = None
 
@@ -149,11 +159,13 @@ def claim_files(claims_dir: Path) -> list[Path]:
     return sorted(p for p in claims_dir.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
 
 
-def load_catalogue(claims_dir: Path | None = None) -> Catalogue:
+def load_catalogue(claims_dir: Path | None = None, verifiers: bool = True) -> Catalogue:
     """Load and cross-check every claim file in ``claims_dir`` (default: the course's claims directory).
 
     The course is the one whose tree holds ``claims_dir`` (``harness._course``): its sources file,
-    its verifier package and its steps are what the claims are checked against.
+    its verifier package and its steps are what the claims are checked against. Without
+    ``verifiers`` the verifier package is not imported (a second, for the text's commands, which
+    read only the ledger): a claim naming an unknown verifier is then not found out.
 
     Raises:
       ClaimsError: when ``claims_dir`` is in no course's tree, or is not a directory.
@@ -165,13 +177,13 @@ def load_catalogue(claims_dir: Path | None = None) -> Catalogue:
                           f"in [tool.claims] of {course.root / 'pyproject.toml'}")
     root = course.root
     sources = read_sources(course.sources)
-    verifiers = registered(course.verifiers)
-    catalogue = Catalogue(root, [], [], {}, {}, {}, sources, verifiers, course=course, claims_dir=claims_dir)
+    known = registered(course.verifiers) if verifiers else None
+    catalogue = Catalogue(root, [], [], {}, {}, {}, sources, known or {}, course=course, claims_dir=claims_dir)
     seen: dict[str, ClaimEntry] = {}
     for path in claim_files(claims_dir):
         display = _display(path, root)
         catalogue.files.append(display)
-        entries, problems, header, statements = _load_file(path, display, root)
+        entries, problems, header, statements, marks = _load_file(path, display, root)
         catalogue.file_problems[display] = problems
         catalogue.titles[display] = header.title if header else path.stem
         catalogue.steps[display] = header.steps if header else []
@@ -182,9 +194,16 @@ def load_catalogue(claims_dir: Path | None = None) -> Catalogue:
         for stated in statements:
             problems.extend(_check_statement(stated, catalogue))
             catalogue.statements.setdefault(stated.statement.id, stated)
+        problems.extend(Problem(display, marked.line, f"a mark of step '{marked.mark.where}', which is not one of this "
+                                "file's steps", field="nothing_checkable.where",
+                                hint=f"use one of {', '.join(catalogue.steps[display])}, or move the mark to the file "
+                                     "of its lesson")
+                        for marked in marks if catalogue.steps[display] and
+                        marked.mark.where not in catalogue.steps[display])
+        catalogue.marks.extend(marks)
         for entry in entries:
             if entry.claim is not None:
-                entry = _cross_check(entry, seen, sources, verifiers, catalogue.steps[display], course)
+                entry = _cross_check(entry, seen, sources, known, catalogue.steps[display], course)
                 seen.setdefault(entry.id, entry)
             catalogue.entries.append(entry)
     return catalogue
@@ -277,7 +296,7 @@ def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Probl
 
 def _cross_check(
     entry: ClaimEntry, seen: Mapping[str, ClaimEntry], sources: Mapping[str, Source],
-    verifiers: Mapping[str, Verifier], steps: list[str], course: Course,
+    verifiers: Mapping[str, Verifier] | None, steps: list[str], course: Course,
 ) -> ClaimEntry:
     claim = entry.claim
     assert claim is not None
@@ -305,6 +324,8 @@ def _cross_check(
             problem(f"unknown source '{key}'{did_you_mean(key, sources)}", line_of("sources"), field="sources",
                     hint=f"add it to {course.sources.name} as a '### {key}' heading, or use a defined key ({known})")
     for index, (check, line) in enumerate(zip(claim.checks, entry.check_lines, strict=True)):
+        if verifiers is None:
+            break  # the ledger alone was asked for
         verifier = verifiers.get(check.verifier)
         if verifier is None:
             problem(f"unknown verifier '{check.verifier}'{did_you_mean(check.verifier, verifiers)}", line,
@@ -351,12 +372,12 @@ def _non_finite(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[
 
 
 def _load_file(path: Path, display: str, root: Path
-               ) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None, list[StatementEntry]]:
-    """The file's claims, its file-level problems, its header (title, steps) if readable, and its ledger."""
+               ) -> tuple[list[ClaimEntry], list[Problem], ClaimFile | None, list[StatementEntry], list[MarkEntry]]:
+    """The file's claims, its file-level problems, its header (title, steps) if readable, its ledger and marks."""
 
     def file_problem(message: str, line: int | None = None, hint: str | None = None
-                     ) -> tuple[list, list, None, list]:
-        return [], [Problem(display, line, message, hint=hint)], None, []
+                     ) -> tuple[list, list, None, list, list]:
+        return [], [Problem(display, line, message, hint=hint)], None, [], []
 
     try:
         data = _read(path, root)
@@ -392,13 +413,13 @@ def _load_file(path: Path, display: str, root: Path
                                 hint=f"start the file with '{MODELINE}' so editors validate it"))
     if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
         message = "the file must be a mapping with 'title', 'steps' and 'claims'"
-        return [], [*problems, Problem(display, 1, message + _tag_note(root))], None, []
+        return [], [*problems, Problem(display, 1, message + _tag_note(root))], None, [], []
     first_lines: dict[str, int] = {}
     refused_keys = [(key_node, refused) for key_node, _ in root.value if (refused := _key_problem(key_node, loader))]
     if refused_keys:
         # What the file holds under a key that is not plain text cannot be told: read nothing of it.
         return [], [*problems, *(Problem(display, _line(key_node), message, field=visible(str(key_node.value)),
-                                         hint=hint) for key_node, (message, hint) in refused_keys)], None, []
+                                         hint=hint) for key_node, (message, hint) in refused_keys)], None, [], []
     for key, node in _pairs(root):
         if key in first_lines:
             problems.append(Problem(display, _line(node), f"duplicate key '{key}' at the top level "
@@ -406,10 +427,15 @@ def _load_file(path: Path, display: str, root: Path
                                     hint="merge the two: YAML would silently keep only the last"))
         first_lines.setdefault(key, _line(node))
     seen: set[int] = set()
-    fields = {key: value for key, value in _pairs(root) if key not in ("claims", "statements")}
+    fields = {key: value for key, value in _pairs(root) if key not in ("claims", "statements", "nothing_checkable")}
     claims_node = dict(_pairs(root)).get("claims")
-    statements, statement_problems = _load_statements(dict(_pairs(root)).get("statements"), display, seen, loader)
-    problems.extend(statement_problems)
+    statements, statement_problems = _load_list(dict(_pairs(root)).get("statements"), display, seen, loader,
+                                                Statement, "statements")
+    marks, mark_problems = _load_list(dict(_pairs(root)).get("nothing_checkable"), display, seen, loader, Mark,
+                                      "nothing_checkable")
+    problems.extend(statement_problems + mark_problems)
+    statements = [StatementEntry(display, line, statement) for line, statement in statements]
+    marks = [MarkEntry(display, line, mark) for line, mark in marks]
     header = None
     try:
         for value in fields.values():
@@ -419,33 +445,32 @@ def _load_file(path: Path, display: str, root: Path
         problems.extend(_problems(error, display, root, ClaimFile))
     if claims_node is None:
         problems.append(Problem(display, 1, "missing required field 'claims'", hint="add 'claims:' with a list"))
-        return [], problems, header, statements
+        return [], problems, header, statements, marks
     if not isinstance(claims_node, yaml.SequenceNode) or claims_node.tag != _SEQ:
         message = "'claims' must be a list of claims" + _tag_note(claims_node)
         problems.append(Problem(display, _line(claims_node), message))
-        return [], problems, header, statements
+        return [], problems, header, statements, marks
     entries = [_load_claim(node, index, display, seen, loader) for index, node in enumerate(claims_node.value)]
-    return entries, problems, header, statements
+    return entries, problems, header, statements, marks
 
 
-def _load_statements(node: yaml.Node | None, display: str, seen: set[int], loader: _ClaimLoader
-                     ) -> tuple[list[StatementEntry], list[Problem]]:
-    """The ledger's statements one by one, so that one malformed statement never hides the others."""
+def _load_list(node: yaml.Node | None, display: str, seen: set[int], loader: _ClaimLoader, model: type[BaseModel],
+               name: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """The items of the list ``name`` (the ledger, the marks) one by one, so that one malformed item hides no other."""
     if node is None:
         return [], []
     if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
-        return [], [Problem(display, _line(node), "'statements' must be a list of statements" + _tag_note(node),
-                            field="statements")]
-    statements, problems = [], []
+        return [], [Problem(display, _line(node), f"'{name}' must be a list" + _tag_note(node), field=name)]
+    items, problems = [], []
     for item in node.value:
         try:
             _refuse_unsafe(item, seen, loader)
-            statements.append(StatementEntry(display, _line(item), Statement.model_validate(_construct(item))))
+            items.append((_line(item), model.model_validate(_construct(item))))
         except (ValidationError, _UnsafeYaml) as error:
-            for found in _problems(error, display, item, Statement):
-                problems.append(Problem(found.file, found.line, found.message, field=f"statements.{found.field}"
-                                        if found.field else "statements", hint=found.hint))
-    return statements, problems
+            for found in _problems(error, display, item, model):
+                problems.append(Problem(found.file, found.line, found.message, field=f"{name}.{found.field}"
+                                        if found.field else name, hint=found.hint))
+    return items, problems
 
 
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"

@@ -135,6 +135,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     out += _render_sharpness(summary.get("sharpness"))
     if summary.get("mutation"):
         out += ["", paragraph(mutation_line(summary["mutation"]))]
+    out += _render_text(results.get("text"))
     broken = [row for row in results["claims"] if row["status"] in ("failed", "error")]
     if broken:
         out += ["", "## Failures and errors", ""]
@@ -172,6 +173,28 @@ def _render_sharpness(found: dict[str, Any] | None) -> list[str]:
         out += [f"- {code(survivor['file'] + ':' + str(survivor['line']))}: {code(survivor['claim'])} "
                 f"({text(survivor['kind'])}): {code(survivor['key'])} expected {text(survivor['written'])} still "
                 f"passes as {text(survivor['perturbed'])}" for survivor in found["survivors"]]
+    return out
+
+
+def _render_text(found: dict[str, Any] | None) -> list[str]:
+    """The course text's state: its documents and fingerprints, each statement's anchor, what no one holds."""
+    if found is None:
+        return []
+    out = ["", "## The text", ""]
+    if not found.get("available"):
+        return [*out, paragraph(f"**The course text was not read**: {found.get('error')}. This report says nothing "
+                                "of the statements' places, and the release gate refuses it.")]
+    out += ["| document | path | fingerprint | steps | blocks |", "|---|---|---|---|---|"]
+    out += [f"| {text(document['name'])} | {code(document['path'], cell=True)} | {code(document['fingerprint'])} | "
+            f"{document['steps']} | {document['blocks']} |" for document in found["documents"]]
+    counts = ", ".join(f"{count} {status}" for status, count in found["counts"].items())
+    items = "; ".join(f"{kind}: {value['held']} held and {value['marked']} marked as nothing checkable, of "
+                      f"{value['total']}" for kind, value in found["items"].items())
+    out += ["", paragraph(f"Statements against the text: {counts}. Blocks no statement stands on and no mark "
+                          f"excuses: {len(found['uncovered_blocks'])}; numbers and formulas no one holds: "
+                          f"{len(found['unheld_numbers'])}. {items}.") +
+            ("" if found["clean"] else " **The text is not clean**: the release gate fails until the author "
+                                       "reviews it (`claims text status`).")]
     return out
 
 
@@ -217,6 +240,7 @@ def _render_lessons(results: dict[str, Any]) -> list[str]:
             at_step[row["file"], row["where"]].append(row)
         else:
             unplaced[row["file"]].append(row)
+    anchors = (results.get("text") or {}).get("statements", {})
     out = []
     for lesson in results["coverage"]:
         out += ["", f"## {text(lesson['title'])}"]
@@ -224,7 +248,7 @@ def _render_lessons(results: dict[str, Any]) -> list[str]:
             out += ["", f"### Step {text(step['step'])}"]
             if step["statements"]:
                 out += ["", "Statements of this step:", ""]
-                out += [_render_statement(statement) for statement in step["statements"]]
+                out += [_render_statement(statement, anchors.get(statement["id"])) for statement in step["statements"]]
             for row in at_step[lesson["file"], step["step"]]:
                 out += _render_claim(row)
         out += _render_unplaced(unplaced.pop(lesson["file"], []))
@@ -277,7 +301,7 @@ def _render_coverage(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _render_statement(statement: dict[str, Any]) -> str:
+def _render_statement(statement: dict[str, Any], anchor: dict[str, Any] | None = None) -> str:
     status = statement["status"]
     shape = "" if status == "not checkable" else f" ({text(statement['shape'])})"
     line = f"- {code(statement['id'])}{shape}: {_badge(status, UNCOVERED)}: {text(statement['says'])}"
@@ -285,6 +309,11 @@ def _render_statement(statement: dict[str, Any]) -> str:
         line += f" (claims: {_codes(statement['claims'])})"
     if status == "not checkable":
         line += f" *Why not:* {text(statement['not_checkable'])}"
+    if anchor is not None:
+        place = f", {text(anchor['step'])} block {anchor['block']}" if "step" in anchor else ""
+        line += f" *Text:* {_badge(anchor['status'], ('changed', 'orphaned', 'reworded', 'unreviewed'))}{place}."
+    elif statement.get("origin") == "harness":
+        line += " *Text:* none (added by the harness)."
     return line
 
 

@@ -24,6 +24,8 @@ from harness._markdown import render_markdown
 from harness._runner import CheckResult, RunOptions
 from harness._schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from harness._sharpness import EXPLAINED, KILLED, SURVIVED, summarize
+from harness._text.page import PAGE_FILE, render_page
+from harness._text.summary import TextReport
 
 STATUSES = ("passed", "failed", "error", "skipped")
 RESULTS_FILE = "claims.json"
@@ -108,16 +110,19 @@ def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
 
 def _ledger_entry(statement: Statement, covering: list[ClaimEntry]) -> dict[str, Any]:
     return {"id": statement.id, "where": statement.where, "says": statement.says, "shape": statement.shape,
-            "not_checkable": statement.not_checkable, "claims": [entry.id for entry in covering],
+            "not_checkable": statement.not_checkable, "origin": statement.origin,
+            "claims": [entry.id for entry in covering],
             "kinds": sorted({check.kind for entry in covering if entry.claim for check in entry.claim.checks})}
 
 
 def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,
-                  started: float, root: Path, given: Sequence[str] = ()) -> dict[str, Any]:
+                  started: float, root: Path, given: Sequence[str] = (), text: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
     """The results document: run metadata, summary counts, coverage, then claims in file and claim order.
 
     ``given`` are the functions an implementation with reference fallbacks takes from the reference
-    (``Provenance.as_reference``): the scoreboard of functions marks them as not under test.
+    (``Provenance.as_reference``): the scoreboard of functions marks them as not under test. ``text``
+    is the course text's state (``harness._text.summary``), when the course configures a text.
     """
     claims: dict[tuple[str, int], dict[str, Any]] = {}
     for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
@@ -157,6 +162,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
         },
         "coverage": coverage,
         "uncovered": [statement for statement in ledger if statement["status"] in UNCOVERED],
+        **({"text": text} if text is not None else {}),
         "functions": (function_scoreboard(payloads, given) if options.impl != find_course(root).implementation
                       else []),
         "claims": rows,
@@ -178,7 +184,8 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     for lesson in lessons:
         ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
                    "shape": statement["shape"], "status": _statement_status(statement, rows_of),
-                   "claims": statement["claims"], "not_checkable": statement["not_checkable"]}
+                   "claims": statement["claims"], "not_checkable": statement["not_checkable"],
+                   "origin": statement.get("origin", "text")}
                   for statement in lesson.get("statements", [])]
         stated_at: dict[Any, list[dict[str, Any]]] = {}
         for statement in ledger:
@@ -368,8 +375,11 @@ def _revision(root: Path) -> str:
 
 def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
                   options: RunOptions, started: float, root: Path, completeness: dict[str, Any],
-                  given: Sequence[str] = ()) -> dict[str, Any]:
+                  given: Sequence[str] = (), text: TextReport | None = None) -> dict[str, Any]:
     """Write ``claims.json``, ``claims_report.md``, ``claims_report.html`` and ``figures/`` to ``directory``.
+
+    With a readable course text (``text``), also the annotated text, ``claims_text.html``, which is
+    never committed (it quotes the text).
 
     Everything is first written where the run staged its figures (``options.staging_dir``, or a new
     directory beside ``directory``), then moved over the old files together with signals held, so
@@ -379,7 +389,7 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     :func:`build_results` takes it.
     Returns the results.
     """
-    results = build_results(payloads, lessons, options, started, root, given)
+    results = build_results(payloads, lessons, options, started, root, given, text.section if text else None)
     results["run"].update(completeness)
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))
@@ -387,6 +397,8 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     try:
         texts = {RESULTS_FILE: json.dumps(results, indent=2, ensure_ascii=False) + "\n",
                  MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, staging)}
+        if text is not None and text.state is not None:
+            texts[PAGE_FILE] = render_page(text.state, text.catalogue, results)
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
         _move_together(staging, directory, list(texts))

@@ -177,6 +177,35 @@ class Claim(_Strict):
         return formula
 
 
+class Anchor(_Strict):
+    """Where in the text a statement (or a mark) stands, as ``claims text anchor`` and ``review`` write it.
+
+    Nothing of the text itself: the block's position (a hint), a fingerprint and a sketch of its
+    normalised text, and the numbers or formula of the block held, as printed (docs/text.md).
+    """
+
+    block: int = Field(ge=0, description="the block's position in its step, from 1 (0: the step's title): a hint, "
+                                         "for duplicates and for readers")
+    fingerprint: Annotated[str, StringConstraints(pattern=r"^n[0-9]+:[0-9a-f]{16}$")] = Field(
+        description="the normalisation's version and the first 16 hex digits of the SHA-256 of the block's "
+                    "normalised text")
+    sketch: Annotated[str, StringConstraints(pattern=r"^m[0-9]+:[0-9a-f]{64}$")] = Field(
+        description="32 one-byte MinHash values of the block's character 5-grams: how a reworded block is found")
+    holds: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=list,
+        description="the numbers and formulas of the block held, as printed; 'x ×N' when x is printed N times there")
+    review: Annotated[str, StringConstraints(pattern=r"^r[0-9]+:[0-9a-f]{12}$")] | None = Field(
+        None, description="the review stamp 'claims text review' writes; missing or stale means unreviewed")
+
+
+class Mark(_Strict):
+    """A block of the text, or some of its numbers, that holds nothing checkable, with the reason."""
+
+    where: Where = Field(description="the step of the block")
+    anchor: Anchor = Field(description="the block; with 'holds', only those numbers are marked, else the whole block")
+    reason: str = Field(min_length=1, description="why nothing there can be checked (a caption, a cross-reference)")
+
+
 class Statement(_Strict):
     """One checkable statement of the text, in the ledger of its step: covered by claims, or not checkable."""
 
@@ -188,6 +217,18 @@ class Statement(_Strict):
         None, min_length=1,
         description="why no check can refute or confirm it (a historical attribution, a pointer to another module)",
     )
+    origin: Literal["text", "harness"] = Field(
+        "text", description="'text' when the course text says it (then it has an anchor); 'harness' for a caveat or "
+                            "a consequence the harness adds, which has no place in the text",
+    )
+    anchor: Anchor | None = Field(None, description="the block of the text that says it ('claims text anchor')")
+
+    @model_validator(mode="after")
+    def _harness_statements_have_no_anchor(self) -> Statement:
+        if self.origin == "harness" and self.anchor is not None:
+            raise ValueError("a statement of origin 'harness' has no place in the text: drop its 'anchor', or its "
+                             "'origin' if the text says it")
+        return self
 
 
 class ClaimFile(_Strict):
@@ -198,6 +239,9 @@ class ClaimFile(_Strict):
     statements: list[Statement] = Field(
         default_factory=list, description="the ledger: every checkable statement of the lesson's steps"
     )
+    nothing_checkable: list[Mark] = Field(
+        default_factory=list, description="blocks and numbers of the lesson's steps that hold nothing checkable, each "
+                                          "with its reason ('claims text mark')")
     # Claims are validated one by one, so that one broken claim never hides the others.
     claims: list[dict[str, Any]] = Field(description="the claims of this lesson")
 

@@ -31,6 +31,8 @@ from harness._registry import registered
 from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
 from harness._schema import KINDS, json_schema_text
 from harness._sources import registry_section, render_registry, with_registry
+from harness._text import commands as text_commands
+from harness._text.summary import text_overrides
 
 SCHEMA_FILE = "schema.json"
 RESULTS_FILE = "claims.json"
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, in what the claims state, from the ones already in "
                              "--out, or if the run is incomplete")
+    verify.add_argument("--text", action="append", default=[], metavar="NAME=PATH",
+                        help="read the course text's document NAME from PATH (a revised copy) for the report and the "
+                             "gate (repeatable)")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
 
     commands.add_parser("lint", help="validate every claim file without running checks")
@@ -108,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="run nothing: apply the reviewed file to the last run's mutants.json and rewrite both "
                               "files (after judging survivors)")
 
+    text_commands.add_parser(commands)
+
     args = parser.parse_args(argv)
     try:
         args.course = find_course(args.claims_dir)
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"course's claims directory ({args.course.claims})")
         command = {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
                    "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises, "sharpness": _sharpness,
-                   "mutants": _mutants}
+                   "mutants": _mutants, "text": text_commands.run}
         return command[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
@@ -129,6 +136,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     course: Course = args.course
     args.out = (args.out or course.reports).resolve()
+    text_overrides(args.text)  # a malformed --text is refused before anything runs
     refused = _implementation_refused(args)
     if refused:
         print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
@@ -209,6 +217,8 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
                    "--claims-run-id", run_id, "-q", "-rfE"]
     if not args.no_cache:
         pytest_args += ["--claims-cache", str(course.cache)]
+    for name, path in text_overrides(args.text).items():  # absolute: pytest runs from the course root
+        pytest_args += ["--claims-text", f"{name}={path}"]
     for option, value in (("--claims-impl", args.impl), ("--claims-profile", args.profile),
                           ("--claims-seed", args.claims_seed), ("-n", args.numprocesses),
                           ("--claims-scheduler", args.scheduler)):
@@ -226,6 +236,7 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: s
     """Write the reports without starting pytest when no check has to run; the exit status, or None."""
     from harness._engine import evaluate, every_part
     from harness._report import lessons_of, staging_dir_for, write_reports
+    from harness._text.summary import text_report
 
     if not _imports_as_pytest_would(args):
         return None
@@ -244,7 +255,7 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: s
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")
     completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
     write_reports(args.out, [outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options, started,
-                  catalogue.root, completeness, args.given)
+                  catalogue.root, completeness, args.given, text_report(catalogue, text_overrides(args.text)))
     failures = [outcome.message for outcome in outcomes if outcome.status in ("failed", "error")]
     for failure in failures:
         print(failure, end="\n\n")
@@ -274,6 +285,8 @@ def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
 def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,
                        compare_snapshots, snapshot) -> int:
     """Rewrite the registry of claims after a whole run of the reference, and apply ``--check``; an exit status."""
+    from harness._text.summary import problems as text_problems
+
     run = results["run"]
     checks = [check for row in results["claims"] for check in row["checks"]]
     print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
@@ -291,10 +304,12 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
         print("claims verify: registry of claims left as it was (only a whole, complete run of the reference into "
               f"{args.course.reports} rewrites it)")
     status = 0 if run.get("complete") else 1
+    _say_text(results.get("text"))
     if before is not None:
         differences = compare_snapshots(before, snapshot(args.out))
         differences += [f"{survivor_line(survivor)}: a survivor with no reason in the claim file"
                         for survivor in results["summary"]["sharpness"]["survivors"]]
+        differences += text_problems(results.get("text"))  # a drifted text is the author's to review first
         for difference in differences:
             print(f"claims verify --check: {difference}", file=sys.stderr)
         if differences:
@@ -302,6 +317,20 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
                   file=sys.stderr)
             status = 1
     return status
+
+
+def _say_text(text: dict | None) -> None:
+    """One line on the course text's state; the release gate (--check) refuses a text that is not clean."""
+    if text is None:
+        return
+    if not text.get("available"):
+        print(f"claims verify: warning: the course text was not read, so the report says nothing of it: "
+              f"{text.get('error')}", file=sys.stderr)
+        return
+    counts = ", ".join(f"{count} {status}" for status, count in text["counts"].items() if count)
+    print(f"claims verify: the text: statements {counts}; {len(text['uncovered_blocks'])} uncovered blocks, "
+          f"{len(text['unheld_numbers'])} unheld numbers" + ("" if text["clean"] else
+                                                              " ('claims text status' says what to review)"))
 
 
 def _registry(catalogue: Catalogue, results: dict | None) -> str:

@@ -54,6 +54,7 @@ from harness._runner import (
     resolve_options,
 )
 from harness._schema import KIND_DESCRIPTIONS
+from harness._text.summary import text_overrides, text_report
 
 PAYLOAD = "claims_result"
 _CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
@@ -87,6 +88,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(SHRINK_FLAG, action="store_true", default=False,
                     help="shrink a failing property check's input to the smallest one in the smoke profile too (the "
                          "full profile always does; it takes seconds per failing check)")
+    group.addoption("--claims-text", action="append", default=[], metavar="NAME=PATH",
+                    help="read the course text's document NAME from PATH for the report (a revised copy; repeatable)")
     group.addoption("--claims-run-id", default=None, metavar="ID", help=argparse.SUPPRESS)
 
 
@@ -435,6 +438,10 @@ class _ReportWriter:
         self.evidence = evidence.by_node
         self.selected: list[str] | None = None
         self.started = time.time()
+        try:  # a malformed --claims-text stops the run before any check: a usage error
+            self.text_overrides = text_overrides(config.getoption("--claims-text"))
+        except ClaimsError as error:
+            raise pytest.UsageError(str(error)) from None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not session.config.pluginmanager.hasplugin("dsession"):
@@ -471,7 +478,8 @@ class _ReportWriter:
         completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
                         "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
         write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
-                      completeness, _given(self.config))
+                      completeness, _given(self.config),
+                      text_report(catalogues[0], self.text_overrides))
 
     def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
         """Every selected item's part, by node id, in collection order."""

@@ -51,16 +51,24 @@ def restore_registry() -> Iterator[dict]:
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def course_table() -> str:
-    """This project's ``[tool.claims]`` table and its subtables, as pyproject.toml states them."""
+def course_table(texts: bool = False) -> str:
+    """This project's ``[tool.claims]`` table and its subtables, as pyproject.toml states them.
+
+    Without ``texts``, the documents of the course text (``[tool.claims.texts.*]``) are left out: their
+    paths are relative to the project, and a throwaway project elsewhere has no text beside it.
+    """
     text = (PROJECT / "pyproject.toml").read_text(encoding="utf-8")
     start = text.index("[tool.claims]")
     end = start
-    while True:  # the table and its subtables ([tool.claims.aliases])
-        end = text.index("\n[", end + 1)
+    tables = []
+    while True:  # the table and its subtables ([tool.claims.aliases], [tool.claims.texts.module])
+        following = text.index("\n[", end + 1)
+        tables.append(text[end:following])
+        end = following
         if not text.startswith("\n[tool.claims.", end):
             break
-    return text[start:end].strip() + "\n"
+    kept = [table for table in tables if texts or not table.lstrip("\n").startswith("[tool.claims.texts.")]
+    return "".join(kept).strip() + "\n"
 
 
 def write_course(root: Path) -> Path:

@@ -1,0 +1,25 @@
+"""The course text in the loop: the author's documents read by path, split into steps and blocks.
+
+Every statement of the ledger is anchored to the block of the text that says it (its step, its
+position there, a versioned fingerprint of the block's normalised text and the numbers and
+formulas of the block it holds); ``claims text status`` compares the anchors with the text it is
+given and says, for each statement, whether its block is unchanged, moved, reworded, changed or
+gone, and which blocks and numbers of the text no statement holds. The text itself is never
+copied into the project: what is stored is fingerprints, sketches (b-bit MinHash values) and the
+numbers and formulas a statement holds, which are facts.
+
+Modules, each importing only those above it and the engine's ``_course``, ``_errors``,
+``_formats`` and ``_schema`` (never the runner, the plugin or the implementation):
+
+- ``document``: reading a configured text (bounded, UTF-8, no control characters), steps and
+  blocks, the normalisation, fingerprints, sketches and the numbers and formulas of a block;
+- ``drift``: the status of every anchored statement and mark against a text, uncovered blocks and
+  unheld numbers;
+- ``stamps``: review stamps and the edits ``claims text anchor``, ``review`` and ``mark`` make to
+  the claim files, line by line, so that each shows in the diff;
+- ``page``: the annotated text page (``claims_text.html``), written next to the reports and never
+  committed;
+- ``commands``: the ``claims text`` subcommands.
+
+The format of anchors and the rules of review are in ``docs/text.md``.
+"""
