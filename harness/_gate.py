@@ -42,7 +42,7 @@ STATED_CLAIM_FIELDS = ("where", "file", "line", "lesson", "statement", "formula"
                        "limitations", "erratum", "origin", "covers", "problems")
 STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "params", "rejects", "harness_chosen", "seed",
                        "skip_reason", "reproduce")
-STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "origin", "claims")
+STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "weak", "origin", "claims")
 # The rules that judge by equality: the observed value is then part of what the claim states.
 EXACT_RULES = ("equal", "exact equality")
 # A value longer than this is named as changed, not printed twice.

@@ -126,6 +126,11 @@ class Catalogue:
                                      "checked by no claim", field="statements",
                                      hint=f"add '{key}' to the 'covers' of a claim that checks it, or give the "
                                           "statement 'not_checkable:' with the reason"))
+            elif not claims and stated.statement.weak is not None:
+                found.append(Problem(stated.file, stated.line, f"statement '{key}' says why its checks are weak, but "
+                                     "no claim covers it", field="statements.weak",
+                                     hint="drop 'weak', or add the statement to the 'covers' of the claim whose "
+                                          "checks it means"))
             elif claims and stated.statement.not_checkable is not None:
                 found.append(Problem(stated.file, stated.line, f"statement '{key}' is marked not_checkable but "
                                      f"claim '{claims[0].id}' covers it", field="statements.not_checkable",

@@ -289,7 +289,8 @@ def _render_coverage(results: dict[str, Any]) -> list[str]:
     out += ["", "### Statements not covered (missing, weak or failed)", ""]
     uncovered = results["uncovered"]
     out += [f"- {code(s['id'])} ({text(s['where'])}, {text(s['shape'])}): {_badge(s['status'])}: {text(s['says'])}"
-            + (f" (claims: {_codes(s['claims'])})" if s["claims"] else "") for s in uncovered]
+            + (f" (claims: {_codes(s['claims'])})" if s["claims"] else "")
+            + (f" *Why weak:* {text(s['weak'])}" if s.get("weak") else "") for s in uncovered]
     if not uncovered:
         out.append("None: every statement of the ledger is covered, not run in this profile, or not checkable.")
     excused = [s for lesson in results["coverage"] for step in lesson["steps"] for s in step["statements"]
@@ -309,6 +310,8 @@ def _render_statement(statement: dict[str, Any], anchor: dict[str, Any] | None =
         line += f" (claims: {_codes(statement['claims'])})"
     if status == "not checkable":
         line += f" *Why not:* {text(statement['not_checkable'])}"
+    if statement.get("weak"):
+        line += f" *Why weak:* {text(statement['weak'])}"
     if anchor is not None:
         place = f", {text(anchor['step'])} block {anchor['block']}" if "step" in anchor else ""
         line += f" *Text:* {_badge(anchor['status'], ('changed', 'orphaned', 'reworded', 'unreviewed'))}{place}."

@@ -36,7 +36,7 @@ MARKDOWN_FILE = "claims_report.md"
 STATEMENT_STATUSES = {
     "covered": "a check of a kind strong for its shape (below) passed, and no covering check failed",
     "weak": "covering checks passed and none failed, but the claims covering it have no check of a kind strong "
-            "for its shape",
+            "for its shape, or the ledger says why their checks test less than the statement says",
     "failed": "a check of a claim covering it failed or could not run (an error); this wins over any pass, "
               "so red always means broken",
     "not run": "no check decided it in this run, or only weaker ones did while its strong checks were skipped in "
@@ -110,7 +110,7 @@ def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
 
 def _ledger_entry(statement: Statement, covering: list[ClaimEntry]) -> dict[str, Any]:
     return {"id": statement.id, "where": statement.where, "says": statement.says, "shape": statement.shape,
-            "not_checkable": statement.not_checkable, "origin": statement.origin,
+            "not_checkable": statement.not_checkable, "weak": statement.weak, "origin": statement.origin,
             "claims": [entry.id for entry in covering],
             "kinds": sorted({check.kind for entry in covering if entry.claim for check in entry.claim.checks})}
 
@@ -185,6 +185,7 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
                    "shape": statement["shape"], "status": _statement_status(statement, rows_of),
                    "claims": statement["claims"], "not_checkable": statement["not_checkable"],
+                   "weak": statement.get("weak"),
                    "origin": statement.get("origin", "text")}
                   for statement in lesson.get("statements", [])]
         stated_at: dict[Any, list[dict[str, Any]]] = {}
@@ -223,6 +224,8 @@ def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[st
         return "failed"
     strong = STRONG_KINDS[statement["shape"]]
     passed = {check["kind"] for check in checks if check["status"] == "passed"}
+    if passed and statement.get("weak"):
+        return "weak"  # the ledger says why its checks test less than it says
     if passed & strong:
         return "covered"
     if passed and not strong & set(statement["kinds"]):

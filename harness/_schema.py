@@ -217,6 +217,11 @@ class Statement(_Strict):
         None, min_length=1,
         description="why no check can refute or confirm it (a historical attribution, a pointer to another module)",
     )
+    weak: str | None = Field(
+        None, min_length=1,
+        description="why the checks of the claims covering it are weaker than what it says (they test one case of "
+                    "a list, say): the report counts it weak, with this reason, however strong their kinds",
+    )
     origin: Literal["text", "harness"] = Field(
         "text", description="'text' when the course text says it (then it has an anchor); 'harness' for a caveat or "
                             "a consequence the harness adds, which has no place in the text",

@@ -158,4 +158,5 @@ def test_a_mask_shifted_by_one_fails_the_mask_claims(monkeypatch):
 
 def test_training_with_a_mask_shifted_by_one_fails_the_experiment(monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))
-    assert _run_claim("gru-rloo-ppo-training", "shifted_mask") == ["failed", "failed"]
+    # The experiment and the loop's contract fail; the figure's check draws fixed runs and has no mask to shift.
+    assert _run_claim("gru-rloo-ppo-training", "shifted_mask") == ["failed", "failed", "passed"]

@@ -64,6 +64,16 @@ CHAOTIC = {
         lambda observed, params: cartpole.detail_statistics(
             observed["default_final_returns"], observed["changed_final_returns"],
             observed["default_kl_per_iteration"], observed["changed_kl_per_iteration"])),
+    "fewer-epochs-change-results": Chaotic(
+        {"default_final_returns": (100.0, 500.0), "changed_final_returns": (89.12, 435.8)},
+        lambda observed, params: cartpole.detail_statistics(
+            observed["default_final_returns"], observed["changed_final_returns"],
+            observed["default_kl_per_iteration"], observed["changed_kl_per_iteration"])),
+    "diagnostic-levels-depend-on-setup": Chaotic(
+        {"default_kl_per_iteration": (0.00113, 0.0164), "changed_kl_per_iteration": (6.85e-06, 0.000466)},
+        lambda observed, params: cartpole.detail_statistics(
+            observed["default_final_returns"], observed["changed_final_returns"],
+            observed["default_kl_per_iteration"], observed["changed_kl_per_iteration"])),
     "gru-rloo-ppo-training": Chaotic(
         {"trained_rewards": (0.587, 0.943)},
         lambda observed, params: gru.training_statistics(observed["untrained_rewards"], observed["trained_rewards"])),

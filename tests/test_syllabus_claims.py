@@ -20,6 +20,7 @@ import pytest
 import impl
 from harness._loading import Catalogue, load_catalogue
 from harness._runner import RunOptions, check_names, run_check
+from zoo import action_dependent_baseline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,6 +131,14 @@ def gae_ignoring_lambda(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambd
     return impl.gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, 1)
 
 
+def surrogate_as_running_product(ratio_t, advantage_t):
+    return np.cumprod(np.asarray(ratio_t), axis=0) * np.asarray(advantage_t)
+
+
+def gae_lambda_as_discount(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_):
+    return impl.gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma * lambda_, 1)
+
+
 def kl_gradient_without_centring(logits_t, ref_logits_t, mask_t, beta, aggregation):
     value, _ = impl.kl_penalty_loss(logits_t, ref_logits_t, mask_t, beta, aggregation)
     log_ratio = impl.log_softmax(logits_t) - impl.log_softmax(ref_logits_t)
@@ -186,6 +195,13 @@ CASES: list[tuple[str, Callable, str, str]] = [
     ("leave_one_out_advantages", impl.group_centered_advantages, "batch-mean-baseline-variant", "exact"),
     ("group_centered_advantages", impl.leave_one_out_advantages, "batch-mean-baseline-shrinks-gradient", "exact"),
     ("baseline_advantages", baseline_ignored, "action-dependent-baseline-biases-bandit", "counterexample"),
+    ("baseline_advantages", action_dependent_baseline.baseline_advantages, "baseline-unbiased-three-lines",
+     "property-2"),
+    ("surrogate_objective_grad", surrogate_grad_without_ratio, "stale-samples-need-importance-weights", "exact-2"),
+    ("surrogate_objective", surrogate_as_running_product, "per-step-surrogate-is-another-objective", "property"),
+    ("discounted_returns", immediate_reward_only, "undiscounted-answer-same-weight", "property"),
+    ("gae_advantages", gae_lambda_as_discount, "gae-mixes-horizons", "property-2"),
+    ("td_errors", td_error_without_discount, "value-head-learns-current-policy-values", "property"),
 ]
 
 

@@ -36,3 +36,12 @@ def central_difference(function: Callable[[np.ndarray], float], x: np.ndarray, s
         shift[index] = step
         gradient[index] = (function(x + shift) - function(x - shift)) / (2 * step)
     return gradient
+
+
+def exact_distribution(rng: np.random.Generator, size: int, zeros: bool, top: int) -> list[Fraction]:
+    """A random probability vector of ``size`` fractions: integer weights below ``top`` (zero allowed when
+    ``zeros``), one of them set to 1 if all are zero, divided by their sum."""
+    weights = rng.integers(0 if zeros else 1, top, size)
+    if weights.sum() == 0:
+        weights[rng.integers(size)] = 1
+    return [Fraction(int(w), int(weights.sum())) for w in weights]

@@ -47,12 +47,13 @@ def _single_sample_gradients(ctx: Context, reward_a: np.ndarray, baseline: objec
 def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     """Every arm's update without and with the baseline, the mean update and the total variance,
     by exact enumeration of the arms (fractions; the exact scores e_a - π are checked against
-    impl's softmax score)."""
+    impl's softmax score). ``mean_reward`` is E_π[R], the policy's mean reward."""
     arms = len(ctx.params.rewards)
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
     reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
-    observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a)}
+    observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a),
+                                   "mean_reward": pi @ reward_a}
     variances = {}
     for label, baseline in (("no_baseline", Fraction(0)), ("with_baseline", as_written(ctx.params.baseline))):
         advantages, gradients = _single_sample_gradients(ctx, reward_a, baseline, scores_a)

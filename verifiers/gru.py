@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.special import log_softmax
 
 from harness import Context, SeedRun, check_property, verifier
@@ -108,11 +108,16 @@ class EqualRewards(GruPolicy):
                 "token_log_probs_vjp", "token_clipped_surrogate", "kl_penalty_loss"),
           params=EqualRewards)
 def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
-    """A group with equal rewards: the advantages, and the parameter gradients of the policy term and a KL term.
+    """A group with equal rewards: the advantages, and the parameter gradients of the policy term and
+    of three other terms of a loss: a KL penalty, an entropy bonus and an auxiliary loss.
 
     The policy term is the token clipped surrogate at θ = θ_old with the group's RLOO advantages;
-    the KL term is impl's in-loss penalty against a reference GRU with other parameters. Both are
-    backpropagated into the GRU's parameters by impl; the norms are the verifier's.
+    the KL term is impl's in-loss penalty against a reference GRU with other parameters. The entropy
+    bonus is the mean over the answer tokens of the entropy H of π(·|x, y_<t), its gradient with
+    respect to the scoring logits the verifier's own, -π ⊙ (log π + H); the auxiliary loss is the
+    mean negative log-likelihood of the sampled answers' tokens (a supervised term), through impl's
+    token log-probability vector-Jacobian product. All are backpropagated into the GRU's parameters
+    by impl; the norms are the verifier's.
     """
     params = ctx.params
     policy = _random_policy(ctx, params.vocab_size, params.hidden_size)
@@ -137,6 +142,13 @@ def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
     d_logits = np.zeros_like(logits)
     d_logits[:, :-1] = d_scoring_logits
     kl_grads = ctx.impl.gru_backward(policy, cache, d_logits)
+    weights = mask / mask.sum()
+    log_p = log_softmax(logits[:, :-1], axis=-1)
+    entropy = -(np.exp(log_p) * log_p).sum(axis=-1, keepdims=True)
+    d_logits = np.zeros_like(logits)
+    d_logits[:, :-1] = weights[..., None] * -np.exp(log_p) * (log_p + entropy)
+    entropy_grads = ctx.impl.gru_backward(policy, cache, d_logits)
+    auxiliary_grads = ctx.impl.gru_backward(policy, cache, ctx.impl.token_log_probs_vjp(logits, tokens, -weights))
 
     def norm(grads: dict[str, np.ndarray]) -> float:
         return float(np.sqrt(sum(float((g * g).sum()) for g in grads.values())))
@@ -146,6 +158,8 @@ def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
         "advantages_finite": bool(all(np.isfinite(a).all() for a in advantages.values())),
         "policy_term_gradient_norm": norm(policy_grads),
         "kl_term_gradient_norm": norm(kl_grads),
+        "entropy_term_gradient_norm": norm(entropy_grads),
+        "auxiliary_term_gradient_norm": norm(auxiliary_grads),
     }
 
 
@@ -213,9 +227,18 @@ class _Protocol(_Params):
 
 
 class Training(_Protocol):
-    """The protocol with an evaluation every ``eval_every`` iterations."""
+    """The protocol with an evaluation every ``eval_every`` iterations, and the seeds its figure shows."""
 
     eval_every: int = Field(ge=1)
+    figure_seeds: list[int] | None = Field(None, min_length=1,
+                                           description="the seeds (some of ``seeds``) the figure draws; all by default")
+
+    @model_validator(mode="after")
+    def _figure_seeds_are_trained(self) -> Training:
+        shown = self.figure_seeds or []
+        if not set(shown) <= set(self.seeds) or len(set(shown)) != len(shown):
+            raise ValueError(f"figure_seeds {self.figure_seeds} must be distinct seeds of {self.seeds}")
+        return self
 
 
 _TRAINING_BLOCKS = ("gru_init", "gru_forward", "gru_backward", "gru_sample", "adam_init", "adam_update",
@@ -239,21 +262,124 @@ def training_experiment(ctx: Context) -> dict[str, object]:
     """Train the GRU with RLOO and clipped PPO epochs for every seed; median and IQR of the reward.
 
     The first evaluation of each run is the untrained policy, the last the trained one; reported are
-    both per seed and :func:`training_statistics` of them.
+    both per seed and :func:`training_statistics` of them. The figure is impl's, of the runs of
+    ``figure_seeds`` (every seed's if none are named); ``figure_shows_median_and_iqr`` says whether it
+    draws, at every evaluation, their median and their interquartile range
+    (:func:`figure_shows_median_and_iqr`).
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
     histories = ctx.map_seeds(_train_gru, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
     initial, final = curves[:, 0].tolist(), curves[:, -1].tolist()
-    figure = ctx.impl.plot_gru_training(histories)
+    shown = [histories[params.seeds.index(seed)] for seed in params.figure_seeds or params.seeds]
+    one_schedule = all(h["eval_iterations"] == shown[0]["eval_iterations"] for h in shown)
+    figure = ctx.impl.plot_gru_training(shown)
     return {
         "iterations": iterations,
         "untrained_rewards": initial,
         "trained_rewards": final,
         **training_statistics(initial, final),
+        "figure_shows_median_and_iqr": one_schedule and figure_shows_median_and_iqr(
+            figure, shown[0]["eval_iterations"], [h["eval_reward"] for h in shown]),
         "figure": ctx.save_figure(figure, f"gru_training_{ctx.profile}"),
     }
+
+
+# Every sample-quantile definition NumPy knows (Hyndman and Fan's nine and four more): an interquartile
+# range of three runs is not one number, and a figure may draw any of them.
+_QUANTILE_METHODS = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
+                     "hazen", "weibull", "linear", "median_unbiased", "normal_unbiased", "lower", "higher",
+                     "midpoint", "nearest")
+
+
+def _drawn_extents(figure: Any, xs: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """For every line and every collection of the figure's axes: (its kind, its lowest and highest y at each x).
+
+    Data coordinates only (a collection drawn in another transform is left out); NaN where the
+    artist draws no point at that x. A band filled between two curves has, at each x, the lower
+    curve's value as its lowest vertex and the upper one's as its highest, whatever its vertex order.
+    """
+    extents = []
+    for axes in figure.axes:
+        drawn = [("line", np.asarray(line.get_xydata(), dtype=float)) for line in axes.lines]
+        drawn += [("collection", np.concatenate([np.asarray(path.vertices, dtype=float)
+                                                 for path in collection.get_paths()]))
+                  for collection in axes.collections
+                  if collection.get_paths() and collection.get_transform() == axes.transData]
+        for kind, points in drawn:
+            low, high = np.full(len(xs), np.nan), np.full(len(xs), np.nan)
+            for index, x in enumerate(xs):
+                at_x = points[np.abs(points[:, 0] - x) <= rounding_bound(4, abs(x)), 1]
+                if at_x.size:
+                    low[index], high[index] = at_x.min(), at_x.max()
+            extents.append((kind, low, high))
+    return extents
+
+
+def figure_shows_median_and_iqr(figure: Any, iterations: list[int], curves: list[list[float]]) -> bool:
+    """Whether ``figure`` draws, at every evaluated iteration, the runs' median and their interquartile range.
+
+    The median (the middle value for an odd number of runs, the mean of the two middle ones for an
+    even number) must be a line through every evaluation; the interquartile range a band (a filled
+    region, or two lines) from the first to the third quartile, for one of NumPy's quantile
+    definitions used throughout. Values are compared within float64 rounding of rewards in [0, 1].
+    """
+    xs, rewards = np.asarray(iterations, dtype=float), np.asarray(curves, dtype=float)
+    extents = _drawn_extents(figure, xs)
+    tolerance = rounding_bound(64 * rewards.shape[0], 1.0)
+
+    def along(values: np.ndarray, target: np.ndarray) -> bool:
+        return bool(np.all(np.abs(values - target) <= tolerance))  # False where the artist misses an x (NaN)
+
+    def lines_along(target: np.ndarray) -> list[int]:
+        return [i for i, (kind, low, high) in enumerate(extents)
+                if kind == "line" and along(low, target) and along(high, target)]
+
+    median_lines = lines_along(np.median(rewards, axis=0))
+    for method in _QUANTILE_METHODS:
+        q1, q3 = np.percentile(rewards, [25, 75], axis=0, method=method)
+        if any(kind == "collection" and along(low, q1) and along(high, q3) for kind, low, high in extents):
+            return bool(median_lines)
+        lower, upper = lines_along(q1), lines_along(q3)
+        # Two lines for the quartiles, neither of them the line drawn for the median.
+        if any(len({a, b, m}) == 3 for a in lower for b in upper for m in median_lines):
+            return True
+    return False
+
+
+class FigureRuns(_Params):
+    """How many runs the training figure draws."""
+
+    runs: int = Field(ge=1, le=12)
+
+
+_schedules = st.tuples(st.integers(1, 8), st.integers(1, 20), st.integers(0, 2**32 - 1), st.booleans())
+
+
+@verifier("gru.training_figure_property", kind="property", uses=("plot_gru_training",), params=FigureRuns)
+def training_figure_property(ctx: Context) -> dict[str, object]:
+    """impl's training figure of ``runs`` random training histories draws, at every evaluation, the runs'
+    median and interquartile range (:func:`figure_shows_median_and_iqr`).
+
+    The rewards are uniform in [0, 1], or drawn from five levels so that runs tie; one to eight
+    equally spaced evaluations.
+    """
+    runs = ctx.params.runs
+
+    def figure_holds(schedule: tuple[int, int, int, bool]) -> None:
+        evaluations, every, seed, ties = schedule
+        rng = np.random.default_rng(seed)
+        iterations = [every * k for k in range(evaluations)]
+        rewards = (rng.integers(0, 5, size=(runs, len(iterations))) / 4 if ties
+                   else rng.uniform(0, 1, size=(runs, len(iterations))))
+        histories = [{"eval_iterations": list(iterations), "eval_reward": [float(r) for r in row],
+                      "batch_reward": [float(rng.uniform())] * max(iterations[-1], 1),
+                      "truncated_fraction": [0.0] * max(iterations[-1], 1)} for row in rewards]
+        figure = ctx.impl.plot_gru_training(histories)
+        assert figure_shows_median_and_iqr(figure, iterations, rewards.tolist()), (iterations, rewards.tolist())
+
+    return check_property(ctx, figure_holds, _schedules)
 
 
 def training_statistics(untrained: list[float], trained: list[float]) -> dict[str, object]:
@@ -398,7 +524,7 @@ def _causal_mask(tokens: np.ndarray, prompt_length: np.ndarray, generated: np.nd
 
 
 @verifier("gru.training_loop_contract", kind="property",
-          uses=("train_gru_policy", "verifiable_reward", *_TRAINING_BLOCKS),
+          uses=("train_gru_policy", "verifiable_reward", "task_prompts", *_TRAINING_BLOCKS),
           params=LoopContract)
 def training_loop_contract(ctx: Context) -> dict[str, object]:
     """Small training runs of impl's ``train_gru_policy`` with its building blocks recorded.
@@ -412,11 +538,16 @@ def training_loop_contract(ctx: Context) -> dict[str, object]:
     token); the old log-probabilities are the same in every epoch and equal the log-probabilities of
     the sampled tokens under the parameters the batch was sampled with (impl's GRU forward pass,
     the verifier's own log-softmax and causal shift); there are ``ppo_epochs`` steps on the whole
-    batch. ``groups_with_unequal_rewards`` and ``epochs_after_the_policy_moved`` count the cases in
-    which a group-mean advantage, or old log-probabilities recomputed each epoch, would differ.
+    batch. Every prompt the loop trains on is one of impl's task prompts, and ``prompt_types`` is the
+    number of task tokens among those. ``groups_with_unequal_rewards`` and
+    ``epochs_after_the_policy_moved`` count the cases in which a group-mean advantage, or old
+    log-probabilities recomputed each epoch, would differ; ``batches_with_answers_of_several_lengths``
+    those in which the sampled answers (EOS included) did not all have one length.
     """
     params = ctx.params
-    counts = {"groups_with_unequal_rewards": 0, "epochs_after_the_policy_moved": 0}
+    counts = {"groups_with_unequal_rewards": 0, "epochs_after_the_policy_moved": 0,
+              "batches_with_answers_of_several_lengths": 0}
+    task_prompts = {(int(task), tuple(int(t) for t in string)) for task, string in ctx.impl.task_prompts()}
 
     def contract_holds(run: tuple[int, int, int, int, int, int, int]) -> None:
         seed, iterations, prompts_per_batch, group_size, ppo_epochs, max_tokens, hidden_size = run
@@ -432,6 +563,10 @@ def training_loop_contract(ctx: Context) -> dict[str, object]:
             prompts = sample["prompts"]
             assert len(steps) == ppo_epochs, f"{len(steps)} surrogate steps on one batch, ppo_epochs = {ppo_epochs}"
             mask = _causal_mask(tokens, lengths, generated, sample["eos_id"])
+            decoded = [(int(prompts[b, lengths[b] - 1]), tuple(int(t) for t in prompts[b, :lengths[b] - 1]))
+                       for b in range(len(tokens))]
+            assert set(decoded) <= task_prompts, ("prompts that are not the task's", set(decoded) - task_prompts)
+            counts["batches_with_answers_of_several_lengths"] += len(set(mask.sum(axis=1))) > 1
             rewards = [Fraction(ctx.impl.verifiable_reward(int(prompts[b, lengths[b] - 1]),
                                                            tuple(int(t) for t in prompts[b, :lengths[b] - 1]),
                                                            tuple(int(t) for t in tokens[b, lengths[b]:lengths[b]
@@ -466,4 +601,4 @@ def training_loop_contract(ctx: Context) -> dict[str, object]:
         st.integers(0, 2**32 - 1), st.integers(1, params.max_iterations), st.integers(1, params.max_prompts_per_batch),
         st.integers(2, params.max_group_size), st.integers(2, params.max_ppo_epochs), st.integers(1, 5),
         st.integers(2, 8)))
-    return {**result, **counts}
+    return {**result, **counts, "prompt_types": len({task for task, _ in task_prompts})}

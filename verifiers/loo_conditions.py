@@ -8,7 +8,9 @@ RLOO's conditions:
 * the answers of a group are not independent: a "sticky" sampler repeats the previous answer
   with probability ρ and draws afresh otherwise, which keeps every answer's marginal equal to π;
 * the rewards share a component that depends on the current answer: every answer of the group
-  gets, besides its own reward r(Y_i), the same bonus λ times the group's share of successes.
+  gets, besides its own reward r(Y_i), the same bonus λ times the group's share of successes;
+* the answers do not all come from one fixed policy: the first few of every group come from another
+  (a stale) policy, while every score is taken for the current one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness import Context, verifier
 from verifiers._numeric import as_written
@@ -136,4 +138,41 @@ def shared_reward_exact(ctx: Context) -> dict[str, object]:
         if not suffix:
             observed["leave_one_out_minus_own_reward_gradient"] = (
                 leave_one_out - _single_answer_gradient(p, success, failure))
+    return observed
+
+
+class StaleGroups(_BernoulliGroups):
+    """The Bernoulli policy, its rewards, G, and how many answers of a group another policy generated."""
+
+    stale_p: float = Field(gt=0, lt=1, description="probability of action 1 under the other (stale) policy")
+    stale_answers: int = Field(ge=1, description="the first this many answers of every group come from stale_p")
+
+    @model_validator(mode="after")
+    def _within_the_group(self) -> StaleGroups:
+        if self.stale_answers > self.group_size:
+            raise ValueError(f"stale_answers ({self.stale_answers}) cannot exceed group_size ({self.group_size})")
+        return self
+
+
+@verifier("loo_conditions.stale_policy_answers_exact", kind="counterexample", params=StaleGroups, uses=_USES)
+def stale_policy_answers_exact(ctx: Context) -> dict[str, object]:
+    """Independent answers, the first ``stale_answers`` of each group drawn with probability ``stale_p`` of
+    action 1 and the others with p; every score is S_i = Y_i - p, the current policy's. Reported: the exact
+    expectations of the leave-one-out and no-baseline estimates divided by the gradient of one answer's
+    expected reward under p, and (``*_one_policy``) the same with every answer drawn from p."""
+    params = ctx.params
+    p, success, failure = as_written(params.p), as_written(params.reward_success), as_written(params.reward_failure)
+    stale = as_written(params.stale_p)
+    groups = _groups(params.group_size)
+    rewards = np.where(groups == 1, success, failure).astype(object)
+    gradient = _single_answer_gradient(p, success, failure)
+    estimates = _estimates(ctx, groups, p, rewards)
+    observed: dict[str, object] = {}
+    for suffix, first in (("", stale), ("_one_policy", p)):
+        sources = [first] * params.stale_answers + [p] * (params.group_size - params.stale_answers)
+        probability = np.array([np.prod([q if y else 1 - q for q, y in zip(sources, group, strict=True)])
+                                for group in groups], dtype=object)
+        observed[f"total_probability{suffix}"] = probability.sum()
+        for name, values in estimates.items():
+            observed[f"{name}_ratio{suffix}"] = (probability @ values) / gradient
     return observed

@@ -693,12 +693,14 @@ def _as_fractions(values: object) -> np.ndarray:
 
 
 def _finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
-                                    gamma: Fraction) -> np.ndarray:
+                                    gamma: Fraction, discount_visits: bool = True) -> np.ndarray:
     """∇_θ J_γ by the finite-horizon policy gradient theorem, without enumerating trajectories.
 
     Forward: d_t(s) = Pr(s_t = s). Backward: Q_t(s, a) = R(s, a) + γ Σ_s2 P(s2|s, a) V_{t+1}(s2) with
     V_T = 0 and V_t(s) = Σ_a π(a|s) Q_t(s, a). Then ∇_{θ[s]} J_γ = Σ_t γ^t d_t(s) Σ_a π(a|s) Q_t(s, a)
-    (e_a - π(·|s)) for the tabular softmax policy. Only + - * /, so exact for fractions.
+    (e_a - π(·|s)) for the tabular softmax policy: the discount is in the visits, γ^t d_t. Without
+    ``discount_visits`` the visits are the undiscounted d_t, which gives E[Σ_t G_t ∇log π_t], the form
+    without γ^t (E[G_t | s_t, a_t] = Q_t). Only + - * /, so exact for fractions.
     """
     n_states, n_actions = pi.shape
     state_distribution = [rho]
@@ -709,7 +711,8 @@ def _finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarra
     for t in range(horizon - 1, -1, -1):
         q = R + gamma * np.einsum("sat,t->sa", P, value_next)
         advantage = q - (pi * q).sum(axis=1, keepdims=True)
-        gradient = gradient + gamma**t * state_distribution[t][:, None] * pi * advantage
+        visits = gamma**t * state_distribution[t] if discount_visits else state_distribution[t]
+        gradient = gradient + visits[:, None] * pi * advantage
         value_next = (pi * q).sum(axis=1)
     return gradient
 
@@ -756,6 +759,109 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
             "squared_norm_by_gamma": norms,
             "probabilities_match_definition": list(paths.probability) == definition,
             "total_probability": paths.probability.sum()}
+
+
+@verifier("policy_gradient.undiscounted_weighting_is_no_gradient", kind="counterexample",
+          uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "full_return_weights",
+                "reinforce_gradient"),
+          params=ExactMDP)
+def undiscounted_weighting_is_no_gradient(ctx: Context) -> dict[str, object]:
+    """The Jacobian of the field F(θ) = E[Σ_t w_t ∇log π_θ(a_t|s_t)] at the policy given, in rational arithmetic.
+
+    A field whose Jacobian is not symmetric is the gradient of no function (a C² potential would make
+    it a Hessian), so an asymmetric Jacobian of the weights w_t = G_t (the form without the outer γ^t)
+    shows that this update optimises no objective at all; with w_t = γ^t G_t the field is ∇J_γ, and
+    its Jacobian must be the Hessian of J_γ, symmetric.
+
+    Differentiating under the (finite) sum over trajectories, with p_θ(τ)' = p_θ(τ) S(τ)ᵀ and
+    S(τ) = Σ_t s_t the trajectory's score: ∂F_i/∂θ_j = E[Σ_t w_t (s_{t,i} S_j + ∂s_{t,i}/∂θ_j)]. For the
+    tabular softmax the score of step t is e_{a_t} - π(·|s_t) in row s_t and its derivative is
+    -(diag π(·|s_t) - π(·|s_t) π(·|s_t)ᵀ) on that row's block, whatever a_t: the verifier writes both
+    exactly from the policy table; they depend on θ only through π, so any θ with softmax(θ) = π is the
+    point. impl enumerates the trajectories with their exact probabilities, forms each weight and
+    averages the estimator: E[Σ_t w_t S_j s_t] is impl's REINFORCE average with weights w_t S_j(τ)
+    M p(τ) (M trajectories), one j at a time. The Hessian of J_γ is the same expectation with the
+    full discounted return R_γ(τ) at every step (impl's ``full_return_weights``), whose field is ∇J_γ.
+    """
+    params = ctx.params
+    mdp = _MDP(_as_fractions(params.P), _as_fractions(params.R), _as_fractions(params.rho))
+    pi = _as_fractions(params.policy)
+    n_states, n_actions = pi.shape
+    size = n_states * n_actions
+    paths = ctx.impl.enumerate_trajectories(mdp, pi, params.horizon)
+    zero = Fraction(0)
+    score_t = np.zeros((*paths.a_t.shape, n_states, n_actions), dtype=object) + zero
+    for index in np.ndindex(paths.a_t.shape):
+        state, action = paths.s_t[index], paths.a_t[index]
+        score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
+    trajectory_score = score_t.sum(axis=0).reshape(score_t.shape[1], size)  # S(τ) [M, S·A]
+    # ∂s_t/∂θ as one [S·A, S·A] block per state, the same for every action taken there.
+    curvature = np.zeros((n_states, size, size), dtype=object) + zero
+    for state in range(n_states):
+        block = slice(state * n_actions, (state + 1) * n_actions)
+        curvature[state, block, block] = -(np.diag(pi[state]) - np.outer(pi[state], pi[state]))
+    importance = paths.probability * len(paths.probability)
+
+    def jacobian(w_t: np.ndarray) -> np.ndarray:
+        """∂F_i/∂θ_j for the field of the per-step weights w_t [T, M], exactly."""
+        columns = [ctx.impl.reinforce_gradient(w_t * trajectory_score[:, j] * importance, score_t).reshape(size)
+                   for j in range(size)]
+        first = np.array(columns, dtype=object).T  # [i, j]
+        expected_weight = [(w_t[t] * paths.probability) for t in range(w_t.shape[0])]  # p(τ) w_t, [T][M]
+        second = np.zeros((size, size), dtype=object) + zero
+        for t in range(w_t.shape[0]):
+            for state in range(n_states):
+                mass = sum(expected_weight[t][paths.s_t[t] == state])
+                second = second + mass * curvature[state]
+        return first + second
+
+    def asymmetry(matrix: np.ndarray) -> Fraction:
+        return max(abs(matrix[i, j] - matrix[j, i]) for i in range(size) for j in range(size))
+
+    without, with_factor, hessian_agrees = [], [], []
+    for gamma in map(as_written, params.gammas):
+        dropped = jacobian(ctx.impl.discounted_returns(paths.r_t, gamma))
+        literal = jacobian(ctx.impl.discounted_objective_weights(paths.r_t, gamma))
+        hessian = jacobian(ctx.impl.full_return_weights(paths.r_t, gamma))
+        without.append(asymmetry(dropped))
+        with_factor.append(asymmetry(literal))
+        hessian_agrees.append(bool(np.all(literal == hessian)))
+    return {"asymmetry_without_discount_factor_by_gamma": without,
+            "asymmetry_with_discount_factor_by_gamma": with_factor,
+            "jacobian_with_discount_factor_is_objective_hessian_by_gamma": hessian_agrees}
+
+
+@verifier("policy_gradient.discounted_visitation_property", kind="property", uses=("objective_gradient",))
+def discounted_visitation_property(ctx: Context) -> dict[str, object]:
+    """On random MDPs with dynamics independent of θ, random logits and γ in [0, 1]: impl's gradient of the
+    literal J_γ equals Σ_t Σ_s γ^t d_t(s) Σ_a π(a|s) Q_t(s, a) ∇log π(a|s), the form without an outer
+    γ^t whose states are visited with the discount (``_finite_horizon_policy_gradient``, the verifier's
+    own forward and backward recursions), within a rounding bound; with the undiscounted visits d_t it
+    is another vector wherever γ < 1 makes them differ (counted).
+
+    The bound is that of enumerating every trajectory (impl may compute its gradient so) plus the
+    recursions' own T (S A S + 10) operations, on numbers up to T max|R|.
+    """
+    differs = 0
+
+    def agrees(example: tuple[_MDP, np.ndarray, int, float]) -> None:
+        nonlocal differs
+        mdp, theta, horizon, gamma = example
+        pi = _softmax(theta)
+        n_states, n_actions = theta.shape
+        discounted = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma)
+        undiscounted = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma,
+                                                       discount_visits=False)
+        exact = ctx.impl.objective_gradient(mdp, theta, horizon, gamma)
+        largest = largest_return(mdp.R, horizon, gamma)
+        trajectories = n_states ** (horizon + 1) * n_actions**horizon
+        bound = rounding_bound(trajectories * (horizon + 4) + horizon * (n_states**2 * n_actions + 10),
+                               horizon * max(largest, float(np.abs(mdp.R).max())))
+        assert np.abs(exact - discounted).max() <= bound, (exact, discounted, bound)
+        differs += bool(np.abs(exact - undiscounted).max() > bound)
+
+    found = check_property(ctx, agrees, _random_mdps())
+    return {**found, "examples_where_undiscounted_visits_differ": differs}
 
 
 class WeightsProperty(BaseModel):

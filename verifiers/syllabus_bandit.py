@@ -38,7 +38,8 @@ def step_symbolic(ctx: Context) -> dict[str, object]:
     """The bandit step at θ = 0 in exact arithmetic: sympy differentiates log softmax(θ)[a].
 
     The reward and η enter as the rationals the claim writes, so the new logits are exact and
-    π(a) after the step is a closed form in e (e/(e + 2) for the syllabus's numbers).
+    π(a) after the step is a closed form in e (e/(e + 2) for the syllabus's numbers). ``pi_before``
+    is the whole policy softmax(0), every arm's probability.
     """
     params = ctx.params
     theta = sp.symbols(f"theta0:{params.arms}", real=True)
@@ -48,8 +49,10 @@ def step_symbolic(ctx: Context) -> dict[str, object]:
     step = sp.Rational(repr(params.step_size)) * sp.Rational(repr(params.reward))
     after = [step * s for s in score]
     pi_after = sp.simplify(sp.exp(log_pi).subs(dict(zip(theta, after, strict=True))))
-    return {"score": score, "theta_after": after, "pi_drawn_before": sp.exp(log_pi).subs(at_zero),
-            "pi_drawn_after": pi_after}
+    partition = sum(sp.exp(t) for t in theta)
+    return {"score": score, "theta_after": after, "pi_before": [sp.exp(t).subs(at_zero) / partition.subs(at_zero)
+                                                                for t in theta],
+            "pi_drawn_before": sp.exp(log_pi).subs(at_zero), "pi_drawn_after": pi_after}
 
 
 @verifier("syllabus_bandit.step_impl", kind="exact", uses=("softmax", "softmax_score"), params=BanditStep)
@@ -245,14 +248,16 @@ def discounted_sum_symbolic(ctx: Context) -> dict[str, object]:
     """Σ_{k>=0} γ^k for 0 <= γ < 1 (written γ = 1/(1 + x), x > 0) and for γ = 1.
 
     With rewards bounded by M the infinite return is then bounded by M/(1 - γ); at γ = 1 the same
-    sum of a constant reward diverges.
+    sum of a constant reward diverges. ``near_reward_worth_more``: sympy decides γ^k - γ^(k+1) > 0
+    for every k >= 0 and 0 < γ < 1, so a reward one step nearer is worth more.
     """
     k = sp.Symbol("k", integer=True, nonnegative=True)
     x = sp.Symbol("x", positive=True)
     gamma = 1 / (1 + x)
     geometric = sp.Sum(gamma**k, (k, 0, sp.oo)).doit()
     return {"geometric_sum_minus_bound": sp.simplify(geometric - 1 / (1 - gamma)),
-            "undiscounted_sum_diverges": sp.Sum(sp.Integer(1), (k, 0, sp.oo)).doit() is sp.oo}
+            "undiscounted_sum_diverges": sp.Sum(sp.Integer(1), (k, 0, sp.oo)).doit() is sp.oo,
+            "near_reward_worth_more": bool(sp.simplify(gamma**k - gamma ** (k + 1)).is_positive)}
 
 
 _long_rewards = st.tuples(

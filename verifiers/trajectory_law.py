@@ -6,12 +6,17 @@ the rollouts follow and the objective the gradients are of, computed here from t
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
 import numpy as np
+from hypothesis import strategies as st
 from pydantic import Field
 from scipy.special import softmax
 
-from harness import Context, verifier
-from verifiers._numeric import central_difference, rounding_bound
+from harness import Context, check_property, verifier
+from verifiers._numeric import central_difference, exact_distribution, rounding_bound
 from verifiers.policy_gradient import (
     MDPExample,
     largest_return,
@@ -88,3 +93,52 @@ def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
     gradient_gap = float(np.abs(np.asarray(ctx.impl.objective_gradient(mdp, theta, horizon)) - numeric).max())
     return {"objective_matches": objective_gap <= rounding,
             "gradient_matches": gradient_gap <= objective_difference_bound(mdp, horizon, 1.0, step) + rounding}
+
+
+class _ExactMDP(NamedTuple):
+    """The four attributes impl's MDP functions read, here with exact fractions."""
+
+    P: np.ndarray
+    R: np.ndarray
+    rho: np.ndarray
+    P_alt: None = None
+
+
+@st.composite
+def _exact_mdps(draw: st.DrawFn) -> tuple[_ExactMDP, np.ndarray, int]:
+    """An MDP of up to 3 states and 3 actions with exact transition rows and ρ (zeros allowed), rewards in
+    quarters of [-2, 2], a positive exact policy table and a horizon of 1 to 3 (at most 2,187 trajectories)."""
+    n_states, n_actions = draw(st.sampled_from([(1, 2), (2, 2), (2, 3), (3, 2), (3, 3)]))
+    horizon = draw(st.integers(1, 3 if n_states * n_actions <= 6 else 2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    P = np.array([[exact_distribution(rng, n_states, True, 6) for _ in range(n_actions)] for _ in range(n_states)],
+                 dtype=object)
+    R = np.array([[Fraction(int(r), 4) for r in row] for row in rng.integers(-8, 9, (n_states, n_actions))],
+                 dtype=object)
+    rho = np.array(exact_distribution(rng, n_states, True, 6), dtype=object)
+    pi = np.array([exact_distribution(rng, n_actions, False, 6) for _ in range(n_states)], dtype=object)
+    return _ExactMDP(P, R, rho), pi, horizon
+
+
+@verifier("trajectory_law.enumerated_probabilities_property", kind="property", uses=("enumerate_trajectories",))
+def enumerated_probabilities_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs whose ρ and dynamics do not depend on θ, impl's enumeration lists every
+    (s_0, a_0, ..., s_T) exactly once, with the reward R(s_t, a_t) at each step and the probability
+    ρ(s_0) Π_t π(a_t|s_t) P(s_{t+1}|s_t, a_t) computed here, exactly; the probabilities sum to one."""
+
+    def factorises(example: tuple[_ExactMDP, np.ndarray, int]) -> None:
+        mdp, pi, horizon = example
+        n_states, n_actions = pi.shape
+        paths = ctx.impl.enumerate_trajectories(mdp, pi, horizon)
+        s_t, a_t, r_t = np.asarray(paths.s_t), np.asarray(paths.a_t), np.asarray(paths.r_t)
+        count = n_states ** (horizon + 1) * n_actions**horizon
+        assert s_t.shape == (horizon + 1, count) and a_t.shape == (horizon, count), (s_t.shape, a_t.shape)
+        seen = {(tuple(s), tuple(a)) for s, a in zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)}
+        assert len(seen) == count, f"{count - len(seen)} trajectories listed twice"
+        for m, (s, a) in enumerate(zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)):
+            law = mdp.rho[s[0]] * math.prod(pi[s[t], a[t]] * mdp.P[s[t], a[t], s[t + 1]] for t in range(horizon))
+            assert paths.probability[m] == law, ((s, a), paths.probability[m], law)
+            assert list(r_t[:, m]) == [mdp.R[s[t], a[t]] for t in range(horizon)], ((s, a), list(r_t[:, m]))
+        assert sum(paths.probability) == 1, sum(paths.probability)
+
+    return check_property(ctx, factorises, _exact_mdps())

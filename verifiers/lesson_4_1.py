@@ -1,0 +1,372 @@
+"""Lesson 4.1's statements that the checks of ``verifiers.policy_gradient`` leave open.
+
+* 4.1.1: the score-function estimator needs samples of the current policy (symbolic, and a witness);
+* 4.1.2: moving the derivative under the integral needs regularity (X ~ Uniform(0, θ));
+* 4.1.3: a bad checker gives the correct gradient of its own, wrong objective;
+* 4.1.5: REINFORCE's estimate is (1/N) Σ_i Σ_t w_{i,t} ∇ log π (property), the policy gradient
+  theorem on random infinite-horizon MDPs, against J differentiated with dual numbers (property), and
+  the expected step's effect on each action's probability (exact: with three actions one with a
+  positive advantage can lose probability).
+
+Every reference here is the verifier's own and exact (sympy, fractions); the implementation is
+reached only through ``ctx.impl``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness import Context, check_property, verifier
+from verifiers._numeric import as_written, exact_distribution
+
+
+def _exact(values: list[float]) -> np.ndarray:
+    return np.array([as_written(v) for v in values], dtype=object)
+
+
+def _scores(pi: np.ndarray) -> np.ndarray:
+    """Row x is ∇_z log π(x) = e_x - π for a softmax with probabilities π (logits log π), exactly."""
+    size = len(pi)
+    return np.array([[Fraction(int(x == k)) - pi[k] for k in range(size)] for x in range(size)], dtype=object)
+
+
+# --------------------------------------------------------------------------- 4.1.1
+
+
+@verifier("lesson_4_1.current_policy_samples_symbolic", kind="symbolic")
+def current_policy_samples_symbolic(ctx: Context) -> dict[str, object]:
+    """E_{X~q}[f(X) ∂_θ log p_θ(X)] - ∂_θ E_{X~p_θ}[f(X)] for K symbolic outcomes.
+
+    p(k, θ) is an undefined positive function of one parameter coordinate and f[k] values that do not
+    involve θ. Drawn from p_θ itself (q = p_θ) the residual is zero; drawn from another distribution
+    q[k] (not depending on θ) it is Σ_k (q_k - p_k) f_k ∂_θ log p_k, which sympy does not reduce to
+    zero (``off_policy_residual_is_zero``).
+    """
+    categories = sp.Symbol("K", integer=True, positive=True)
+    k = sp.Symbol("k", integer=True)
+    theta = sp.Symbol("theta", real=True)
+    p, f, q = sp.Function("p", positive=True), sp.IndexedBase("f"), sp.IndexedBase("q", positive=True)
+    score = sp.diff(sp.log(p(k, theta)), theta)
+    gradient = sp.diff(sp.Sum(f[k] * p(k, theta), (k, 1, categories)), theta)
+    on_policy = sp.Sum(p(k, theta) * f[k] * score, (k, 1, categories))
+    off_policy = sp.Sum(q[k] * f[k] * score, (k, 1, categories))
+    off_residual = sp.simplify(off_policy - gradient)
+    formula = sp.Sum((q[k] - p(k, theta)) * f[k] * score, (k, 1, categories))
+    return {"on_policy_residual": sp.simplify(on_policy - gradient),
+            "off_policy_residual_is_zero": off_residual == 0,
+            "off_policy_residual_minus_formula": sp.simplify(sp.expand(off_residual - formula).doit())}
+
+
+class SampledCategorical(BaseModel):
+    """A softmax distribution p (exact probabilities), a value f per outcome, another distribution q
+    the samples may come from, and the largest sample size N."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    probabilities: list[float] = Field(min_length=2, max_length=6, description="p, the current policy")
+    values: list[float] = Field(min_length=2, max_length=6, description="f(x) per outcome")
+    sampling: list[float] = Field(min_length=2, max_length=6, description="q, the distribution of the other draws")
+    max_samples: int = Field(ge=1, le=4)
+
+    @model_validator(mode="after")
+    def _distributions(self) -> SampledCategorical:
+        if not len(self.probabilities) == len(self.values) == len(self.sampling):
+            raise ValueError("probabilities, values and sampling need one entry per outcome")
+        for name in ("probabilities", "sampling"):
+            row = getattr(self, name)
+            if sum(as_written(x) for x in row) != 1 or min(row) <= 0:
+                raise ValueError(f"{name} must be positive and sum to exactly one")
+        return self
+
+
+@verifier("lesson_4_1.off_policy_samples_exact", kind=("exact", "counterexample"), uses=("score_function_gradient",),
+          params=SampledCategorical)
+def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
+    """impl's estimate (1/N) Σ_i f(x_i) (e_{x_i} - p) averaged exactly over every sample of size N = 1..max_samples,
+    with the x_i drawn from p (the current policy) and from q, minus the gradient Σ_x p_x f_x (e_x - p).
+
+    The bias with draws from q is reported per sample size (the largest coordinate, as a fraction) and,
+    for N = 1, as a vector beside the verifier's formula Σ_x (q_x - p_x) f_x (e_x - p).
+    """
+    params = ctx.params
+    p, f, q = _exact(params.probabilities), _exact(params.values), _exact(params.sampling)
+    scores = _scores(p)
+    gradient = (p * f) @ scores
+    on_policy, off_policy, off_vector = [], [], None
+    for size in range(1, params.max_samples + 1):
+        samples = np.array(list(itertools.product(range(len(p)), repeat=size)))
+        estimates = ctx.impl.score_function_gradient(f[samples], scores[samples])
+        for distribution, largest in ((p, on_policy), (q, off_policy)):
+            bias = np.prod(distribution[samples], axis=1) @ estimates - gradient
+            largest.append(max(abs(b) for b in bias))
+            if distribution is q and size == 1:
+                off_vector = bias
+    formula = ((q - p) * f) @ scores
+    return {"on_policy_largest_bias_by_sample_size": on_policy,
+            "off_policy_largest_bias_by_sample_size": off_policy,
+            "off_policy_bias": list(off_vector),
+            "off_policy_bias_minus_formula": max(abs(d) for d in off_vector - formula)}
+
+
+# --------------------------------------------------------------------------- 4.1.2
+
+
+@verifier("lesson_4_1.support_depends_on_theta_symbolic", kind=("symbolic", "counterexample"))
+def support_depends_on_theta_symbolic(ctx: Context) -> dict[str, object]:
+    """The textbook failure of the exchange (Mohamed et al. 2020): X ~ Uniform(0, θ), f(x) = x, θ > 0.
+
+    ``derivative``: d/dθ of E[X] = ∫_0^θ x / θ dx, integrated first. ``score_function_expectation``:
+    ∫_0^θ x ∂_θ log p_θ(x) p_θ(x) dx with log p_θ(x) = -log θ on the support. ``boundary_term``:
+    Leibniz's f(θ) p_θ(θ), the part the exchange leaves out. ``fixed_support_residual``: the same
+    comparison for p_θ(x) = θ x^(θ-1) on [0, 1] (a support that does not move with θ), where the
+    exchange holds.
+    """
+    theta = sp.Symbol("theta", positive=True)
+    x = sp.Symbol("x", positive=True)
+    density = 1 / theta
+    derivative = sp.simplify(sp.diff(sp.integrate(x * density, (x, 0, theta)), theta))
+    score = sp.diff(sp.log(density), theta)
+    score_function = sp.simplify(sp.integrate(x * score * density, (x, 0, theta)))
+    boundary = sp.simplify((x * density).subs(x, theta))
+
+    fixed = theta * x ** (theta - 1)
+    fixed_derivative = sp.diff(sp.integrate(x * fixed, (x, 0, 1), conds="none"), theta)
+    fixed_score = sp.integrate(sp.expand(x * sp.diff(sp.log(fixed), theta) * fixed), (x, 0, 1), conds="none")
+    return {"derivative": derivative, "score_function_expectation": score_function, "boundary_term": boundary,
+            "derivative_minus_score_function_minus_boundary": sp.simplify(derivative - score_function - boundary),
+            "fixed_support_residual": sp.simplify(fixed_derivative - fixed_score)}
+
+
+# --------------------------------------------------------------------------- 4.1.3
+
+
+class CheckedAnswers(BaseModel):
+    """A softmax policy over answers (exact probabilities), the true reward of each answer and the
+    reward a faulty checker gives it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    probabilities: list[float] = Field(min_length=2, max_length=6)
+    true_rewards: list[float] = Field(min_length=2, max_length=6)
+    checker_rewards: list[float] = Field(min_length=2, max_length=6)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> CheckedAnswers:
+        if not len(self.probabilities) == len(self.true_rewards) == len(self.checker_rewards):
+            raise ValueError("one probability and two rewards per answer")
+        if sum(as_written(x) for x in self.probabilities) != 1 or min(self.probabilities) <= 0:
+            raise ValueError("probabilities must be positive and sum to exactly one")
+        return self
+
+
+@verifier("lesson_4_1.bad_checker_exact", kind=("exact", "counterexample"), uses=("score_function_gradient",),
+          params=CheckedAnswers)
+def bad_checker_exact(ctx: Context) -> dict[str, object]:
+    """The expectation of impl's one-answer estimate r'(y) (e_y - π) with the checker's reward r', exactly
+    (π-weighted over the answers), against the gradients of the checker's objective E[r'] and of the true
+    objective E[r], both Σ_y π_y r_y (e_y - π) computed here (the scores e_y - π too)."""
+    params = ctx.params
+    pi = _exact(params.probabilities)
+    true, checker = _exact(params.true_rewards), _exact(params.checker_rewards)
+    scores = _scores(pi)
+    estimates = ctx.impl.score_function_gradient(checker[:, None], scores[:, None, :])
+    expectation = pi @ estimates
+    checker_gradient, true_gradient = (pi * checker) @ scores, (pi * true) @ scores
+    return {"expected_estimate_minus_checker_gradient": [e - g for e, g in zip(expectation, checker_gradient,
+                                                                              strict=True)],
+            "checker_objective_gradient": list(checker_gradient),
+            "true_objective_gradient": list(true_gradient)}
+
+
+# --------------------------------------------------------------------------- 4.1.5: the estimator's form
+
+
+_weights = st.integers(-160, 160).map(lambda n: Fraction(n, 16))
+
+
+@st.composite
+def _reinforce_batches(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Exact weights [T, M, N] and scores [T, M, N, P] (M independent batches of N trajectories)."""
+    horizon, batches, trajectories, size = (draw(st.integers(1, 4)), draw(st.integers(1, 3)),
+                                            draw(st.integers(1, 5)), draw(st.integers(1, 3)))
+    cells = horizon * batches * trajectories
+    weights = draw(st.lists(_weights, min_size=cells, max_size=cells))
+    scores = draw(st.lists(_weights, min_size=cells * size, max_size=cells * size))
+    return (np.array(weights, dtype=object).reshape(horizon, batches, trajectories),
+            np.array(scores, dtype=object).reshape(horizon, batches, trajectories, size))
+
+
+@verifier("lesson_4_1.reinforce_form_property", kind="property", uses=("reinforce_gradient",))
+def reinforce_form_property(ctx: Context) -> dict[str, object]:
+    """On random exact weights and scores, impl's REINFORCE estimate of every batch equals
+    (1/N) Σ_i Σ_t w_{i,t} s_{i,t}, the sum over the steps of each trajectory averaged over its N
+    trajectories, exactly; and one batch alone ([T, N]) gives that batch's estimate."""
+
+    def matches(batch: tuple[np.ndarray, np.ndarray]) -> None:
+        w_t, score_t = batch
+        horizon, batches, trajectories = w_t.shape
+        estimate = ctx.impl.reinforce_gradient(w_t, score_t)
+        for m in range(batches):
+            definition = [sum(w_t[t, m, i] * score_t[t, m, i, j] for t in range(horizon) for i in range(trajectories))
+                          / trajectories for j in range(score_t.shape[-1])]
+            assert list(estimate[m]) == definition, (m, list(estimate[m]), definition)
+        alone = ctx.impl.reinforce_gradient(w_t[:, 0], score_t[:, 0])
+        assert list(alone) == list(estimate[0]), (list(alone), list(estimate[0]))
+
+    return check_property(ctx, matches, _reinforce_batches())
+
+
+# --------------------------------------------------------------------------- 4.1.5: the theorem
+
+
+class _Dual:
+    """a + b ε with ε² = 0, over fractions: forward-mode differentiation of a rational computation."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: object, b: object = 0) -> None:
+        self.a, self.b = Fraction(a), Fraction(b)
+
+    @staticmethod
+    def _of(value: object) -> _Dual:
+        return value if isinstance(value, _Dual) else _Dual(value)
+
+    def __add__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a + other.a, self.b + other.b)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a - other.a, self.b - other.b)
+
+    def __rsub__(self, other: object) -> _Dual:
+        return self._of(other) - self
+
+    def __mul__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a * other.a, self.a * other.b + self.b * other.a)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a / other.a, (self.b * other.a - self.a * other.b) / (other.a * other.a))
+
+    def __rtruediv__(self, other: object) -> _Dual:
+        return self._of(other) / self
+
+
+def _solve(system: list[list[object]], rhs: list[object]) -> list[object]:
+    """x with system x = rhs by Gauss-Jordan elimination, for fractions or duals (pivot on a non-zero value)."""
+    size = len(rhs)
+    rows = [[*row, value] for row, value in zip(system, rhs, strict=True)]
+    for column in range(size):
+        pivot = next(r for r in range(column, size) if Fraction(getattr(rows[r][column], "a", rows[r][column])) != 0)
+        rows[column], rows[pivot] = rows[pivot], rows[column]
+        lead = rows[column][column]
+        rows[column] = [value / lead for value in rows[column]]
+        for r in range(size):
+            if r != column:
+                factor = rows[r][column]
+                rows[r] = [value - factor * top for value, top in zip(rows[r], rows[column], strict=True)]
+    return [row[-1] for row in rows]
+
+
+def _objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: list[list[object]], gamma: Fraction) -> object:
+    """J = Σ_s ρ(s) V(s) with (I - γ P_π) V = r_π: the expected discounted return, for fractions or duals."""
+    n_states, n_actions = R.shape
+    kernel = [[sum((pi[s][a] * P[s, a, t] for a in range(n_actions)), Fraction(0)) for t in range(n_states)]
+              for s in range(n_states)]
+    system = [[Fraction(int(s == t)) - gamma * kernel[s][t] for t in range(n_states)] for s in range(n_states)]
+    reward = [sum((pi[s][a] * R[s, a] for a in range(n_actions)), Fraction(0)) for s in range(n_states)]
+    values = _solve(system, reward)
+    return sum((rho[s] * values[s] for s in range(n_states)), Fraction(0))
+
+
+@st.composite
+def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]:
+    """An exact MDP of up to 3 states and 3 actions (transition rows may hold zeros), a positive policy
+    table, rewards in quarters of [-2, 2], and γ in {0, 1/10, ..., 9/10}."""
+    n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    P = np.array([[exact_distribution(rng, n_states, True, 10) for _ in range(n_actions)]
+                  for _ in range(n_states)],
+                 dtype=object)
+    R = np.array([[Fraction(int(r), 4) for r in row] for row in rng.integers(-8, 9, (n_states, n_actions))],
+                 dtype=object)
+    rho = np.array(exact_distribution(rng, n_states, True, 10), dtype=object)
+    pi = np.array([exact_distribution(rng, n_actions, False, 10) for _ in range(n_states)], dtype=object)
+    return P, R, rho, pi, Fraction(draw(st.integers(0, 9)), 10)
+
+
+@verifier("lesson_4_1.policy_gradient_theorem_property", kind="property", uses=("policy_action_values",))
+def policy_gradient_theorem_property(ctx: Context) -> dict[str, object]:
+    """On random exact infinite-horizon MDPs, policies and γ < 1: ∂J/∂θ_{s,a} of the tabular softmax policy,
+    differentiated here with dual numbers (forward mode, exact), equals the theorem's
+    Σ_s d(s) Σ_b π(b|s) Q^π(s, b) ∂ log π(b|s)/∂θ_{s,a} = d(s) π(a|s) (Q^π(s, a) - Σ_b π(b|s) Q^π(s, b)),
+    with impl's Q^π and the unnormalised visitation d = ρᵀ (I - γ P_π)^{-1}, computed here; Σ_s d(s) is
+    1/(1 - γ), the constant that normalising d to a distribution puts in front.
+
+    The dual part of π along θ_{s,a} is ∂π(b|s)/∂θ_{s,a} = π(b|s) (δ_ab - π(a|s)), the softmax's exact
+    derivative; J(θ + ε e_{s,a}) is then solved in dual numbers, so its ε part is the derivative of J.
+    """
+
+    def theorem_holds(example: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]) -> None:
+        P, R, rho, pi, gamma = example
+        n_states, n_actions = R.shape
+        kernel = (pi[:, :, None] * P).sum(axis=1)
+        system = [[Fraction(int(t == s)) - gamma * kernel[t, s] for t in range(n_states)] for s in range(n_states)]
+        visitation = _solve(system, list(rho))  # (I - γ P_π)ᵀ d = ρ
+        assert sum(visitation) == 1 / (1 - gamma), (visitation, gamma)
+        q = ctx.impl.policy_action_values(P, R, pi, gamma)
+        for s, a in itertools.product(range(n_states), range(n_actions)):
+            moved = [[_Dual(pi[u, b], pi[u, b] * (int(a == b) - pi[u, a]) if u == s else 0) for b in range(n_actions)]
+                     for u in range(n_states)]
+            derivative = _objective(P, R, rho, moved, gamma).b
+            theorem = visitation[s] * pi[s, a] * (q[s, a] - sum(pi[s, b] * q[s, b] for b in range(n_actions)))
+            assert derivative == theorem, ((s, a), derivative, theorem)
+
+    return check_property(ctx, theorem_holds, _discounted_mdps())
+
+
+# --------------------------------------------------------------------------- 4.1.5: the sign of the expected step
+
+
+class ExpectedStepExample(BaseModel):
+    """One state's policy π(a) and action values Q(a), exact decimals."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    policy: list[float] = Field(min_length=2, description="π(a); sums to exactly one")
+    q: list[float] = Field(min_length=2, description="Q(s, a) of each action")
+
+    @model_validator(mode="after")
+    def _a_distribution(self) -> ExpectedStepExample:
+        if len(self.q) != len(self.policy) or sum(as_written(p) for p in self.policy) != 1:
+            raise ValueError("policy must sum to exactly one, with one value in q per action")
+        return self
+
+
+@verifier("lesson_4_1.expected_step_probabilities_exact", kind=("exact", "counterexample"),
+          uses=("score_function_gradient",), params=ExpectedStepExample)
+def expected_step_probabilities_exact(ctx: Context) -> dict[str, object]:
+    """The expected policy-gradient step at one state and what it does to each action's probability, exactly.
+
+    The step on the logits is Σ_a π(a) A(a) ∇_z log π(a) with A(a) = Q(a) - V and V = Σ_a π(a) Q(a):
+    impl's ``score_function_gradient`` averages f_a ∇log π(a) over the K actions with f_a = K π(a) A(a),
+    which makes its mean the expectation; the scores e_a - π are the verifier's exact rows. Along a logit
+    step dz a softmax's probabilities move, to first order, by dπ = π ⊙ (dz - π·dz).
+    """
+    pi, q = _exact(ctx.params.policy), _exact(ctx.params.q)
+    advantage = q - (pi * q).sum()
+    step = ctx.impl.score_function_gradient(len(pi) * pi * advantage, _scores(pi))
+    change = pi * (step - (pi * step).sum())
+    return {"advantages": list(advantage), "logit_step": list(step), "probability_change": list(change),
+            "logits_follow_advantages": all((s > 0) == (a > 0) and (s < 0) == (a < 0)
+                                            for s, a in zip(step, advantage, strict=True)),
+            "a_positive_advantage_loses_probability": any(a > 0 > c for a, c in zip(advantage, change, strict=True))}
