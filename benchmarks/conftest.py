@@ -9,9 +9,15 @@ absolute speed.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tarfile
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 REFERENCES: dict[str, str] = {}
@@ -56,3 +62,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.3f} ms"
+
+
+def baseline_and_current(base: Path, commit: str) -> dict[str, Path]:
+    """``{"baseline": commit's files, "this tree": the tracked files of the working tree as on disk}``, under ``base``.
+
+    Each is a fresh copy with no result cache, for timing both sides in one run; with no git history, a skip.
+    """
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs the git history for the baseline commit")
+    baseline = base / "baseline"
+    baseline.mkdir()
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True)
+    (base / "baseline.tar").write_bytes(archive.stdout)
+    with tarfile.open(base / "baseline.tar") as tar:
+        tar.extractall(baseline, filter="data")
+    current = base / "current"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (current / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, current / name)
+    return {"baseline": baseline, "this tree": current}

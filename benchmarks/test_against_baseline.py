@@ -19,10 +19,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import baseline_and_current
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "96c99fd"
@@ -40,23 +40,7 @@ FULL = "every claim, full profile, -n 2"
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory) -> dict[str, Path]:
     """``{"baseline": the commit's files, "this tree": the tracked files of the working tree}``."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("needs the git history for the baseline commit")
-    base = tmp_path_factory.mktemp("against-baseline")
-    baseline = base / "baseline"
-    archive = subprocess.run(["git", "archive", "--format=tar", BASELINE], cwd=ROOT, capture_output=True, check=True)
-    baseline.mkdir()
-    (base / "baseline.tar").write_bytes(archive.stdout)
-    with tarfile.open(base / "baseline.tar") as tar:
-        tar.extractall(baseline, filter="data")
-    current = base / "current"
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (current / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, current / name)
-    return {"baseline": baseline, "this tree": current}
+    return baseline_and_current(tmp_path_factory.mktemp("against-baseline"), BASELINE)
 
 
 def _run(arguments: list[str], tree: Path) -> subprocess.CompletedProcess:

@@ -13,6 +13,11 @@ Episodes end by termination with probability 1/200 per step (or 1/18: early Cart
 cut comes every 18 steps on average; or 1/2, a cut every other step), or by truncation at a time
 limit of 1000 steps, starting at random points of their first episode, so the buffers hold many
 fragments of very different lengths. The ratios are printed by ``benchmarks/conftest.py``.
+
+impl's GAE is the backward recursion of step 4.3.3 vectorised across environments (issue 31 retired
+the target of staying within 2x of ``lfilter`` at every cut density: at the course's buffer sizes GAE
+is a negligible share of any experiment, docs/performance.md). These timings say what that costs:
+nothing on vectorised buffers, about 24x ``lfilter`` on one trajectory of 100,000 steps.
 """
 
 from __future__ import annotations
@@ -92,13 +97,5 @@ def test_gae_speed(benchmark, record_median, case, contender):
     else:
         result = benchmark(run, *arrays, GAMMA, LAMBDA)
     record_median(name, contender, benchmark)
-    if contender == "impl":
-        error = np.abs(result - python_loop(*arrays, GAMMA, LAMBDA)).max()
-        assert error <= _rounding_bound(*arrays, GAMMA, LAMBDA)
-
-
-def _rounding_bound(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_):
-    """impl.gae's documented bound against the loop: 4 T eps times the largest cut-free discounted sum of |δ|."""
-    magnitude = np.abs(r_t) + gamma * np.abs(v_tp1) + np.abs(v_t)
-    uncut_suffix_sums = lfilter([1.0], [1.0, -gamma * lambda_], magnitude[::-1], axis=0)[::-1]
-    return 4 * len(r_t) * np.finfo(float).eps * uncut_suffix_sums.max()
+    if contender == "impl":  # the same recursion in the same order: the same floats
+        np.testing.assert_array_equal(result, python_loop(*arrays, GAMMA, LAMBDA))

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from harness._engine import evaluate, every_part
 from harness._loading import Catalogue
-from harness._runner import RunOptions, check_names, run_check
+from harness._runner import RunOptions
 
 CONFIDENCE = 0.95
 
@@ -61,29 +62,29 @@ def _bounds(successes: int, trials: int) -> tuple[float, float]:
 
 def audit(catalogue: Catalogue, runs: int, alpha: float, impl: str, selected: str = "") -> list[AuditRow]:
     rows = []
-    for entry in catalogue.entries:
-        if entry.broken or (selected and selected not in entry.id):
+    for part in every_part(catalogue):
+        entry, index = part.entry, part.index
+        if index is None or (selected and selected not in entry.id):
             continue
-        for index, (check, name) in enumerate(zip(entry.claim.checks, check_names(entry), strict=True)):
-            if check.kind != "montecarlo":
-                continue
-            entropy = int(np.random.SeedSequence().entropy)
-            seeds = np.random.SeedSequence(entropy).generate_state(2 * runs, dtype=np.uint64)
-            verifier = catalogue.verifiers[check.verifier]
-            statuses = {"null": [], "shifted": []}
-            for run in range(runs):
-                null = RunOptions(impl=impl, alpha=alpha, check_seed=int(seeds[2 * run] >> 1))
-                shifted = RunOptions(impl=impl, shift_in_deviations=1.0, check_seed=int(seeds[2 * run + 1] >> 1))
-                statuses["null"].append(run_check(entry, index, verifier, null).status)
-                statuses["shifted"].append(run_check(entry, index, verifier, shifted).status)
-            false_failures = statuses["null"].count("failed")
-            detections = statuses["shifted"].count("failed")
-            errors = sum(status == "error" for series in statuses.values() for status in series)
-            rows.append(AuditRow(
-                node=f"{entry.file}::{entry.id}::{name}", runs=runs, alpha=alpha, false_failures=false_failures,
-                false_failure_upper=_bounds(false_failures, runs)[1], beta=check.beta,
-                deviation=check.deviation or 0.0, detections=detections, power_lower=_bounds(detections, runs)[0],
-                entropy=entropy, errors=errors))
+        check, name = entry.claim.checks[index], part.names[-1]
+        if check.kind != "montecarlo":
+            continue
+        entropy = int(np.random.SeedSequence().entropy)
+        seeds = np.random.SeedSequence(entropy).generate_state(2 * runs, dtype=np.uint64)
+        statuses = {"null": [], "shifted": []}
+        for run in range(runs):
+            null = RunOptions(impl=impl, alpha=alpha, check_seed=int(seeds[2 * run] >> 1))
+            shifted = RunOptions(impl=impl, shift_in_deviations=1.0, check_seed=int(seeds[2 * run + 1] >> 1))
+            statuses["null"].append(evaluate(part, catalogue, null).status)
+            statuses["shifted"].append(evaluate(part, catalogue, shifted).status)
+        false_failures = statuses["null"].count("failed")
+        detections = statuses["shifted"].count("failed")
+        errors = sum(status == "error" for series in statuses.values() for status in series)
+        rows.append(AuditRow(
+            node=f"{entry.file}::{entry.id}::{name}", runs=runs, alpha=alpha, false_failures=false_failures,
+            false_failure_upper=_bounds(false_failures, runs)[1], beta=check.beta,
+            deviation=check.deviation or 0.0, detections=detections, power_lower=_bounds(detections, runs)[0],
+            entropy=entropy, errors=errors))
     return rows
 
 

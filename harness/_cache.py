@@ -3,10 +3,16 @@
 What is cached is the verifier's output, not the verdict: comparisons with the claim's
 ``expect`` are always recomputed, so editing an expected number re-verifies that claim in
 no time. The key covers everything the observations depend on: the check's inputs (kind,
-verifier, params, rates, profile, seed), the verifier module's source, the source of the
-implementation under test (when the verifier uses it), the harness's own source and the
-versions of the numerical libraries. Sources are found and read without importing them, so
-``claims verify`` can compute keys, and reuse every observation, without starting pytest.
+verifier, params, rates, profile, seed), the code of the verifier function, the code of the
+implementation functions it uses (:func:`code_digest`: those functions and whatever they reach,
+not the whole package, so that editing one function re-runs only the checks that call it), the
+harness's own source and the versions of the numerical libraries. Sources are found and read
+without importing them, so ``claims verify`` can compute keys, and reuse every observation,
+without starting pytest.
+
+The reach of a function is computed here by hand from the syntax tree: no library answers "which
+top-level definitions of these local files can this function's result depend on" without
+importing the code, and importing the implementation under test is what the key must avoid.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import pickle
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness._errors import ClaimsError
 from harness._formats import figure_paths, library_versions
+from harness._implementation import contract_names, reference_implementation
 from harness._loading import ClaimEntry
 from harness._registry import Verifier
 
@@ -40,8 +49,8 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "claim": entry.id, "index": index, "kind": check.kind, "verifier": verifier.name,
         "params": check.params, "alpha": alpha, "beta": check.beta, "deviation": check.deviation,
         "profile": profile, "seed": seed,
-        "verifier_source": source_digest(verifier.function.__module__),
-        "impl_source": source_digest(impl) if verifier.uses else None,
+        "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__,)),
+        "impl_source": code_digest(impl, contract_names(verifier.uses)) if verifier.uses else None,
         "harness_source": package_digest(_HARNESS),
         "versions": library_versions(),
     }
@@ -83,20 +92,159 @@ class ObservationCache:
             raise
 
 
-@functools.cache
-def source_digest(name: str) -> str:
-    """A digest of the source module ``name`` runs: its file and, transitively, every module it imports whose
-    source is not the standard library's or an installed distribution's, whatever package it lives in (a
-    student's module that starts with ``from impl import *`` is keyed on ``impl`` too).
+def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str | Path | None, **settings: Any
+                           ) -> Any:
+    """``check()``, the isolated import and provenance check of implementation ``name`` (a second or so), or
+    what it returned before for the same sources of ``name`` and of the reference, the same harness,
+    libraries and ``settings``. A refusal is never stored: it is quick, and it must say what is wrong now."""
+    if not cache_dir:
+        return check()
+    parts = {"impl": name, "settings": settings, "harness": package_digest(_HARNESS), "versions": library_versions(),
+             "sources": [_files_digest(each) for each in (name, reference_implementation())]}
+    key = "implementation-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
+    cache = ObservationCache(Path(cache_dir))
+    found = cache.load(key, Path(tempfile.gettempdir()))
+    if found is not None:
+        return found["answer"]
+    answer = check()
+    cache.store(key, {"answer": answer}, Path(tempfile.gettempdir()))
+    return answer
 
-    Nothing is imported: the implementation under test alone takes about a second to import. An import the
-    source does not spell out (``importlib.import_module(text)``) is not followed.
-    """
+
+def _files_digest(name: str) -> str:
+    """A digest of every local source file module ``name`` imports, whole (what importing it runs)."""
+    try:
+        files = _source_closure(name)
+    except ClaimsError:
+        return "not found"
     digest = hashlib.sha256()
-    for path in _source_closure(name):
+    for path in files:
         digest.update(str(path).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def forget_sources() -> None:
+    """Read every source file anew: digests are kept per process, as one run, whose files do not change, needs."""
+    for cached in (code_digest, package_digest, _source_closure, _syntax_tree, _statements, _local_root):
+        cached.cache_clear()
+
+
+@functools.cache
+def code_digest(name: str, roots: tuple[str, ...]) -> str:
+    """A digest of the code that calling the functions ``roots`` of module ``name`` can run.
+
+    The local source files of ``name`` (:func:`_source_closure`) are split into their top-level
+    statements. A definition (``def``, ``class``, an import, an assignment to plain names) counts when a
+    name it binds is reached: a root, or any identifier, attribute or identifier-like string in a
+    definition already counted, in any of the files (names, not modules: a superset is safe, a miss is
+    not). Every other top-level statement counts always: it runs at import and may change anything
+    (``other.function = replacement``, a loop that registers, a conditional import), and so does a
+    module-level ``__getattr__``. Docstrings do not count. Code reached only through an import the
+    source does not spell out (``importlib.import_module(text)``) is not seen. Nothing is imported: the
+    implementation under test alone takes about a second to import.
+    """
+    binders: dict[str, list[_Statement]] = {}
+    always: list[_Statement] = []
+    for path in _source_closure(name):
+        for statement in _statements(path):
+            if statement.binds:
+                for bound in statement.binds:
+                    binders.setdefault(bound, []).append(statement)
+            else:
+                always.append(statement)
+    counted = {id(statement): statement for statement in always}
+    pending = [*roots, "__getattr__", *(name for statement in always for name in statement.reads)]
+    seen: set[str] = set()
+    while pending:
+        reached = pending.pop()
+        if reached in seen:
+            continue
+        seen.add(reached)
+        for statement in binders.get(reached, ()):
+            if id(statement) not in counted:
+                counted[id(statement)] = statement
+                pending.extend(statement.reads)
+    digest = hashlib.sha256()
+    for statement in sorted(counted.values(), key=lambda each: (each.path, each.line, each.binds)):
+        digest.update(f"{statement.path}:{statement.line}\n".encode())
+        digest.update(statement.text.encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A top-level statement of a source file: where it is, its text, the names it binds and reads."""
+
+    path: str
+    line: int
+    text: str
+    binds: tuple[str, ...]
+    reads: frozenset[str]
+
+
+@functools.cache
+def _statements(path: Path) -> tuple[_Statement, ...]:
+    source = path.read_text(encoding="utf-8", errors="replace")
+    tree = _syntax_tree(path)
+    if tree is None:
+        return (_Statement(str(path), 0, source, (), frozenset()),)
+    lines = source.splitlines(keepends=True)
+    statements = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # a docstring
+        if _is_main_guard(node):
+            continue  # runs only as a script, never when the harness imports the module
+        first = min([node.lineno, *(decorator.lineno for decorator in getattr(node, "decorator_list", ()))])
+        text = "".join(lines[first - 1:node.end_lineno])
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not any(alias.name == "*" for alias in node.names):
+            # One definition per imported name: reaching one name of a long import list reaches only it.
+            module = node.module.split(".") if isinstance(node, ast.ImportFrom) and node.module else []
+            for alias in node.names:
+                bound = alias.asname or alias.name.partition(".")[0]
+                reads = frozenset([*module, *alias.name.split(".")])
+                statements.append(_Statement(str(path), first, text, (bound,), reads))
+            continue
+        statements.append(_Statement(str(path), first, text, _bound_names(node), frozenset(_read_names(node))))
+    return tuple(statements)
+
+
+def _bound_names(node: ast.stmt) -> tuple[str, ...]:
+    """The names a definition binds at module level; empty for a statement that is not a plain definition
+    (a star import binds names no one can list: it counts always)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    names = []
+    for target in targets:
+        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if not all(isinstance(element, ast.Name) for element in elements):
+            return ()  # an attribute or an item of something else: an effect, counted always
+        names += [element.id for element in elements]
+    return tuple(names)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__" and not node.orelse)
+
+
+def _read_names(node: ast.AST) -> set[str]:
+    names = set()
+    for each in ast.walk(node):
+        if isinstance(each, ast.Name):
+            names.add(each.id)
+        elif isinstance(each, ast.Attribute):
+            names.add(each.attr)
+        elif isinstance(each, ast.alias):
+            names.update(each.name.split("."))
+        elif isinstance(each, ast.Constant) and isinstance(each.value, str) and each.value.isidentifier():
+            names.add(each.value)  # getattr(module, "name")
+    return names
 
 
 @functools.cache
@@ -113,6 +261,7 @@ def package_digest(name: str) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def _source_closure(name: str) -> list[Path]:
     """The files of ``name`` and of every local module it imports, directly or not, in a stable order.
 
@@ -187,14 +336,21 @@ def _package_of(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
+@functools.cache
+def _syntax_tree(path: Path) -> ast.Module | None:
+    """The parsed file, or None when it does not parse: importing it will say what is wrong, and a key
+    still covers all its text."""
+    try:
+        return ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError):
+        return None
+
+
 def _imported_names(path: Path, package: str) -> list[str]:
     """Every module name an import statement of ``path`` may refer to (``from a import b`` may import ``a.b``)."""
     names = []
-    try:
-        tree = ast.parse(path.read_bytes(), str(path))
-    except (SyntaxError, ValueError):  # importing it will say what is wrong; the key still covers its bytes
-        return []
-    for node in ast.walk(tree):
+    tree = _syntax_tree(path)
+    for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -445,6 +445,6 @@ class Context:
         self.figures_dir.mkdir(parents=True, exist_ok=True)
         path = self.figures_dir / f"{name}.svg"
         # A fixed hash salt and no date keep the SVG identical for identical data.
-        with matplotlib.rc_context({"svg.hashsalt": "module4", "svg.fonttype": "none"}):
+        with matplotlib.rc_context({"svg.hashsalt": "claims", "svg.fonttype": "none"}):
             figure.savefig(path, format="svg", metadata={"Date": None})
         return f"{self.figures_dir.name}/{path.name}"

@@ -20,30 +20,40 @@ zero, one, the smallest and largest size, a float just inside a bound, a constan
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import ArrayStrategy
-from hypothesis.strategies._internal.collections import (
-    ListStrategy,
-    TupleStrategy,
-    UniqueListStrategy,
-    UniqueSampledListStrategy,
-)
-from hypothesis.strategies._internal.core import BuildsStrategy, CompositeStrategy, PermutationStrategy
-from hypothesis.strategies._internal.deferred import DeferredStrategy
-from hypothesis.strategies._internal.flatmapped import FlatMapStrategy
-from hypothesis.strategies._internal.lazy import LazyStrategy
-from hypothesis.strategies._internal.misc import BooleansStrategy
-from hypothesis.strategies._internal.numbers import FloatStrategy, IntegersStrategy
-from hypothesis.strategies._internal.strategies import (
-    FilteredStrategy,
-    MappedStrategy,
-    OneOfStrategy,
-    SampledFromStrategy,
-)
+
+
+def _internal(module: str, *names: str) -> list[type]:
+    """Hypothesis' strategy classes ``names`` from ``hypothesis.strategies._internal.<module>``.
+
+    A class a release does not have there becomes a placeholder that no strategy is an instance of,
+    so that strategies of its kind run under Hypothesis' engine (slower, as correct) instead of
+    breaking the import: these modules are private, and any release may move them.
+    """
+    try:
+        found = importlib.import_module(f"hypothesis.strategies._internal.{module}")
+    except ImportError:
+        found = None
+    return [getattr(found, name, None) or type(f"Missing{name}", (), {}) for name in names]
+
+
+ListStrategy, TupleStrategy, UniqueListStrategy, UniqueSampledListStrategy = _internal(
+    "collections", "ListStrategy", "TupleStrategy", "UniqueListStrategy", "UniqueSampledListStrategy")
+BuildsStrategy, CompositeStrategy, PermutationStrategy = _internal(
+    "core", "BuildsStrategy", "CompositeStrategy", "PermutationStrategy")
+(DeferredStrategy,) = _internal("deferred", "DeferredStrategy")
+(FlatMapStrategy,) = _internal("flatmapped", "FlatMapStrategy")
+(LazyStrategy,) = _internal("lazy", "LazyStrategy")
+(BooleansStrategy,) = _internal("misc", "BooleansStrategy")
+FloatStrategy, IntegersStrategy = _internal("numbers", "FloatStrategy", "IntegersStrategy")
+FilteredStrategy, MappedStrategy, OneOfStrategy, SampledFromStrategy = _internal(
+    "strategies", "FilteredStrategy", "MappedStrategy", "OneOfStrategy", "SampledFromStrategy")
 
 __all__ = ["CannotDraw", "Rejected", "draw"]
 
@@ -78,7 +88,12 @@ def draw(strategy: st.SearchStrategy[Any], rng: np.random.Generator) -> Any:
     drawer = _DRAWERS.get(kind)
     if drawer is None:
         raise CannotDraw(f"no direct draw for {kind.__module__}.{kind.__qualname__}: {strategy!r}")
-    return drawer(strategy, rng)
+    try:
+        return drawer(strategy, rng)
+    except (AttributeError, TypeError, ValueError) as error:
+        # A strategy whose private description this release keeps otherwise (or a function inside it that
+        # raised): Hypothesis' engine draws it, and says what any error of the function's own is.
+        raise CannotDraw(f"cannot draw {strategy!r} directly ({type(error).__name__}: {error})") from error
 
 
 def _edge(rng: np.random.Generator) -> bool:
@@ -174,7 +189,7 @@ def _unique_lists(strategy: UniqueListStrategy, rng: np.random.Generator) -> lis
 def _sampled(strategy: SampledFromStrategy, rng: np.random.Generator) -> Any:
     for _ in range(FILTER_TRIES):
         value = strategy.elements[rng.integers(len(strategy.elements))]
-        for how, function, _location in getattr(strategy, "_transformations", ()):
+        for how, function, *_ in getattr(strategy, "_transformations", ()):  # 6.160 kept no location
             if how == "map":
                 value = function(value)
             elif how == "filter":

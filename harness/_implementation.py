@@ -138,6 +138,12 @@ def _course_aliases(directory: str) -> tuple[Alias, ...]:
         return ()
 
 
+def contract_names(functions: Iterable[str]) -> tuple[str, ...]:
+    """``functions`` and every name the course's aliases let stand in for one of them."""
+    functions = tuple(functions)
+    return functions + tuple(alias.name for alias in _course_aliases(os.getcwd()) if alias.function in functions)
+
+
 def contract_functions() -> tuple[str, ...]:
     """Every function of an implementation that some registered verifier declares in ``uses=``."""
     from harness._registry import registered

@@ -51,11 +51,11 @@ import yaml
 
 from harness._cache import cache_key
 from harness._course import Course
-from harness._engine import Part, every_part
+from harness._engine import Part, evaluate, every_part
 from harness._errors import ClaimsError
 from harness._loading import Catalogue
 from harness._report import MUTANTS_JSON, mutation_inputs_digest
-from harness._runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison, run_check
+from harness._runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
 PACKAGE_SUFFIX = "_mutants"
@@ -266,8 +266,8 @@ def measure_baseline(parts: Sequence[Part], catalogue: Catalogue, options: RunOp
         from mutmut.state import state
 
         set_mutant_under_test("stats")
-        result = _run(part, catalogue, options)
-        why = "" if result.status == "passed" else f"{result.status}: {(result.error or result.skip_reason or '')}"
+        outcome = evaluate(part, catalogue, options)
+        why = "" if outcome.status == "passed" else f"{outcome.status}: {outcome.message}"
         return json.dumps({"reached": sorted(state()._stats), "why": why.strip()[:500]})
 
     limit = 2 * DEFAULT_TIMEOUT[options.profile]
@@ -283,12 +283,6 @@ def measure_baseline(parts: Sequence[Part], catalogue: Catalogue, options: RunOp
             baseline.not_green[label] = found["why"]
         cache.store("baseline-" + keys[label], {**found, "seconds": seconds})
     return baseline
-
-
-def _run(part: Part, catalogue: Catalogue, options: RunOptions) -> Any:
-    assert part.entry is not None and part.entry.claim is not None and part.index is not None
-    verifier = catalogue.verifiers[part.entry.claim.checks[part.index].verifier]
-    return run_check(part.entry, part.index, verifier, options)
 
 
 def _mutant_key(mutant: Mutant, labels: Sequence[str], keys: dict[str, str]) -> str:
@@ -391,7 +385,7 @@ def run_mutants(mutants: Sequence[Mutant], parts: Sequence[Part], baseline: Base
         set_mutant_under_test(task[1].name)
         for part in task[2]:
             # Every selected check passed on the unmutated copy: any other verdict (a skip too) is the mutant's doing.
-            if _run(part, catalogue, options).status != "passed":
+            if evaluate(part, catalogue, options).status != "passed":
                 return check_label(part)
         return ""
 

@@ -18,6 +18,7 @@ import uuid
 from functools import partial
 from pathlib import Path
 
+from harness._cache import checked_implementation
 from harness._context import PROFILES
 from harness._course import Course, find_course
 from harness._errors import ClaimsError
@@ -79,9 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("--impl", default=None, help="implementation module under test (default: the reference)")
     audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
-    zoo = commands.add_parser("zoo", help="run the claims against the bug zoo and print which claims caught what")
-    zoo.add_argument("variants", nargs="*", help="variants to run (default: all)")
-    zoo.add_argument("--workers", type=int, help="variants run at once (default: the number of CPUs)")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
     new.add_argument("--step", help="where the text says it: one of the course's steps")
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
@@ -123,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
         command = {"verify": _verify, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
-                   "new": _new, "audit": _audit, "zoo": _zoo, "exercises": _exercises, "sharpness": _sharpness,
+                   "new": _new, "audit": _audit, "exercises": _exercises, "sharpness": _sharpness,
                    "mutants": _mutants, "text": text_commands.run}
         return command[args.command](args)
     except ClaimsError as error:
@@ -147,8 +145,8 @@ def _verify(args: argparse.Namespace) -> int:
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
     reusable = not (args.no_cache or args.pytest_args)
     status = _verify_from_cache(args, catalogue, run_id) if reusable else None
-    if status is None:  # some check has to run
-        status = _verify_with_pytest(args, run_id)
+    if not isinstance(status, int):  # some check has to run: these, when the cache was read
+        status = _verify_with_pytest(args, run_id, _workers_worth_starting(args, status))
     results = _this_runs_results(args.out, run_id)
     if results is None:
         print(f"claims verify: pytest wrote no report (exit status {status}); the reports in {args.out}/ are "
@@ -183,8 +181,10 @@ def _implementation_refused(args: argparse.Namespace) -> str | None:
     check = partial(check_implementation, impl, allow_reference=args.allow_reference, flag="--allow-reference")
     try:
         # In a worker: an implementation that kills the interpreter on import must not take this command with it.
-        found = (run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'")
-                 if isolation_supported() else check())
+        isolated = partial(run_isolated, check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'")
+        found = checked_implementation(impl, isolated if isolation_supported() else check,
+                                       None if args.no_cache else args.course.cache,
+                                       allow_reference=args.allow_reference)
     except ClaimsError as error:
         return str(error)
     finally:
@@ -209,7 +209,46 @@ def _ledger_gate(catalogue: Catalogue) -> int:
     return 1 if problems else 0
 
 
-def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
+# What starting pytest-xdist's workers costs here (each imports the harness, the verifiers and the implementation),
+# measured on these 2-core machines: 11 quick checks took 8.7 s in one process and 10.9 s on two workers.
+_WORKERS_START_SECONDS = 2.0
+# A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s).
+_UNTIMED_SECONDS = {"experiment": 30.0}
+
+
+def _workers_worth_starting(args: argparse.Namespace, to_run: list | None) -> str | None:
+    """The ``-n`` to give pytest: the command's, unless the checks that have to run are too quick for it.
+
+    With ``n`` workers a run of ``W`` check-seconds takes about ``W / n`` plus the workers' start, so one
+    process is quicker while ``W`` is below ``start * n / (n - 1)``. ``W`` is estimated from the times the last
+    report in ``--out`` gives these checks (a student's loop: the same implementation, one function edited).
+    """
+    if args.numprocesses is None or to_run is None:
+        return args.numprocesses
+    workers = (os.cpu_count() or 1) if args.numprocesses in ("auto", "logical") else int(args.numprocesses)
+    if workers < 2:
+        return args.numprocesses
+    timed = _last_seconds(args.out)
+    estimate = sum(timed.get((part.entry.id, part.index), _UNTIMED_SECONDS.get(
+        part.entry.claim.checks[part.index].kind, 1.0)) for part in to_run)
+    if estimate >= _WORKERS_START_SECONDS * workers / (workers - 1):
+        return args.numprocesses
+    print(f"claims verify: {len(to_run)} checks to run, about {estimate:.1f} s: in one process, as starting "
+          f"{workers} workers would take longer")
+    return "0"
+
+
+def _last_seconds(out: Path) -> dict[tuple[str, int], float]:
+    """(claim, check index) -> the seconds the report in ``out`` gives it; empty without a readable report."""
+    try:
+        results = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8"))
+        return {(row["id"], index): float(check["seconds"]) for row in results["claims"]
+                for index, check in enumerate(row["checks"]) if not check.get("reused")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _verify_with_pytest(args: argparse.Namespace, run_id: str, numprocesses: str | None) -> int:
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`; it runs
     # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
     course: Course = args.course
@@ -220,7 +259,7 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
     for name, path in text_overrides(args.text).items():  # absolute: pytest runs from the course root
         pytest_args += ["--claims-text", f"{name}={path}"]
     for option, value in (("--claims-impl", args.impl), ("--claims-profile", args.profile),
-                          ("--claims-seed", args.claims_seed), ("-n", args.numprocesses),
+                          ("--claims-seed", args.claims_seed), ("-n", numprocesses),
                           ("--claims-scheduler", args.scheduler)):
         if value is not None:
             pytest_args += [option, str(value)]
@@ -232,8 +271,9 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
                                 env={**os.environ, "PYTHONPATH": python_path})
 
 
-def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
-    """Write the reports without starting pytest when no check has to run; the exit status, or None."""
+def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | list | None:
+    """Write the reports without starting pytest when no check has to run: the exit status; else the parts
+    that have to run, or None when this process cannot tell."""
     from harness._engine import evaluate, every_part
     from harness._report import lessons_of, staging_dir_for, write_reports
     from harness._text.summary import text_report
@@ -245,12 +285,14 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: s
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
                               cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id,
                               staging_dir=str(staging_dir_for(args.out, run_id)))
-    outcomes = []
+    outcomes, to_run = [], []
     for part in every_part(catalogue):
         outcome = evaluate(part, catalogue, options, reuse_only=True)
         if outcome is None:
-            return None
+            to_run.append(part)
         outcomes.append(outcome)
+    if to_run:
+        return to_run
     if not outcomes:
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")
     completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
@@ -273,6 +315,11 @@ def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
     """
     root: Path = args.course.root
     impl = args.impl or os.environ.get("CLAIMS_IMPL") or reference_implementation()
+    # Where pytest would look first: the course root (``python -m pytest`` from there), then the directory
+    # this command started in (its PYTHONPATH), so that a student's package in either is found here too.
+    for directory in reversed(dict.fromkeys([str(root), os.getcwd()])):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
     for name in ("harness", args.course.verifiers, impl.partition(".")[0]):
         local = next((path for path in (root / name / "__init__.py", root / f"{name}.py") if path.is_file()), None)
         spec = importlib.util.find_spec(name)
@@ -417,23 +464,6 @@ def _audit(args: argparse.Namespace) -> int:
     if args.write:
         args.write.write_text(table, encoding="utf-8")
     return 0 if all(row.ok for row in rows) else 1
-
-
-def _zoo(args: argparse.Namespace) -> int:
-    from zoo import VARIANTS
-    from zoo._run import run_zoo
-
-    caught = run_zoo(args.variants or None, workers=args.workers)
-    escaped = []
-    print(f"{'variant':30} {'step':7} caught by")
-    for name, failed in caught.items():
-        variant = VARIANTS[name]
-        missing = sorted(set(variant.caught_by) - set(failed))
-        escaped += [name] if missing else []
-        print(f"{name:30} {variant.step:7} {', '.join(failed) or 'NOTHING'}"
-              + (f"   [expected too: {', '.join(missing)}]" if missing else ""))
-    print(f"claims zoo: {len(caught) - len(escaped)} of {len(caught)} variants caught by every claim they must fail")
-    return 1 if escaped else 0
 
 
 def _new(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from harness._cache import checked_implementation
 from harness._context import PROFILES
 from harness._course import find_root, load_course
 from harness._engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
@@ -158,9 +159,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     check = partial(check_implementation, options.impl, allow_reference=options.allow_reference)
     try:
         # In a worker: an implementation that kills the interpreter on import must not take pytest with it.
-        config.stash[_PROVENANCE] = (run_isolated(check, IMPORT_TIME_LIMIT, f"importing the implementation "
-                                                  f"'{options.impl}'") if options.isolation and isolation_supported()
-                                     else check())
+        isolated = partial(run_isolated, check, IMPORT_TIME_LIMIT, f"importing the implementation '{options.impl}'")
+        config.stash[_PROVENANCE] = checked_implementation(
+            options.impl, isolated if options.isolation and isolation_supported() else check, options.cache_dir,
+            allow_reference=options.allow_reference)
         imported_safely(options.impl)
     except (UnimportableImplementation, CheckCrashed) as error:
         # One error item says why (ImplementationImport); the checks that need no implementation still run.

@@ -21,10 +21,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-# Steps per block when discounted suffix sums are evaluated at a few points: the points cost a
-# window of this many steps each, the whole buffer one matrix product and a filter over blocks.
-_BLOCK = 16
-
 
 def td_errors(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_t: ArrayLike, gamma: float
               ) -> np.ndarray:
@@ -112,18 +108,19 @@ def gae_advantages(r_t: ArrayLike, v_t: ArrayLike, v_tp1: ArrayLike, terminated_
         used only where ``trace_cut_t`` of the last transition is 0. Default: the trace ends.
 
     Returns:
-      advantages shaped like ``r_t``: exact for Fractions; for floats, within rounding of the
-      step-by-step loop (one vectorized filter, see :func:`_fragment_filter` for the bound).
+      advantages shaped like ``r_t``, exact for Fractions. One step of the recursion at a time,
+      every environment at once: at the course's buffer sizes GAE is a negligible share of any
+      experiment (docs/performance.md measured it), so the reference is the recursion as written.
     """
     delta_t = td_errors(r_t, v_t, v_tp1, terminated_t, gamma)
-    if delta_t.dtype != object:
-        delta_t = delta_t.astype(float, copy=False)
-    cut_t = np.asarray(trace_cut_t) != 0
-    if carry is not None:
-        delta_t[-1] = delta_t[-1] + gamma * lambda_ * (1 - cut_t[-1]) * np.asarray(carry)
-    if delta_t.dtype == object or delta_t.shape[0] == 0:
-        return _backward_recursion(delta_t, cut_t, gamma * lambda_)
-    return _fragment_filter(delta_t, cut_t, gamma * lambda_)
+    # 1 - trace_cut_t as integers keeps Fractions exact and makes any nonzero value a cut.
+    continue_t = gamma * lambda_ * (1 - (np.asarray(trace_cut_t) != 0).astype(int))
+    advantage_tp1 = 0 if carry is None else np.asarray(carry)
+    advantages = []
+    for t in reversed(range(delta_t.shape[0])):
+        advantage_tp1 = delta_t[t] + continue_t[t] * advantage_tp1
+        advantages.append(advantage_tp1)
+    return np.array(advantages[::-1]).reshape(delta_t.shape)
 
 
 def value_targets(v_old_t: ArrayLike, advantage_t: ArrayLike) -> np.ndarray:
@@ -147,86 +144,3 @@ def normalize_advantages(advantage_t: ArrayLike, eps: float = 1e-8) -> np.ndarra
     """
     advantage_t = np.asarray(advantage_t, dtype=float)
     return (advantage_t - advantage_t.mean()) / (advantage_t.std() + eps)
-
-
-def _backward_recursion(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
-    """y_t = x_t + discount (1 - cut_t) y_{t+1}, y_T = 0, one step at a time (exact for Fractions)."""
-    continue_t = discount * (1 - cut_t.astype(int))
-    y_t = np.empty_like(x_t)
-    carried = x_t[0] * 0 if len(x_t) else 0
-    for t in range(x_t.shape[0] - 1, -1, -1):
-        carried = x_t[t] + continue_t[t] * carried
-        y_t[t] = carried
-    return y_t
-
-
-def _fragment_filter(x_t: np.ndarray, cut_t: np.ndarray, discount: float) -> np.ndarray:
-    """The same recursion for floats, as one ``scipy.signal.lfilter`` pass with the cuts folded into its input.
-
-    ``lfilter`` runs y_t = x_t + discount y_{t+1} with no cuts. Cutting the trace after step e
-    means the recursion must not carry discount * y_{e+1} into step e; subtracting exactly that
-    from x_e cancels it. y_{e+1} is the discounted sum over the fragment that starts at e+1,
-    F_{e+1} - discount^{e'-e} F_{e'+1} with e' that fragment's last step and F the cut-free
-    discounted suffix sums, which :func:`_discounted_suffix_sums` evaluates at the few points
-    after cuts. ``x_t`` is overwritten.
-
-    The result differs from the step-by-step loop only by rounding, but that rounding scales with
-    the cut-free sums: per step at most about 4 T eps max_t Σ_{s>=t} discount^{s-t} |x_s| over
-    the rest of the column (T steps), which at discount = 1 is the column's whole absolute sum.
-    A NaN reaches every earlier step of its column, as in the loop, where 0 * NaN is NaN.
-    """
-    length = x_t.shape[0]
-    columns = x_t.reshape(length, -1)
-    n_columns = columns.shape[1]
-    end, column = np.divmod(np.flatnonzero(cut_t.reshape(length, -1)[:-1]), n_columns)
-    if end.size:
-        by_column = np.lexsort((end, column))
-        end, column = end[by_column], column[by_column]
-        fragment_end = np.empty_like(end)
-        fragment_end[:-1] = end[1:]
-        last_cut_of_column = np.ones(end.size, dtype=bool)
-        last_cut_of_column[:-1] = column[1:] != column[:-1]
-        fragment_end[last_cut_of_column] = length - 1
-        suffix = _discounted_suffix_sums(columns, discount, np.concatenate([end + 1, fragment_end + 1]),
-                                         np.concatenate([column, column]))
-        following_fragment = suffix[:end.size] - discount ** (fragment_end - end) * suffix[end.size:]
-        columns[end, column] -= discount * following_fragment
-    return _first_order_filter(columns[::-1], discount)[::-1].reshape(x_t.shape)
-
-
-def _discounted_suffix_sums(x_t: np.ndarray, discount: float, at_t: np.ndarray, at_column: np.ndarray) -> np.ndarray:
-    """F_p = Σ_{s=p}^{T-1} discount^{s-p} x_{s, c} at the points (p, c) of a [T, n] array, p in [0, T], without cuts.
-
-    The discounted sum of every block of ``_BLOCK`` steps is one matrix product; a short
-    ``lfilter`` over the blocks turns them into F at every block's first step; F_p is then the
-    rest of p's block (its steps dotted with the discounts) plus the discounted F of the next block.
-    """
-    length, n_columns = x_t.shape
-    full_blocks, remainder = divmod(length, _BLOCK)
-    n_blocks = full_blocks + (remainder > 0)
-    powers = discount ** np.arange(_BLOCK)
-    block_sums = np.empty((n_blocks, n_columns))
-    block_sums[:full_blocks] = np.matmul(powers, x_t[:full_blocks * _BLOCK].reshape(full_blocks, _BLOCK, n_columns))
-    if remainder:
-        block_sums[full_blocks] = powers[:remainder] @ x_t[full_blocks * _BLOCK:]
-    at_block_start = np.zeros((n_blocks + 2, n_columns))
-    at_block_start[:n_blocks] = _first_order_filter(block_sums[::-1], discount**_BLOCK)[::-1]
-    block = at_t // _BLOCK
-    rest_of_block = np.minimum((block + 1) * _BLOCK, length) - at_t
-    # Row r holds the first r discounts and zeros after them, so steps past the block (or past T) weigh nothing.
-    truncated_powers = np.where(np.arange(_BLOCK) < np.arange(_BLOCK + 1)[:, None], powers, 0.0)
-    steps = np.minimum(at_t[:, None] + np.arange(_BLOCK), length - 1)
-    within_block = np.einsum("ij,ij->i", x_t[steps, at_column[:, None]], truncated_powers[rest_of_block])
-    return within_block + discount**rest_of_block * at_block_start[block + 1, at_column]
-
-
-def _first_order_filter(x_t: np.ndarray, discount: float) -> np.ndarray:
-    """y_t = x_t + discount y_{t-1} down axis 0, from y_{-1} = 0: ``lfilter([1], [1, -discount], x_t, axis=0)``.
-
-    scipy.signal is imported at the first call, not with this module: importing it takes about a
-    second (it brings scipy.stats along), which every user of the package would pay at ``import
-    impl`` whether or not anything computes an advantage.
-    """
-    from scipy.signal import lfilter
-
-    return lfilter([1.0], [1.0, -discount], x_t, axis=0)

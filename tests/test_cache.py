@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -84,6 +85,23 @@ def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(
     assert [row["status"] for row in warm[0]["claims"]] == ["passed", "passed", "error"]
 
 
+def test_a_student_package_in_the_working_directory_is_reused_without_pytest(tmp_path, monkeypatch, capsys):
+    """A copy of the reference beside the claims, as a student makes one, is found where pytest would find it."""
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "impl", tmp_path / "student_copy")
+    assert "student_copy" not in sys.modules and str(tmp_path) not in sys.path
+
+    assert claims_main(["verify", "--impl", "student_copy", "--out", "first"]) == 1  # the unknown source
+    assert "pytest not started" not in capsys.readouterr().out
+    assert claims_main(["verify", "--impl", "student_copy", "--out", "again"]) == 1
+    out = capsys.readouterr().out
+    assert "pytest not started" in out
+    checks = [check for row in json.loads((tmp_path / "again" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
+              for check in row["checks"]]
+    assert [check["reused"] for check in checks] == [True, True]
+
+
 def test_an_edited_expected_number_is_compared_anew_without_pytest(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
@@ -144,8 +162,9 @@ def test_every_check_reused_and_every_problem_reported_without_running_anything(
 @pytest.mark.parametrize("edited", ["verifiers.bernoulli", "impl", "harness"])
 def test_an_edited_verifier_implementation_or_harness_invalidates(cached, monkeypatch, edited):
     catalogue, options = cached
-    digest, whole = _cache.source_digest, _cache.package_digest
-    monkeypatch.setattr(_cache, "source_digest", lambda name: "edited" if name == edited else digest(name))
+    digest, whole = _cache.code_digest, _cache.package_digest
+    monkeypatch.setattr(_cache, "code_digest",
+                        lambda name, roots: "edited" if name == edited else digest(name, roots))
     monkeypatch.setattr(_cache, "package_digest", lambda name: "edited" if name == edited else whole(name))
     assert _reusable(catalogue.claims_dir, options) == [False, False]
 
@@ -160,27 +179,63 @@ def _package(root: Path, files: dict[str, str]) -> None:
     (root / "digested").mkdir(exist_ok=True)
     for name, text in {"__init__.py": "", **files}.items():
         (root / "digested" / name).write_text(text, encoding="utf-8")
-    _cache.source_digest.cache_clear()
+    _cache.forget_sources()
 
 
-def test_source_digest_covers_the_module_and_its_package_helpers_without_importing(tmp_path, monkeypatch):
+_DIGESTED = {
+    "__init__.py": "from .api import advantage, value\n",
+    "api.py": ('"""The two contract functions."""\nfrom digested._helper import centred\nimport numpy as np\n\n'
+               'SCALE = 2.0\n\n\ndef advantage(x):\n    """Centred and scaled."""\n    return SCALE * centred(x)\n\n\n'
+               'def value(x):\n    return np.mean(x)\n'),
+    "_helper.py": "def centred(x):\n    return x - _mean(x)\n\n\ndef _mean(x):\n    return sum(x) / len(x)\n",
+    "unrelated.py": "Y = 1\n",
+}
+
+
+def _edited(tmp_path, monkeypatch, file: str, old: str, new: str) -> tuple[bool, ...]:
+    """Whether one edit (``old`` replaced by ``new`` in ``file``, or ``new`` appended) changes the digest
+    of ``advantage`` and of ``value``."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    files = {"check.py": "from digested._helper import draw\nfrom . import other\nimport numpy\n",
-             "_helper.py": "def draw(): return 1\n", "other.py": "X = 1\n", "unrelated.py": "Y = 1\n"}
-    _package(tmp_path, files)
-    first = _cache.source_digest("digested.check")
-    assert "digested" not in sys.modules
+    _package(tmp_path, _DIGESTED)
+    before = [_cache.code_digest("digested", (name,)) for name in ("advantage", "value")]
+    text = _DIGESTED.get(file, "")
+    assert old in text
+    _package(tmp_path, {**_DIGESTED, file: text.replace(old, new) if old else text + "\n" + new})
+    after = [_cache.code_digest("digested", (name,)) for name in ("advantage", "value")]
+    assert "digested" not in sys.modules  # nothing was imported
+    _package(tmp_path, _DIGESTED)
+    return tuple(b != a for b, a in zip(before, after, strict=True))
 
-    _package(tmp_path, {**files, "unrelated.py": "Y = 2\n"})
-    assert _cache.source_digest("digested.check") == first
-    _package(tmp_path, {**files, "_helper.py": "def draw(): return 2\n"})
-    assert _cache.source_digest("digested.check") != first
-    _package(tmp_path, {**files, "other.py": "X = 2\n"})
-    assert _cache.source_digest("digested.check") != first
-    package = _cache.source_digest("digested")
-    _package(tmp_path, {**files, "unrelated.py": "Y = 3\n"})
-    assert _cache.source_digest("digested") != package  # an implementation package: every file counts
-    _cache.source_digest.cache_clear()
+
+@pytest.mark.parametrize(("file", "old", "new"), [
+    ("_helper.py", "sum(x) / len(x)", "sum(x) / (len(x) - 1)"),  # a helper two calls deep
+    ("api.py", "SCALE = 2.0", "SCALE = 3.0"),  # a module-level constant
+    ("api.py", "import numpy as np\n", "import numpy as np\nimport math as np\n"),  # an import rebinding a name
+])
+def test_an_edit_that_advantage_can_reach_reruns_its_checks_and_not_the_others(tmp_path, monkeypatch, file, old, new):
+    assert _edited(tmp_path, monkeypatch, file, old, new) == (True, "np" in old)
+
+
+@pytest.mark.parametrize(("file", "old", "new"), [
+    # A module that rebinds a function of another at import: it runs whatever is called.
+    ("rebinding.py", "", "import digested._helper as helper\nhelper._mean = lambda x: 0\n"),
+    ("_helper.py", "def centred", "print('imported')\n\n\ndef centred"),  # any other import-time statement
+    ("api.py", "", "def __getattr__(name):\n    return None\n"),  # a module that answers any name
+])
+def test_what_runs_at_import_reruns_every_check(tmp_path, monkeypatch, file, old, new):
+    assert _edited(tmp_path, monkeypatch, file, old, new) == (True, True)
+
+
+@pytest.mark.parametrize(("file", "old", "new"), [
+    ("unrelated.py", "Y = 1", "Y = 2"),
+    ("api.py", '"""Centred and scaled."""', '"""Centred, then scaled."""'),  # advantage's docstring is code
+    ("api.py", '"""The two contract functions."""', '"""The contract."""'),  # a module docstring is not
+    ("api.py", "", "if __name__ == '__main__':\n    print(advantage([1.0]))\n"),
+])
+def test_an_edit_no_check_can_reach_reruns_nothing(tmp_path, monkeypatch, file, old, new):
+    changed = _edited(tmp_path, monkeypatch, file, old, new)
+    assert changed == ((True, False) if "Centred" in old else (False, False))
+
 
 
 def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pytest_runs(tmp_path, monkeypatch,

@@ -165,7 +165,7 @@ def test_the_float_only_returns_and_gae_agree_with_impl_up_to_rounding():
         next_values[:-1] = np.where(trace_cut[:-1], next_values[:-1], values[1:])
         arrays = (rewards, values, next_values, terminated.astype(int), trace_cut.astype(int))
         carry = _sixteenths(rng, (3,))
-        # Σ|δ_t| + |carry| bounds every discounted suffix sum the filter forms (see impl.gae._fragment_filter).
+        # Σ|δ_t| + |carry| bounds every discounted suffix sum a float recursion forms.
         scale = float(sum(np.abs(x).sum() for x in (rewards, values, next_values, carry)))
         for options in ({}, {"carry": carry}):
             gap = (spinningup.gae_advantages(*arrays, gamma, Fraction(3, 4), **options)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness import _cache, _report
-from harness._cache import ObservationCache, source_digest
+from harness._cache import ObservationCache, code_digest
 from harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -273,14 +273,12 @@ def test_a_student_module_is_keyed_on_the_package_it_imports(tmp_path, monkeypat
     (tmp_path / "reference_pkg" / "core.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
     (tmp_path / "student_module.py").write_text("from reference_pkg import *\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    source_digest.cache_clear()
-    _cache._local_root.cache_clear()
-    first = source_digest("student_module")
+    _cache.forget_sources()
+    first = code_digest("student_module", ("add",))
     (tmp_path / "reference_pkg" / "core.py").write_text("def add(a, b):\n    return a - b\n", encoding="utf-8")
-    source_digest.cache_clear()
-    assert source_digest("student_module") != first
-    source_digest.cache_clear()
-    _cache._local_root.cache_clear()
+    _cache.forget_sources()
+    assert code_digest("student_module", ("add",)) != first
+    _cache.forget_sources()
 
 
 def test_concurrent_stores_of_one_key_never_collide(tmp_path):

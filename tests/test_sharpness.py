@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._cache import _local_root, source_digest
+from harness._cache import forget_sources
 from harness._expect import parse_expectation
 from harness._loading import load_catalogue
 from harness._sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
@@ -105,8 +105,7 @@ def course_two(tmp_path, monkeypatch, restore_registry) -> Path:
     # The digests are cached per module name, as one course in one process needs; this test makes several,
     # and an earlier test's copy of the toy implementation must not stand in for this one's.
     sys.modules.pop("toy_impl", None)
-    source_digest.cache_clear()
-    _local_root.cache_clear()
+    forget_sources()
     monkeypatch.chdir(root)
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))

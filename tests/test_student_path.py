@@ -33,7 +33,7 @@ GAE_FILE = "4.3-actor-critic-gae.yaml"
 GAE_CLAIM = "claims/4.3-actor-critic-gae.yaml::gae-recursion-equals-sum"
 # The claim's property check must catch GAE's single done flag; its symbolic proof uses no implementation.
 SELECTION = ("-k", "gae-recursion-equals-sum")
-PLANTED = ("cut_t = np.asarray(trace_cut_t) != 0", "cut_t = np.asarray(terminated_t) != 0")
+PLANTED = ("(1 - (np.asarray(trace_cut_t) != 0)", "(1 - (np.asarray(terminated_t) != 0)")
 
 RE_EXPORTS = """\
 import impl

@@ -18,6 +18,12 @@ def as_written(value: float) -> Fraction:
     return Fraction(repr(value))
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, shifted by the largest logit: the verifiers' own, not the implementation's."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
 def rounding_bound(operations: int, magnitude: float) -> float:
     """A bound on float64 rounding error after ``operations`` steps on numbers of ``magnitude``.
 

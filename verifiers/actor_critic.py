@@ -24,7 +24,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers.tabular import exact_policy_values
 
 
@@ -350,14 +350,9 @@ def corridor(params: Corridor) -> dict[str, np.ndarray]:
     return {"P": P, "R": R, "terminal": terminal, "rho_0": (np.arange(n_states) == 0).astype(float)}
 
 
-def _log_softmax(theta: np.ndarray) -> np.ndarray:
-    shifted = theta - theta.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
 def objective(theta: np.ndarray, mdp: dict[str, np.ndarray], gamma: float) -> float:
     """J(θ) = ρ_0 · V^{π_θ}, with V^{π_θ} from (I - γ P_π) V = R_π (the goal absorbs with reward 0)."""
-    pi = np.exp(_log_softmax(theta))
+    pi = np.exp(log_softmax(theta))
     transition = np.einsum("sa,sat->st", pi, mdp["P"])
     values = np.linalg.solve(np.eye(len(pi)) - gamma * transition, (pi * mdp["R"]).sum(axis=1))
     return float(mdp["rho_0"] @ values)
@@ -385,7 +380,7 @@ def _rollout_findings(ctx: Context, params: Corridor, mdp: dict[str, np.ndarray]
     if not all(stored.values()):
         return {f"stores_{name}": kept for name, kept in stored.items()}
     s, s_next, a = rollout.s_t, rollout.s_tp1, rollout.a_t
-    log_pi = _log_softmax(theta)[s, a]
+    log_pi = log_softmax(theta)[s, a]
     terminated = mdp["terminal"][s_next]
     resets = np.zeros(shape, dtype=bool)
     elapsed = np.zeros(shape[1], dtype=int)
@@ -480,7 +475,7 @@ def reference_gae(rollout: object, gamma: float, lambda_: float) -> np.ndarray:
 
 def _policy_gradient(theta: np.ndarray, s: np.ndarray, a: np.ndarray, advantages: np.ndarray) -> np.ndarray:
     """(1/N) Σ_t Â_t (e_{a_t} - π_θ(·|s_t)) added into row s_t, written out here."""
-    pi = np.exp(_log_softmax(theta))
+    pi = np.exp(log_softmax(theta))
     gradient = np.zeros_like(theta)
     for state, action, advantage in zip(s, a, advantages, strict=True):
         gradient[state] -= advantage * pi[state]
@@ -578,7 +573,7 @@ def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
     mdp = corridor(params)
     theta, phi = _start(mdp, ctx.rng)
     rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
-    log_pi = _log_softmax(theta)[rollout.s_t, rollout.a_t]
+    log_pi = log_softmax(theta)[rollout.s_t, rollout.a_t]
 
     def actor_loss(critic: np.ndarray) -> float:
         advantages = ctx.impl.gae_advantages(rollout.r_t, critic[rollout.s_t], critic[rollout.s_tp1],

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from harness import ClaimsError, Context, SeedRun, check_property, verifier
+from harness import ClaimsError, Context, NoParams, SeedRun, check_property, verifier
 from verifiers._numeric import rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
@@ -41,11 +41,7 @@ _EULER_STEP_ROUNDING = rounding_bound(30, 100.0)
 _EVALUATION_STREAM = 445
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Bounds(_Params):
+class Bounds(NoParams):
     """Gymnasium CartPole-v1's termination bounds."""
 
     x_threshold: float = Field(gt=0, description="|x| beyond this terminates, m")
@@ -378,7 +374,7 @@ def _train_and_evaluate(run: SeedRun, total_env_steps: int, eval_every: int, fin
     return trained, greedy_returns(run.impl, trained.params, final_eval_episodes, run.seed)
 
 
-class TrainingBudget(_Params):
+class TrainingBudget(NoParams):
     """The seeds, budget and evaluation of a multi-seed PPO run; hyperparameters are the
     implementation's ``PPOConfig`` defaults."""
 
@@ -461,7 +457,7 @@ def training_statistics(final_returns: list[float], solved_return: float | None)
     return statistics
 
 
-class OneDetailChanged(_Params):
+class OneDetailChanged(NoParams):
     """The same PPO twice per seed: the implementation's defaults, and the defaults with ``changed``."""
 
     seeds: list[int] = Field(min_length=1, description="the same seeds for both runs, fixed per profile")
@@ -516,7 +512,7 @@ def detail_statistics(default_finals: list[float], changed_finals: list[float], 
     }
 
 
-class ShortRuns(_Params):
+class ShortRuns(NoParams):
     seeds: list[int] = Field(min_length=1, description="one short run per seed")
     total_env_steps: int = Field(ge=256, description="environment steps of each run")
 

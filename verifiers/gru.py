@@ -12,19 +12,15 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from scipy.special import log_softmax
 
-from harness import Context, SeedRun, check_property, verifier
+from harness import Context, NoParams, SeedRun, check_property, verifier
 from harness.stats import hoeffding_halfwidth
 from verifiers._numeric import rounding_bound
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GruPolicy(_Params):
+class GruPolicy(NoParams):
     """A GRU over a small vocabulary and one prompt."""
 
     vocab_size: int = Field(ge=2, le=8)
@@ -163,7 +159,7 @@ def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
     }
 
 
-class SamplerSpec(_Params):
+class SamplerSpec(NoParams):
     """A random GRU for the sampler, and one prompt of the task (its token ids) for the checker."""
 
     vocab_size: int = Field(ge=2, le=8)
@@ -211,7 +207,7 @@ def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
     }
 
 
-class _Protocol(_Params):
+class _Protocol(NoParams):
     """The GRU training protocol: fixed seeds, iterations per profile, hyperparameters."""
 
     seeds: list[int] = Field(min_length=3)
@@ -348,7 +344,7 @@ def figure_shows_median_and_iqr(figure: Any, iterations: list[int], curves: list
     return False
 
 
-class FigureRuns(_Params):
+class FigureRuns(NoParams):
     """How many runs the training figure draws."""
 
     runs: int = Field(ge=1, le=12)
@@ -455,7 +451,7 @@ def spread_statistics(untrained: list[float], trained: list[float], half_width: 
             "smallest_improvement_beyond_noise": float((final - initial).min() - 2 * half_width)}
 
 
-class LoopContract(_Params):
+class LoopContract(NoParams):
     """Bounds of the small training runs the contract property draws."""
 
     max_iterations: int = Field(ge=1, le=4)

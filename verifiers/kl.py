@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._numeric import as_written, log_softmax, rounding_bound
 
 
 @verifier("kl.k3_nonnegative_symbolic", kind="symbolic")
@@ -83,18 +83,13 @@ _categoricals = st.integers(2, 12).flatmap(lambda k: st.tuples(
 ))
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max()
-    return shifted - np.log(np.exp(shifted).sum())
-
-
 @verifier("kl.k3_unbiased_property", kind="property", uses=("kl_k3",))
 def k3_unbiased_property(ctx: Context) -> dict[str, object]:
     """For random categorical π_old and π, Σ_a π_old(a) k3(a) from impl equals KL(π_old || π)
     computed from its definition, up to float64 rounding."""
 
     def unbiased(logits: tuple[np.ndarray, np.ndarray]) -> None:
-        log_old, log_new = (_log_softmax(z) for z in logits)
+        log_old, log_new = (log_softmax(z) for z in logits)
         p_old = np.exp(log_old)
         expectation = p_old @ ctx.impl.kl_k3(log_new - log_old)
         kl = p_old @ (log_old - log_new)
@@ -211,6 +206,6 @@ def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
     step = np.array(ctx.params.step)
     kls = []
     for logits in (np.array(ctx.params.logits_a), np.array(ctx.params.logits_b)):
-        before, after = _log_softmax(logits), _log_softmax(logits + step)
+        before, after = log_softmax(logits), log_softmax(logits + step)
         kls.append(float(np.exp(before) @ (before - after)))
     return {"step_length": float(np.linalg.norm(step)), "kl_a": kls[0], "kl_b": kls[1], "kl_ratio": kls[0] / kls[1]}

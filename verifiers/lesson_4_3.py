@@ -20,14 +20,13 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import log_softmax, rounding_bound
 from verifiers.actor_critic import (
     Chain,
     Corridor,
     _chain_estimates,
     _chain_paths,
     _collect,
-    _log_softmax,
     _mean_and_variance,
     _start,
     chain_critic,
@@ -199,7 +198,7 @@ def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
 
 def policy_values(theta: np.ndarray, mdp: dict[str, np.ndarray], gamma: float) -> np.ndarray:
     """V^{π_θ} of the untruncated discounted task, from (I - γ P_π) V = R_π (the goal absorbs with reward 0)."""
-    pi = np.exp(_log_softmax(theta))
+    pi = np.exp(log_softmax(theta))
     transition = np.einsum("sa,sat->st", pi, mdp["P"])
     return np.linalg.solve(np.eye(len(pi)) - gamma * transition, (pi * mdp["R"]).sum(axis=1))
 
@@ -253,7 +252,7 @@ def _one_step_rollout(state: int, action: int, reward: float, value: float, log_
 
 def _policy_gradient(theta: np.ndarray, rewards: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """∇_θ J for J = Σ_s ρ(s) Σ_a π_θ(a|s) R(s, a), one-step episodes: ρ(s) π(b|s) (R(s, b) - Σ_a π(a|s) R(s, a))."""
-    pi = np.exp(_log_softmax(theta))
+    pi = np.exp(log_softmax(theta))
     return rho[:, None] * pi * (rewards - (pi * rewards).sum(axis=1, keepdims=True))
 
 
@@ -306,7 +305,7 @@ def single_use_step_property(ctx: Context) -> dict[str, object]:
     def unbiased(problem: dict) -> None:
         rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
         rho = np.full(len(rewards), 1 / len(rewards))
-        pi = np.exp(_log_softmax(theta))
+        pi = np.exp(log_softmax(theta))
         gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr) - _policy_gradient(theta, rewards, rho))
         assert gap.max() <= _step_bound(rewards, phi, theta, lr), ("not the collecting policy's gradient", gap)
 
@@ -340,10 +339,10 @@ def reused_batch_exact(ctx: Context) -> dict[str, object]:
         raise ValueError(f"theta must be shaped like rewards {rewards.shape} and critic have {len(rewards)} values")
     rho = np.full(len(rewards), 1 / len(rewards))
     lr = params.actor_lr
-    old_pi = np.exp(_log_softmax(theta))
+    old_pi = np.exp(log_softmax(theta))
     first = _expected_step(ctx, theta, phi, rewards, rho, old_pi, lr)
     changed = theta + lr * _policy_gradient(theta, rewards, rho)
-    new_pi = np.exp(_log_softmax(changed))
+    new_pi = np.exp(log_softmax(changed))
     target = _policy_gradient(changed, rewards, rho)
     reused = _expected_step(ctx, changed, phi, rewards, rho, old_pi, lr)
     fresh = _expected_step(ctx, changed, phi, rewards, rho, new_pi, lr)
@@ -387,7 +386,7 @@ def ppo_reuse_epochs_exact(ctx: Context) -> dict[str, object]:
     for objective in kl:
         logits = log_pi_old.copy()
         for epoch in range(1, max(params.epochs) + 1):
-            log_pi = _log_softmax(logits)
+            log_pi = log_softmax(logits)
             ratio = np.exp(log_pi[actions] - log_pi_old[actions])
             scores = one_hot - np.exp(log_pi)
             step = params.learning_rate * (derivative(objective, ratio)[:, None] * scores).sum(axis=0) / n
@@ -395,7 +394,7 @@ def ppo_reuse_epochs_exact(ctx: Context) -> dict[str, object]:
                 first_steps[objective] = step
             logits = logits + step
             if epoch in params.epochs:
-                kl[objective].append(float(pi_old @ (log_pi_old - _log_softmax(logits))))
+                kl[objective].append(float(pi_old @ (log_pi_old - log_softmax(logits))))
     bound = rounding_bound(8 * n, params.learning_rate * float(np.abs(advantages).max()))
     return {"kl_clipped": kl["clipped"], "kl_plain": kl["plain"],
             "first_epoch_steps_agree": bool(np.abs(first_steps["clipped"] - first_steps["plain"]).max() <= bound),

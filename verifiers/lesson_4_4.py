@@ -8,22 +8,16 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from harness import Context, verifier
-from verifiers._numeric import as_written, rounding_bound
+from harness import Context, NoParams, verifier
+from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers.kl import FiniteBatch
-from verifiers.policy_gradient import reference_log_softmax
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 # --------------------------------------------------------------------------- 4.4.1: epochs on one batch
 
 
-class SurrogateAscent(_Params):
+class SurrogateAscent(NoParams):
     learning_rate: float = Field(gt=0, description="step size of plain gradient ascent on the surrogate's logits")
     steps: list[int] = Field(min_length=2, description="increasing numbers of ascent steps (epochs) to report")
 
@@ -121,7 +115,7 @@ def k3_batch_bounds_no_update(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.5: stable log-probabilities
 
 
-class ShiftedBatch(_Params):
+class ShiftedBatch(NoParams):
     old_logits: list[list[float]] = Field(min_length=1, description="logit rows of π_old, one per sample")
     new_logits: list[list[float]] = Field(min_length=1, description="logit rows of π_θ after an update")
     actions: list[int] = Field(min_length=1, description="the stored action of each sample")
@@ -162,7 +156,7 @@ def unstable_log_probabilities_break_ppo(ctx: Context) -> dict[str, object]:
     def taken(log_pi: np.ndarray) -> np.ndarray:
         return np.asarray(log_pi, dtype=float)[rows, actions]
 
-    reference_ratio = np.exp(taken(reference_log_softmax(new)) - taken(reference_log_softmax(old)))
+    reference_ratio = np.exp(taken(log_softmax(new)) - taken(log_softmax(old)))
     reference = _clip_objective(reference_ratio, advantages, params.epsilon)
     with np.errstate(invalid="ignore"):
         unstable_ratio = np.exp(taken(_unshifted_log_softmax(new + params.shift))

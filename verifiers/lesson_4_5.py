@@ -13,18 +13,14 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from harness import Context, verifier
+from harness import Context, NoParams, verifier
 
 _ALPHABET = "$ab"
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CutWitness(_Params):
+class CutWitness(NoParams):
     """A tabular answer policy, the task's rewards of finished answers, and a cut at max_tokens.
 
     ``prefix_probabilities`` maps a prefix over 'ab' to the probabilities of [EOS, a, b]; it must

@@ -23,7 +23,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, central_difference, rounding_bound
+from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
 from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
@@ -33,12 +33,6 @@ from verifiers._sampling import categorical
 def _softmax(z: np.ndarray) -> np.ndarray:
     shifted = np.exp(z - z.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def reference_log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax(z) along the last axis, independent of the implementation under test."""
-    shifted = z - z.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def _cosine(u: np.ndarray, v: np.ndarray) -> float:
@@ -470,7 +464,7 @@ def softmax_score_property(ctx: Context) -> dict[str, object]:
         logits, action = example
         categories = len(logits)
         magnitude = float(np.abs(logits).max()) + math.log(categories)
-        reference_gap = np.abs(ctx.impl.log_softmax(logits) - reference_log_softmax(logits)).max()
+        reference_gap = np.abs(ctx.impl.log_softmax(logits) - log_softmax(logits)).max()
         assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
         numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
         score = ctx.impl.softmax_score(logits, action)
@@ -552,7 +546,7 @@ def trajectory_score_property(ctx: Context) -> dict[str, object]:
         s_t, a_t = _paths(*theta.shape, horizon)
 
         def log_probability(logits: np.ndarray) -> np.ndarray:
-            log_pi = reference_log_softmax(logits)
+            log_pi = log_softmax(logits)
             beta = np.exp(log_pi[:, :1, None])
             kernel = mdp.P if mdp.P_alt is None else (1 - beta) * mdp.P + beta * mdp.P_alt
             total = np.log(mdp.rho[s_t[0]])

@@ -11,21 +11,10 @@ import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from harness import Context, assume, check_property, verifier
-from verifiers._numeric import EPS, as_written, central_difference, rounding_bound
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
+from harness import Context, NoParams, assume, check_property, verifier
+from verifiers._numeric import EPS, as_written, central_difference, log_softmax, rounding_bound
 
 # --------------------------------------------------------------------------- 4.4.1 ratios
 
@@ -89,7 +78,7 @@ def surrogate_gradient_at_old_symbolic(ctx: Context) -> dict[str, object]:
             "moving_advantage_residual_vanishes": bool(moving == 0)}
 
 
-class TabularBatch(_Params):
+class TabularBatch(NoParams):
     n_states: int = Field(ge=1, le=50, description="rows of the logit table")
     n_actions: int = Field(ge=2, le=20, description="actions per state")
     batch_size: int = Field(ge=1, le=4096, description="samples (s, a, Â) in the batch")
@@ -99,7 +88,7 @@ class TabularBatch(_Params):
 def _sample_batch(rng: np.random.Generator, logits: np.ndarray, batch_size: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     states = rng.integers(0, logits.shape[0], batch_size)
-    probabilities = np.exp(_log_softmax(logits[states]))
+    probabilities = np.exp(log_softmax(logits[states]))
     actions = (rng.random(batch_size)[:, None] >= np.cumsum(probabilities, axis=1)).sum(axis=1)
     actions = np.minimum(actions, logits.shape[1] - 1)
     return states, actions, rng.normal(size=batch_size)
@@ -158,7 +147,7 @@ def surrogate_gradient_at_old_finite_difference(ctx: Context) -> dict[str, objec
         batch = _StoredBatch(states, actions, log_pi_old, advantages)
         objectives = (functools.partial(_mean_surrogate, ctx.impl, batch, None),
                       functools.partial(_mean_surrogate, ctx.impl, batch, params.epsilon))
-        probabilities = np.exp(_log_softmax(logits[states]))
+        probabilities = np.exp(log_softmax(logits[states]))
         one_hot = np.eye(params.n_actions)[actions]
         reinforce = np.zeros_like(logits)
         np.add.at(reinforce, states, advantages[:, None] * (one_hot - probabilities) / n)
@@ -232,7 +221,7 @@ def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
 # ------------------------------------------------------------ 4.4.1 and week16 step 3: a different objective
 
 
-class TwoStepPolicy(_Params):
+class TwoStepPolicy(NoParams):
     p_first: float = Field(gt=0, lt=1, description="new policy's probability of action 0 in the first state")
     p_second: float = Field(gt=0, lt=1, description="new policy's probability of action 0 in the state it leads to")
     behaviour_first: float | None = Field(
@@ -319,7 +308,7 @@ def trajectory_ratio_product_symbolic(ctx: Context) -> dict[str, object]:
     return {"base_case_residual": sp.simplify(base), "inductive_step_residual": sp.simplify(step)}
 
 
-class TrajectoryEnumeration(_Params):
+class TrajectoryEnumeration(NoParams):
     n_states: int = Field(ge=1, le=4)
     n_actions: int = Field(ge=2, le=3)
     horizon: int = Field(ge=1, le=5)
@@ -414,7 +403,7 @@ def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
             "total_weight_without_overlap": no_overlap["total_weight"]}
 
 
-class TokenRatios(_Params):
+class TokenRatios(NoParams):
     pi_old: float = Field(gt=0, le=1, description="old probability of one token")
     pi_new: float = Field(gt=0, le=1, description="new probability of the same token")
     per_token_up: float = Field(gt=0, description="per-token ratio above 1")
@@ -465,7 +454,7 @@ def ratio_product_variance_symbolic(ctx: Context) -> dict[str, object]:
             "chi_square_two_actions": sp.factor(chi_square)}
 
 
-class IidRatios(_Params):
+class IidRatios(NoParams):
     pi_old: list[float] = Field(min_length=2, description="old per-step action probabilities")
     pi_new: list[float] = Field(min_length=2, description="new per-step action probabilities")
     max_horizon: int = Field(ge=1, le=12)
@@ -631,7 +620,7 @@ def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
             "largest_share_of_penalty_used": max(shares)}
 
 
-class DiscountedMdp(_Params):
+class DiscountedMdp(NoParams):
     """A discounted tabular MDP and two policies, every probability as a decimal that is exact as a rational."""
 
     transitions: list[list[list[float]]] = Field(description="P[s][a][s'], each row a distribution")
@@ -673,7 +662,7 @@ def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.3 clipping
 
 
-class ClipCases(_Params):
+class ClipCases(NoParams):
     """Samples (Â, r) given as two lists of equal length, and the clipping parameter."""
 
     epsilon: float = Field(gt=0, lt=1)
@@ -845,7 +834,7 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, match_definitions, _diagnostic_batches)
 
 
-class SharedLogits(_Params):
+class SharedLogits(NoParams):
     pi_old: list[float] = Field(min_length=2, description="old action probabilities in the one state")
     actions: list[int] = Field(min_length=1)
     advantages: list[float] = Field(min_length=1)
@@ -885,7 +874,7 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
             log_pi = ctx.impl.log_softmax(logits)[actions]
             ratio = ctx.impl.probability_ratios(log_pi, log_pi_old)
             diagnostics = ctx.impl.clip_diagnostics(ratio, advantages, params.epsilon)
-            p_old, log_new = np.array(params.pi_old), _log_softmax(logits)
+            p_old, log_new = np.array(params.pi_old), log_softmax(logits)
             report["ratios"].append([float(r) for r in ratio])
             report["outside_fraction"].append(float(diagnostics.outside_fraction))
             report["active_fraction"].append(float(diagnostics.active_fraction))
@@ -942,7 +931,7 @@ def total_loss_composition_property(ctx: Context) -> dict[str, object]:
         # Within rounding of a band edge the implementation's ratio may fall on the other branch.
         assume(np.abs(np.abs(r - 1) - epsilon).min() > 1e-9)
         clipped = np.clip(r, 1 - epsilon, 1 + epsilon)
-        log_p = _log_softmax(logits)
+        log_p = log_softmax(logits)
         p = np.exp(log_p)
         h = -(p * log_p).sum(axis=1)
         reference = (-np.minimum(r * advantages, clipped * advantages).mean()

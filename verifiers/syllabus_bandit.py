@@ -18,9 +18,8 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, central_difference, rounding_bound
+from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
-from verifiers.policy_gradient import reference_log_softmax
 
 
 class BanditStep(BaseModel):
@@ -120,7 +119,7 @@ def cross_entropy_property(ctx: Context) -> dict[str, object]:
     def same_step(example: tuple[np.ndarray, int, float, float]) -> None:
         logits, label, reward, _ = example
         categories = len(logits)
-        numeric = central_difference(lambda z: -reference_log_softmax(z)[label], logits, step)
+        numeric = central_difference(lambda z: -log_softmax(z)[label], logits, step)
         reinforce = reward * ctx.impl.softmax_score(logits, label)
         magnitude = float(np.abs(logits).max()) + math.log(categories)
         bound = abs(reward) * (step**2 / 60 + rounding_bound(4 * categories, magnitude) / step)
@@ -137,11 +136,11 @@ def _reinforce_step(ctx: Context, logits: np.ndarray, arm: int, reward: float, s
 
 def _reference_step(logits: np.ndarray, arm: int, reward: float, step_size: float) -> np.ndarray:
     """η R (e_a - π), with the verifier's own softmax."""
-    return step_size * reward * (np.eye(len(logits))[arm] - np.exp(reference_log_softmax(logits)))
+    return step_size * reward * (np.eye(len(logits))[arm] - np.exp(log_softmax(logits)))
 
 
 def _reference_pi(logits: np.ndarray, arm: int) -> float:
-    return float(np.exp(reference_log_softmax(logits))[arm])
+    return float(np.exp(log_softmax(logits))[arm])
 
 
 @verifier("syllabus_bandit.reward_sign_exact", kind="exact",

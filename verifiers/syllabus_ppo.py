@@ -21,8 +21,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, rounding_bound
-from verifiers.policy_gradient import reference_log_softmax
+from verifiers._numeric import as_written, log_softmax, rounding_bound
 
 
 def _exact_scores(pi: list[Fraction]) -> np.ndarray:
@@ -170,7 +169,7 @@ class ClippedEpochs(BaseModel):
 
 
 def _log_ratios(logits: np.ndarray, old_logits: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    return (reference_log_softmax(logits) - reference_log_softmax(old_logits))[actions]
+    return (log_softmax(logits) - log_softmax(old_logits))[actions]
 
 
 @verifier("syllabus_ppo.clipped_epochs_leave_band", kind="counterexample", params=ClippedEpochs,
@@ -200,8 +199,8 @@ def clipped_epochs_leave_band(ctx: Context) -> dict[str, object]:
             reference = np.exp(_log_ratios(logits, old_logits, actions))
             ratios.append(reference.tolist())
             distances.append(float(np.abs(reference - 1).max()))
-            old_log_pi = reference_log_softmax(old_logits)
-            divergences.append(float(np.exp(old_log_pi) @ (old_log_pi - reference_log_softmax(logits))))
+            old_log_pi = log_softmax(old_logits)
+            divergences.append(float(np.exp(old_log_pi) @ (old_log_pi - log_softmax(logits))))
     return {"epochs": list(params.epochs), "ratios": ratios, "farthest_from_one": distances,
             "farthest_from_one_last": distances[-1], "kl_old_to_new": divergences,
             "kl_keeps_growing": all(b > a for a, b in itertools.pairwise(divergences))}
@@ -212,7 +211,7 @@ def clipped_epochs_leave_band(ctx: Context) -> dict[str, object]:
 
 def _kl_and_gradient(logits: np.ndarray, ref_logits: np.ndarray) -> tuple[float, np.ndarray]:
     """KL(π || π_ref) and its gradient with respect to π's logits, π_j (log π_j/π_ref,j - KL), computed here."""
-    log_pi, log_ref = reference_log_softmax(logits), reference_log_softmax(ref_logits)
+    log_pi, log_ref = log_softmax(logits), log_softmax(ref_logits)
     pi = np.exp(log_pi)
     divergence = float(pi @ (log_pi - log_ref))
     return divergence, pi * (log_pi - log_ref - divergence)
@@ -248,7 +247,7 @@ def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
 
     def anchored(example: tuple) -> None:
         logits, old_logits, ref_logits, advantages, epsilon, beta = example
-        ratio = np.exp(reference_log_softmax(logits) - reference_log_softmax(old_logits))
+        ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
         weight = ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)
         for r, a, w in zip(ratio, advantages, weight, strict=True):
             if abs(abs(r - 1) - epsilon) < 1e-9:
@@ -294,10 +293,10 @@ def _train_bandit(ctx: Context, params: BanditTraining, beta: float) -> list[flo
     reported = []
     for batch in range(1, max(params.batches) + 1):
         old_logits = logits.copy()
-        pi_old = np.exp(reference_log_softmax(old_logits))
+        pi_old = np.exp(log_softmax(old_logits))
         advantages = rewards - pi_old @ rewards
         for _ in range(params.epochs):
-            ratio = np.exp(reference_log_softmax(logits) - reference_log_softmax(old_logits))
+            ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
             weight = pi_old * ctx.impl.ppo_clip_objective_grad(ratio, advantages, params.epsilon)
             ascent = weight @ ctx.impl.softmax_score(np.broadcast_to(logits, (arms.size, arms.size)), arms)
             if beta > 0:

@@ -1,0 +1,505 @@
+"""Group advantages on a sequence policy: RLOO, GRPO, one weight for every token, and the closing map's
+environment and clipping witnesses (module lesson 4.5, steps 4.5.2 to 4.5.5).
+
+Split from ``verifiers/sequence.py`` (the token-level objective of step 4.5.1); the verifiers keep their
+registered names, ``sequence.*``, which the claim files use. References are computed independently
+and the implementation is called only through ``ctx.impl``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import NamedTuple
+
+import numpy as np
+import sympy as sp
+from hypothesis import strategies as st
+from pydantic import Field
+from scipy.special import log_softmax, softmax
+
+from harness import Context, NoParams, check_property, verifier
+from verifiers._numeric import central_difference, rounding_bound
+
+# --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy
+
+
+class TabularSequencePolicy(NoParams):
+    """An autoregressive policy over {EOS, a, b}: one categorical distribution per prefix.
+
+    ``prefix_probabilities`` maps a prefix ('' or a string over 'ab' shorter than max_tokens)
+    to the probabilities of [EOS, a, b] as exact fractions; ``rewards`` maps every answer to its
+    reward, an answer being a string over 'ab' followed by '$' (EOS) or cut at max_tokens.
+    """
+
+    prefix_probabilities: dict[str, list[str]]
+    rewards: dict[str, str]
+    max_tokens: int = Field(ge=1, le=3)
+    group_size: int = Field(ge=2, le=4)
+
+
+def _tabular_answers(params: TabularSequencePolicy) -> tuple[list[str], list[Fraction], np.ndarray]:
+    """Every answer, its exact probability and its exact score with respect to all prefix logits."""
+    prefixes = sorted(params.prefix_probabilities, key=lambda p: (len(p), p))
+    distributions = {p: [Fraction(q) for q in params.prefix_probabilities[p]] for p in prefixes}
+    alphabet = "$ab"
+    answers = [body + "$" for n in range(params.max_tokens) for body in map("".join, itertools.product("ab", repeat=n))]
+    answers += list(map("".join, itertools.product("ab", repeat=params.max_tokens)))
+    probabilities, scores = [], []
+    for answer in answers:
+        probability, score = Fraction(1), np.zeros((len(prefixes), 3), dtype=object) + Fraction(0)
+        for t, symbol in enumerate(answer):
+            distribution = distributions[answer[:t]]
+            choice = alphabet.index(symbol)
+            probability *= distribution[choice]
+            block = prefixes.index(answer[:t])
+            score[block] += np.array([Fraction(int(k == choice)) - distribution[k] for k in range(3)], dtype=object)
+        probabilities.append(probability)
+        scores.append(score.reshape(-1))
+    return answers, probabilities, np.array(scores, dtype=object)
+
+
+# Numerator and denominator drawn as integers: st.fractions is slow to draw.
+_exact_rewards = st.builds(Fraction, st.integers(-640, 640), st.integers(1, 64))
+_exact_batches = st.integers(min_value=2, max_value=5).flatmap(lambda size: st.tuples(
+    st.just(size), st.lists(st.lists(_exact_rewards, min_size=size, max_size=size), min_size=1, max_size=3)
+    .map(lambda groups: [r for group in groups for r in group])))
+
+
+@verifier("sequence.rloo_definition_property", kind="property", uses=("rloo_advantages",))
+def rloo_definition_property(ctx: Context) -> dict[str, object]:
+    """On random batches of exact rewards in contiguous groups of G, impl's RLOO advantage of answer i
+    is R_i minus the mean of the other G - 1 rewards of its own group."""
+
+    def definition_holds(batch: tuple[int, list[Fraction]]) -> None:
+        size, rewards = batch
+        observed = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
+        expected = []
+        for start in range(0, len(rewards), size):
+            group = rewards[start:start + size]
+            expected += [r - (sum(group) - r) / (size - 1) for r in group]
+        assert observed == expected, (rewards, observed, expected)
+
+    return check_property(ctx, definition_holds, _exact_batches)
+
+
+@verifier("sequence.rloo_unbiased_exact", kind="exact",
+          uses=("rloo_advantages", "group_mean_advantages", "score_function_gradient"),
+          params=TabularSequencePolicy)
+def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
+    """Exact expectations over every group of G answers of the RLOO and group-mean estimators.
+
+    The estimator of one group is (1/G) Σ_i A_i ∇ log π(y_i|x), with the sequence score the sum of
+    the per-step scores e_{y_t} - π(·|y_<t); everything is in rational arithmetic. The true
+    gradient is Σ_y π(y) R(y) ∇ log π(y|x), from the enumeration of single answers.
+    """
+    params = ctx.params
+    answers, probabilities, scores = _tabular_answers(params)
+    rewards = [Fraction(params.rewards[a]) for a in answers]
+    gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)),
+                   np.zeros(scores.shape[1], dtype=object) + Fraction(0))
+    groups = list(itertools.product(range(len(answers)), repeat=params.group_size))
+    group_rewards = np.array([rewards[i] for group in groups for i in group], dtype=object)
+    group_scores = np.array([[scores[i] for i in group] for group in groups], dtype=object)
+    weights = np.array([np.prod([probabilities[i] for i in group]) for group in groups], dtype=object)
+    expectations = {}
+    for name, function in (("rloo", ctx.impl.rloo_advantages), ("group_mean", ctx.impl.group_mean_advantages)):
+        advantages = function(group_rewards, params.group_size).reshape(len(groups), params.group_size)
+        estimates = ctx.impl.score_function_gradient(advantages, group_scores)
+        expectations[name] = (weights[:, None] * estimates).sum(axis=0)
+    ratio = (expectations["group_mean"] @ gradient) / (gradient @ gradient)
+    return {
+        "answers": len(answers),
+        "total_probability": sum(probabilities),
+        "gradient_norm_squared": gradient @ gradient,
+        "rloo_bias": max(abs(v) for v in expectations["rloo"] - gradient),
+        "group_mean_ratio": ratio,
+        "group_mean_residual": max(abs(v) for v in expectations["group_mean"] - ratio * gradient),
+    }
+
+
+_offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
+    st.just(batch), st.lists(_exact_rewards, min_size=len(batch[1]) // batch[0], max_size=len(batch[1]) // batch[0])))
+
+
+@verifier("sequence.rloo_offset_invariance_property", kind="property", uses=("rloo_advantages",))
+def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
+    """On random batches of exact rewards in contiguous groups of G, adding a different constant c_g
+    to every reward of group g (a prompt that is easier or harder as a whole) leaves impl's RLOO
+    advantages exactly unchanged."""
+
+    def invariant(case: tuple[tuple[int, list[Fraction]], list[Fraction]]) -> None:
+        (size, rewards), offsets = case
+        shifted = [r + offsets[i // size] for i, r in enumerate(rewards)]
+        before = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
+        after = list(ctx.impl.rloo_advantages(np.array(shifted, dtype=object), size))
+        assert before == after, (rewards, offsets, before, after)
+
+    return check_property(ctx, invariant, _offset_batches)
+
+
+@verifier("sequence.rloo_offset_invariance_symbolic", kind="symbolic")
+def rloo_offset_invariance_symbolic(ctx: Context) -> dict[str, object]:
+    """A_i(R + c) - A_i(R) for the leave-one-out advantage, symbolic G, R_i, T = Σ_{j≠i} R_j and offset c.
+
+    For contrast, the same difference for a baseline shared by a batch of P prompts (the mean of
+    all P G rewards) when only this prompt's rewards move by c: it is c (P-1)/P, not 0.
+    """
+    group_size, prompts = sp.symbols("G P", positive=True)
+    r_i, others, offset, rest = sp.symbols("R_i T c U")
+
+    def leave_one_out(own: sp.Expr, sum_of_others: sp.Expr) -> sp.Expr:
+        return own - sum_of_others / (group_size - 1)
+
+    def batch_mean(own: sp.Expr, sum_of_others: sp.Expr, other_prompts: sp.Expr) -> sp.Expr:
+        return own - (own + sum_of_others + other_prompts) / (prompts * group_size)
+
+    shifted = leave_one_out(r_i + offset, others + (group_size - 1) * offset) - leave_one_out(r_i, others)
+    batch_shift = (batch_mean(r_i + offset, others + (group_size - 1) * offset, rest)
+                   - batch_mean(r_i, others, rest))
+    return {"offset_residual": sp.simplify(shifted),
+            "batch_mean_baseline_shift_minus_formula": sp.simplify(batch_shift - offset * (prompts - 1) / prompts)}
+
+
+_equal_groups = st.tuples(st.integers(min_value=2, max_value=6), st.lists(_exact_rewards, min_size=1, max_size=4))
+
+
+@verifier("sequence.equal_rewards_zero_property", kind="property", uses=("rloo_advantages", "group_mean_advantages"))
+def equal_rewards_zero_property(ctx: Context) -> dict[str, object]:
+    """For any G and any batch of groups in which every answer of a group earns the group's one
+    exact reward, impl's RLOO and group-mean advantages are exactly zero."""
+
+    def zero(case: tuple[int, list[Fraction]]) -> None:
+        size, levels = case
+        rewards = np.array([level for level in levels for _ in range(size)], dtype=object)
+        for function in (ctx.impl.rloo_advantages, ctx.impl.group_mean_advantages):
+            advantages = list(function(rewards, size))
+            assert advantages == [0] * len(rewards), (function.__name__, list(rewards), advantages)
+
+    return check_property(ctx, zero, _equal_groups)
+
+
+class EqualRewardGroup(TabularSequencePolicy):
+    """The tabular policy, and one group of answers (keys of ``rewards``) that all earn the same reward."""
+
+    group: list[str] = Field(min_length=2)
+
+
+@verifier("sequence.equal_rewards_not_stationary", kind="counterexample",
+          uses=("rloo_advantages", "score_function_gradient"),
+          params=EqualRewardGroup)
+def equal_rewards_not_stationary(ctx: Context) -> dict[str, object]:
+    """One group of equal rewards gives the RLOO estimate exactly zero, while the exact gradient of the
+    expected reward, Σ_y π(y) R(y) ∇ log π(y), is not zero: the policy is not at a stationary point,
+    let alone optimal, and a better answer exists. Rational arithmetic throughout."""
+    params = ctx.params
+    answers, probabilities, scores = _tabular_answers(params)
+    rewards = {a: Fraction(params.rewards[a]) for a in answers}
+    gradient = sum((p * rewards[a] * s for a, p, s in zip(answers, probabilities, scores, strict=True)),
+                   np.zeros(scores.shape[1], dtype=object) + Fraction(0))
+    group_rewards = np.array([rewards[a] for a in params.group], dtype=object)
+    advantages = ctx.impl.rloo_advantages(group_rewards, len(params.group))
+    estimate = ctx.impl.score_function_gradient(advantages, np.array([scores[answers.index(a)] for a in params.group]))
+    return {
+        "group_rewards_equal": len(set(group_rewards)) == 1,
+        "group_estimate_largest": max(abs(v) for v in estimate),
+        "gradient_norm_squared": gradient @ gradient,
+        "best_reward_minus_group_reward": max(rewards.values()) - group_rewards[0],
+    }
+
+
+class AnswerLevelConditions(TabularSequencePolicy):
+    """The tabular policy (the current one), an old policy that sampled the data, and a batch size.
+
+    ``old_prefix_probabilities`` has the keys of ``prefix_probabilities``.
+    """
+
+    old_prefix_probabilities: dict[str, list[str]]
+    batch_size: int = Field(2, ge=2, le=3, description="answers per batch for the token-mean unit")
+
+
+def _token_scores(params: TabularSequencePolicy, answer: str) -> list[np.ndarray]:
+    """The exact score ∇ log π(y_t | y_<t) of each token of ``answer`` with respect to all prefix logits."""
+    prefixes = sorted(params.prefix_probabilities, key=lambda p: (len(p), p))
+    scores = []
+    for t, symbol in enumerate(answer):
+        distribution = [Fraction(q) for q in params.prefix_probabilities[answer[:t]]]
+        score = np.zeros((len(prefixes), 3), dtype=object) + Fraction(0)
+        score[prefixes.index(answer[:t])] = [Fraction(int(k == "$ab".index(symbol))) - distribution[k]
+                                             for k in range(3)]
+        scores.append(score.reshape(-1))
+    return scores
+
+
+@verifier("sequence.answer_level_conditions_exact", kind="exact", params=AnswerLevelConditions)
+def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
+    """Exact expectations of answer-level REINFORCE estimators against ∇J, J = E_{y~π}[R(y)].
+
+    ∇J = Σ_y π(y) R(y) Σ_t ∇log π(y_t | y_<t) is the on-policy sum over the answer's tokens.
+    Dividing each answer's term by its length (the ``answer_mean`` unit), or the batch's terms by
+    the batch's token count (``token_mean``, over every batch of ``batch_size`` answers), gives an
+    expectation that is not even parallel to ∇J: the gradient of another objective, not a rescaled
+    one. Answers sampled from the old policy and weighted without the sequence ratio
+    π(y)/π_old(y) are biased too. ``*_off_direction`` is the largest coordinate of the expectation's
+    component orthogonal to ∇J, ``*_bias`` of its difference from ∇J; rational arithmetic, no
+    implementation involved (the units' implementation is checked by the aggregation properties).
+    """
+    params = ctx.params
+    old = params.model_copy(update={"prefix_probabilities": params.old_prefix_probabilities})
+    answers, probabilities, _ = _tabular_answers(params)
+    _, old_probabilities, _ = _tabular_answers(old)
+    rewards = [Fraction(params.rewards[a]) for a in answers]
+    zero = np.zeros(len(params.prefix_probabilities) * 3, dtype=object) + Fraction(0)
+    scores = [sum(_token_scores(params, a), zero) for a in answers]
+    gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)), zero)
+
+    def off_direction(expectation: np.ndarray) -> Fraction:
+        return max(abs(v) for v in expectation - (expectation @ gradient) / (gradient @ gradient) * gradient)
+
+    answer_mean = sum((p * r * s / len(a) for a, p, r, s in zip(answers, probabilities, rewards, scores, strict=True)),
+                      zero)
+    token_mean = zero
+    for batch in itertools.product(range(len(answers)), repeat=params.batch_size):
+        weight = np.prod([probabilities[i] for i in batch])
+        tokens = sum(len(answers[i]) for i in batch)
+        token_mean = token_mean + weight * sum((rewards[i] * scores[i] for i in batch), zero) / tokens
+    uncorrected = sum((q * r * s for q, r, s in zip(old_probabilities, rewards, scores, strict=True)), zero)
+    return {
+        "gradient_norm_squared": gradient @ gradient,
+        "answer_mean_off_direction": off_direction(answer_mean),
+        "token_mean_off_direction": off_direction(token_mean),
+        "off_policy_uncorrected_bias": max(abs(v) for v in uncorrected - gradient),
+    }
+
+
+# --------------------------------------------------------------------------- 4.5.3: GRPO and the LOO advantage
+
+
+@verifier("sequence.grpo_loo_relation_symbolic", kind="symbolic")
+def grpo_loo_relation_symbolic(ctx: Context) -> dict[str, object]:
+    """(R_i - mean R)/σ - (G-1)/(G σ) · A_i^LOO for symbolic G, R_i, T = Σ_{j≠i} R_j and σ > 0."""
+    group_size, r_i, others = sp.symbols("G R_i T")
+    sigma = sp.symbols("sigma", positive=True)
+    normalised = (r_i - (r_i + others) / group_size) / sigma
+    leave_one_out = r_i - others / (group_size - 1)
+    return {"residual": sp.simplify(normalised - (group_size - 1) / (group_size * sigma) * leave_one_out)}
+
+
+class GrpoGuard(NoParams):
+    epsilon: float = Field(gt=0)
+
+
+_float_rewards = st.floats(min_value=-10, max_value=10, allow_nan=False)
+_batches = st.integers(min_value=2, max_value=8).flatmap(
+    lambda size: st.tuples(st.just(size), st.lists(_float_rewards, min_size=size, max_size=4 * size)
+                           .map(lambda r, size=size: r[:len(r) - len(r) % size])))
+
+
+@verifier("sequence.grpo_loo_relation_property", kind="property",
+          uses=("grpo_advantages", "rloo_advantages"), params=GrpoGuard)
+def grpo_loo_relation_property(ctx: Context) -> dict[str, object]:
+    """On random batches of contiguous groups, impl's GRPO advantage equals its RLOO advantage times
+    (G-1)/(G (σ + ε)), σ the group's population standard deviation computed here."""
+    epsilon = ctx.params.epsilon
+
+    def relation_holds(batch: tuple[int, list[float]]) -> None:
+        size, rewards = batch
+        rewards = np.array(rewards, dtype=float)
+        grpo = ctx.impl.grpo_advantages(rewards, size, epsilon)
+        loo = ctx.impl.rloo_advantages(rewards, size)
+        groups = rewards.reshape(-1, size)
+        sigma = np.sqrt(((groups - groups.mean(axis=1, keepdims=True)) ** 2).mean(axis=1))
+        expected = loo * np.repeat((size - 1) / (size * (sigma + epsilon)), size)
+        bound = rounding_bound(8 * size, np.abs(groups).max() / epsilon)
+        assert np.all(np.abs(grpo - expected) <= bound), (grpo, expected)
+
+    return check_property(ctx, relation_holds, _batches)
+
+
+class TwoGroups(NoParams):
+    """Rewards of a batch in contiguous groups, and the GRPO guard; the answers are random token rows."""
+
+    rewards: list[float] = Field(min_length=4)
+    group_size: int = Field(ge=2)
+    epsilon: float = Field(gt=0)
+    vocab_size: int = Field(ge=2)
+    answer_length: int = Field(ge=1)
+
+
+@verifier("sequence.grpo_vs_rloo_gradient", kind="counterexample",
+          uses=("grpo_advantages", "rloo_advantages", "token_log_probs", "token_log_probs_vjp",
+                "token_clipped_surrogate"),
+          params=TwoGroups)
+def grpo_vs_rloo_gradient(ctx: Context) -> dict[str, object]:
+    """Batch gradients (w.r.t. the logits, at θ = θ_old, ``answer_sum`` unit) with RLOO and GRPO advantages.
+
+    Within one group GRPO's advantages are a positive multiple of RLOO's, so the two gradients are
+    parallel (cosine 1); over groups with different reward spreads the per-group factors
+    (G-1)/(G σ_g) differ and the batch gradients point in different directions.
+    """
+    params = ctx.params
+    rewards = np.array(params.rewards, dtype=float)
+    answers = len(rewards)
+    width = 2 + params.answer_length
+    tokens = ctx.rng.integers(params.vocab_size, size=(answers, width))
+    logits = ctx.rng.normal(size=(answers, width, params.vocab_size))
+    mask = np.zeros((answers, width - 1))
+    mask[:, 1:] = 1.0
+    log_pi = ctx.impl.token_log_probs(logits, tokens)
+
+    def gradient(advantages: np.ndarray, rows: slice) -> np.ndarray:
+        _, weights = ctx.impl.token_clipped_surrogate(log_pi[rows], log_pi[rows], advantages[rows, None],
+                                                      mask[rows], 0.2, "answer_sum")
+        return ctx.impl.token_log_probs_vjp(logits[rows], tokens[rows], weights).reshape(-1)
+
+    def cosine(rows: slice) -> float:
+        grpo = gradient(ctx.impl.grpo_advantages(rewards, params.group_size, params.epsilon), rows)
+        rloo = gradient(ctx.impl.rloo_advantages(rewards, params.group_size), rows)
+        return float(grpo @ rloo / np.sqrt((grpo @ grpo) * (rloo @ rloo)))
+
+    return {"first_group_cosine": cosine(slice(0, params.group_size)), "batch_cosine": cosine(slice(0, answers))}
+
+
+# --------------------------------------------------------------------------- 4.5.4: one weight for every token
+
+
+_layouts = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples(
+    st.lists(st.integers(1, 4), min_size=batch, max_size=batch),
+    st.lists(st.integers(1, 5), min_size=batch, max_size=batch),
+    st.lists(st.floats(-3, 3, allow_nan=False).filter(lambda a: abs(a) > 1e-3), min_size=batch, max_size=batch),
+    st.integers(0, 2**32 - 1)))
+
+
+@verifier("sequence.broadcast_advantage_property", kind="property",
+          uses=("token_log_probs", "token_log_probs_vjp", "response_mask", "token_clipped_surrogate"))
+def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
+    """At θ = θ_old with the ``answer_sum`` unit, the token surrogate's gradient with respect to the
+    logits equals (1/B) Σ_b A_b Σ_t ∇ log π(y_bt | x_b, y_b,<t), the verifier's own e_y - softmax sum
+    over each answer's span; every token of an answer gets the same weight, with the sign of the
+    answer's advantage."""
+    vocab, eos = 5, 0
+
+    def identity_holds(layout: tuple[list[int], list[int], list[float], int]) -> None:
+        prompt_lengths, generated_lengths, advantages, seed = layout
+        rng = np.random.default_rng(seed)
+        batch = len(prompt_lengths)
+        width = max(p + g for p, g in zip(prompt_lengths, generated_lengths, strict=True)) + 1
+        tokens = rng.integers(vocab, size=(batch, width))
+        logits = rng.normal(size=(batch, width, vocab))
+        mask = ctx.impl.response_mask(tokens, prompt_lengths, generated_lengths, eos)
+        log_pi = ctx.impl.token_log_probs(logits, tokens)
+        _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi, np.array(advantages)[:, None], mask, 0.2,
+                                                      "answer_sum")
+        d_logits = ctx.impl.token_log_probs_vjp(logits, tokens, weights)
+        reference = np.zeros_like(logits)
+        bound = rounding_bound(4 * vocab, max(np.abs(advantages)))
+        for b in range(batch):
+            for position in range(prompt_lengths[b], prompt_lengths[b] + generated_lengths[b]):
+                score = -softmax(logits[b, position - 1])
+                score[tokens[b, position]] += 1
+                reference[b, position - 1] = advantages[b] / batch * score
+                if tokens[b, position] == eos:
+                    break
+            answer = np.flatnonzero(reference[b].any(axis=-1))
+            assert np.all(np.sign(weights[b, answer]) == np.sign(advantages[b])), (weights[b], advantages[b])
+            assert np.all(np.abs(weights[b, answer] - weights[b, answer[0]]) <= bound), (weights[b], "unequal scale")
+        assert np.all(np.abs(d_logits - reference) <= bound), np.abs(d_logits - reference).max()
+
+    return check_property(ctx, identity_holds, _layouts)
+
+
+# --------------------------------------------------------------------------- 4.5.5: the environment still matters
+
+
+class TwoEnvironments(NoParams):
+    """One tabular softmax policy in two MDPs that differ only in their transition kernels."""
+
+    P: list[list[list[float]]] = Field(description="P[s][a][s2]")
+    P_other: list[list[list[float]]] = Field(description="a second kernel of the same shape")
+    R: list[list[float]]
+    rho: list[float]
+    theta: list[list[float]]
+    horizon: int = Field(ge=1, le=4)
+    states: list[int] = Field(description="s_0..s_T of a trajectory possible under both kernels")
+    actions: list[int] = Field(description="a_0..a_{T-1} of that trajectory")
+
+
+class _Mdp(NamedTuple):
+    """The four attributes impl's MDP functions read."""
+
+    P: np.ndarray
+    R: np.ndarray
+    rho: np.ndarray
+    P_alt: np.ndarray | None
+
+
+def _finite_horizon_return(P: np.ndarray, R: np.ndarray, rho: np.ndarray, theta: np.ndarray, horizon: int) -> float:
+    """J(θ) = Σ_t E[R(s_t, a_t)] by propagating the state distribution forward (no trajectories, no impl)."""
+    pi = softmax(theta, axis=-1)
+    distribution, total = rho, 0.0
+    for _ in range(horizon):
+        total += float(distribution @ (pi * R).sum(axis=1))
+        distribution = np.einsum("s,sa,sax->x", distribution, pi, P)
+    return total
+
+
+@verifier("sequence.environment_shapes_gradient", kind="counterexample",
+          uses=("trajectory_score",), params=TwoEnvironments)
+def environment_shapes_gradient(ctx: Context) -> dict[str, object]:
+    """The score of a trajectory has no environment in it, the gradient of J still does.
+
+    impl's trajectory score of one trajectory is computed in both MDPs (it must be the same: only
+    policy terms enter it); the gradients of J are the verifier's central differences (step 1e-5)
+    of its own forward computation of J in each MDP, and ``gradient_gap`` is the largest
+    coordinate of their difference, far above the differences' error (of order 1e-10 here).
+    """
+    params = ctx.params
+    R, rho, theta = np.array(params.R, dtype=float), np.array(params.rho, dtype=float), np.array(params.theta)
+    kernels = [np.array(params.P, dtype=float), np.array(params.P_other, dtype=float)]
+    scores = [np.asarray(ctx.impl.trajectory_score(_Mdp(P, R, rho, None), theta, np.array(params.states),
+                                                   np.array(params.actions)))
+              for P in kernels]
+    gradients = [central_difference(lambda z, P=P: _finite_horizon_return(P, R, rho, z, params.horizon), theta, 1e-5)
+                 for P in kernels]
+    return {"score_difference": float(np.abs(scores[0] - scores[1]).max()),
+            "gradient_gap": float(np.abs(gradients[0] - gradients[1]).max())}
+
+
+# --------------------------------------------------------------------------- 4.5.5: clipping is no trust region
+
+
+class ClipEpochs(NoParams):
+    """A softmax policy, a batch of sampled actions with advantages, and plain gradient-ascent epochs."""
+
+    logits: list[float] = Field(min_length=2)
+    actions: list[int] = Field(min_length=1)
+    advantages: list[float] = Field(min_length=1)
+    epsilon: float = Field(gt=0, lt=1)
+    learning_rate: float = Field(gt=0)
+    epochs: int = Field(ge=1)
+
+
+@verifier("sequence.clipping_not_trust_region", kind="counterexample",
+          uses=("token_clipped_surrogate",), params=ClipEpochs)
+def clipping_not_trust_region(ctx: Context) -> dict[str, object]:
+    """Several epochs of gradient ascent on the clipped surrogate over one frozen batch.
+
+    Clipping removes the gradient of a token whose ratio has left [1-ε, 1+ε] in the advantage's
+    direction, but other tokens that share the parameters keep moving it. Reports the largest
+    ratio of the batch after the epochs and that token's own gradient in the last epoch.
+    """
+    params = ctx.params
+    z = np.array(params.logits, dtype=float)
+    actions = np.array(params.actions)
+    advantages = np.array(params.advantages, dtype=float)[:, None]
+    mask = np.ones((len(actions), 1))
+    log_pi_old = log_softmax(z)[actions][:, None]
+    for _ in range(params.epochs):
+        log_pi = log_softmax(z)[actions][:, None]
+        _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages, mask, params.epsilon,
+                                                      "token_mean")
+        z = z + params.learning_rate * weights[:, 0] @ (np.eye(len(z))[actions] - softmax(z))
+    ratios = np.exp(log_softmax(z)[actions] - log_pi_old[:, 0])
+    largest = int(np.argmax(ratios))
+    return {"largest_ratio": float(ratios[largest]), "largest_ratio_last_gradient": float(weights[largest, 0]),
+            "upper_clip": 1 + params.epsilon}
