@@ -38,7 +38,7 @@ def test_claims_list_command(benchmark, record_median):
 
 
 def test_resolving_the_ledger_against_the_texts(benchmark, record_median):
-    from harness._loading import load_catalogue
+    from harness._claims.loading import load_catalogue
     from harness._text.document import read_documents
     from harness._text.summary import text_state
 

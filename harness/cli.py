@@ -1,7 +1,7 @@
 """The ``claims`` command: verify every claim and write the reports, lint, list, schema.
 
 Every command works on the course whose tree holds the working directory (``[tool.claims]`` in
-the nearest pyproject.toml, ``harness._course``), or the one holding ``--claims-dir``; outside any
+the nearest pyproject.toml, ``harness._claims.course``), or the one holding ``--claims-dir``; outside any
 course it refuses with one line. Paths it writes (reports, cache, the registry) are the course's,
 never the working directory's.
 """
@@ -18,21 +18,21 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from harness._cache import checked_implementation
-from harness._context import PROFILES
-from harness._course import Course, find_course
-from harness._errors import ClaimsError
-from harness._formats import visible
-from harness._implementation import PYTEST_FLAG, check_implementation, reference_implementation
-from harness._isolation import run_isolated
-from harness._isolation import supported as isolation_supported
-from harness._loading import Catalogue, load_catalogue
-from harness._progress import run_showing_progress
-from harness._registry import registered
-from harness._runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
-from harness._schema import KINDS, json_schema_text
-from harness._sources import registry_section, render_registry, with_registry
-from harness._text import commands as text_commands
+from harness._authoring import text as text_commands
+from harness._claims.course import Course, find_course
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import visible
+from harness._claims.loading import Catalogue, load_catalogue
+from harness._claims.registry import registered
+from harness._claims.schema import KINDS, json_schema_text
+from harness._claims.sources import registry_section, render_registry, with_registry
+from harness._running.cache import checked_implementation
+from harness._running.context import PROFILES
+from harness._running.implementation import PYTEST_FLAG, check_implementation, reference_implementation
+from harness._running.isolation import run_isolated
+from harness._running.isolation import supported as isolation_supported
+from harness._running.progress import run_showing_progress
+from harness._running.runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
 from harness._text.summary import text_overrides
 
 SCHEMA_FILE = "schema.json"
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from harness._gate import compare_snapshots, snapshot  # the reports' code: not needed to lint or list
+    from harness._reporting.gate import compare_snapshots, snapshot  # the reports' code: not needed to lint or list
 
     course: Course = args.course
     args.out = (args.out or course.reports).resolve()
@@ -274,8 +274,8 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str, numprocesses: str
 def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | list | None:
     """Write the reports without starting pytest when no check has to run: the exit status; else the parts
     that have to run, or None when this process cannot tell."""
-    from harness._engine import evaluate, every_part
-    from harness._report import lessons_of, staging_dir_for, write_reports
+    from harness._reporting.report import lessons_of, staging_dir_for, write_reports
+    from harness._running.engine import evaluate, every_part
     from harness._text.summary import text_report
 
     if not _imports_as_pytest_would(args):
@@ -396,7 +396,7 @@ def _registry(catalogue: Catalogue, results: dict | None) -> str:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from harness._authoring import lint_warnings
+    from harness._authoring.new import lint_warnings
 
     course: Course = args.course
     catalogue = load_catalogue(args.claims_dir)
@@ -455,7 +455,7 @@ def _verifiers(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from harness._audit import audit, render
+    from harness._power.audit import audit, render
 
     rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl or reference_implementation(),
                  args.selected)
@@ -467,7 +467,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from harness._authoring import NewClaim, validate, write
+    from harness._authoring.new import NewClaim, validate, write
 
     catalogue = load_catalogue(args.claims_dir)
 
@@ -494,7 +494,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _exercises(args: argparse.Namespace) -> int:
-    from harness._exercises import write_exercises
+    from harness._authoring.exercises import write_exercises
 
     print(write_exercises(args.directory, load_catalogue(args.claims_dir), force=args.force).summary())
     return 0
@@ -509,9 +509,9 @@ def survivor_line(survivor: dict) -> str:
 
 
 def _sharpness(args: argparse.Namespace) -> int:
-    """Perturb every expected number of every cached check; print the score and the survivors (harness._sharpness)."""
-    from harness._engine import evaluate, every_part
-    from harness._report import build_results, lessons_of
+    """Perturb every expected number of every cached check; print the score and the survivors (_running.sharpness)."""
+    from harness._reporting.report import build_results, lessons_of
+    from harness._running.engine import evaluate, every_part
 
     catalogue = load_catalogue(args.claims_dir)
     options = resolve_options(None, args.profile, args.claims_seed, cache_dir=str(args.course.cache))
@@ -541,13 +541,13 @@ def _sharpness(args: argparse.Namespace) -> int:
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    """Mutation testing of the implementation by the claims (harness._mutants); exit 1 below the target."""
+    """Mutation testing of the implementation by the claims (harness._power.mutants); exit 1 below the target."""
     try:
         import mutmut  # noqa: F401 - only to say how to install it
     except ImportError:
         raise ClaimsError("mutmut is not installed; install the project with its mutants extra: "
                           "pip install -e '.[mutants]' (or run tox -e mutants)") from None
-    from harness import _mutants as mutation
+    from harness._power import mutants as mutation
 
     course = args.course
     modules = args.modules or list(course.mutate) or mutation.modules_of(course.root / course.implementation)

@@ -1,4 +1,4 @@
-"""The pytest plugin: every part of a run (``harness._engine``) is a test item.
+"""The pytest plugin: every part of a run (``harness._running.engine``) is a test item.
 
 Collection turns the claim files of the course's claims directory into items
 ``claims/<file>.yaml::<claim-id>::<kind>``; an item runs its check in ``runtest`` through the one
@@ -25,14 +25,17 @@ from typing import Any
 
 import pytest
 
-from harness._cache import checked_implementation
-from harness._context import PROFILES
-from harness._course import find_root, load_course
-from harness._engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
-from harness._errors import ClaimsError, UnimportableImplementation
-from harness._executor import default_workers, shutdown_executors
-from harness._formats import scoreboard_line
-from harness._implementation import (
+from harness._claims.course import find_root, load_course
+from harness._claims.errors import ClaimsError, UnimportableImplementation
+from harness._claims.formats import scoreboard_line
+from harness._claims.loading import Catalogue, load_catalogue
+from harness._claims.schema import KIND_DESCRIPTIONS
+from harness._reporting.report import function_scoreboard, lessons_of, staging_dir_for, write_reports
+from harness._running.cache import checked_implementation
+from harness._running.context import PROFILES
+from harness._running.engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
+from harness._running.executor import default_workers, shutdown_executors
+from harness._running.implementation import (
     FALLBACK_ATTRIBUTE,
     PYTEST_FLAG,
     Provenance,
@@ -40,13 +43,11 @@ from harness._implementation import (
     find_in_directory,
     reference_implementation,
 )
-from harness._isolation import CheckCrashed, run_isolated
-from harness._isolation import supported as isolation_supported
-from harness._loading import Catalogue, load_catalogue
-from harness._progress import CHECKS_RECORD, progress_dir, write_record
-from harness._property import rewrite_asserts_in
-from harness._report import function_scoreboard, lessons_of, staging_dir_for, write_reports
-from harness._runner import (
+from harness._running.isolation import CheckCrashed, run_isolated
+from harness._running.isolation import supported as isolation_supported
+from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
+from harness._running.property import rewrite_asserts_in
+from harness._running.runner import (
     DEFAULT_PROFILE,
     IMPORT_TIME_LIMIT,
     SHRINK_FLAG,
@@ -54,7 +55,6 @@ from harness._runner import (
     imported_safely,
     resolve_options,
 )
-from harness._schema import KIND_DESCRIPTIONS
 from harness._text.summary import text_overrides, text_report
 
 PAYLOAD = "claims_result"

@@ -35,7 +35,7 @@ def restore_registry() -> Iterator[dict]:
     The modules the test imported that registered the dropped verifiers are forgotten too: imported
     again by a later test, they register again (left in ``sys.modules``, they would register nothing).
     """
-    from harness import _registry
+    from harness._claims import registry as _registry
 
     saved, imported_before = dict(_registry._REGISTRY), set(sys.modules)
     yield _registry._REGISTRY

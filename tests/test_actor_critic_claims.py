@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness._loading import load_catalogue
-from harness._registry import lookup
-from harness._runner import RunOptions, run_check
+from harness._claims.loading import load_catalogue
+from harness._claims.registry import lookup
+from harness._running.runner import RunOptions, run_check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from harness._loading import load_catalogue
-from harness._registry import lookup
-from harness._runner import RunOptions, run_check
+from harness._claims.loading import load_catalogue
+from harness._claims.registry import lookup
+from harness._running.runner import RunOptions, run_check
 from verifiers import baseline_optimal, baseline_state, bernoulli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

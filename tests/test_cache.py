@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
-from harness import _cache
-from harness._engine import evaluate, every_part
-from harness._loading import load_catalogue
-from harness._report import MARKDOWN_FILE, RESULTS_FILE
-from harness._runner import RunOptions, reuse_check, run_check
+from harness._claims.loading import load_catalogue
+from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
+from harness._running import cache as _cache
+from harness._running.engine import evaluate, every_part
+from harness._running.runner import RunOptions, reuse_check, run_check
 from harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache, as [tool.claims] names it, from the course root

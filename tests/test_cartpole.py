@@ -12,9 +12,9 @@ import pytest
 
 import impl
 import impl.cartpole
-from harness._loading import load_catalogue
-from harness._registry import lookup
-from harness._runner import RunOptions, run_check
+from harness._claims.loading import load_catalogue
+from harness._claims.registry import lookup
+from harness._running.runner import RunOptions, run_check
 from impl.cartpole import MAX_EPISODE_STEPS, RESET_BOUND, THETA_THRESHOLD, X_THRESHOLD
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness._loading import load_catalogue
-from harness._registry import registered
+from harness._claims.loading import load_catalogue
+from harness._claims.registry import registered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "implementation-contract.md"

@@ -5,7 +5,7 @@ A verifier judges a result by computing with it: ``np.abs(advantages - expected)
 ndarray subclass whose subtraction returns zeros and whose comparisons return True passed
 ``gae-lambda-zero-is-td-error`` with a GAE that returns nothing but zeros. The implementation view
 now hands the verifiers what the implementation returned without its subclass
-(``harness._context.plain``), so the values are judged and not the type's own operators.
+(``harness._running.context.plain``), so the values are judged and not the type's own operators.
 
 A verifier also computes what it expects from the arrays it passed, after the call: a GAE that
 zeroed ``r_t``, ``v_t`` and ``v_tp1`` and returned zeros passed five GAE properties. Outside
@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness._context import ImplementationView, plain
-from harness._errors import ImplementationError
-from harness._loading import load_catalogue
-from harness._runner import RunOptions, run_check
+from harness._claims.errors import ImplementationError
+from harness._claims.loading import load_catalogue
+from harness._running.context import ImplementationView, plain
+from harness._running.runner import RunOptions, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 LAMBDA_ZERO = ("gae-lambda-zero-is-td-error", "gae.lambda_zero_property")

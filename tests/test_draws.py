@@ -1,4 +1,4 @@
-"""Direct draws from Hypothesis strategies (harness._draws), and properties run on them (harness._property).
+"""Direct draws from Hypothesis strategies (harness._running.draws), and properties run on them (_running.property).
 
 Issue 17: a property's examples are drawn without Hypothesis' engine, which cost 1 to 50 ms an
 example; Hypothesis runs only to shrink a failure, and for a strategy the draws do not know.
@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import impl
-from harness import _property, assume
-from harness._context import Context, ImplementationView
-from harness._draws import CannotDraw, Rejected, draw
-from harness._errors import ImplementationError, VerifierError
-from harness._loading import load_catalogue
-from harness._property import check_property
-from harness._runner import RunOptions, run_check
+from harness import assume
+from harness._claims.errors import ImplementationError, VerifierError
+from harness._claims.loading import load_catalogue
+from harness._running import property as _property
+from harness._running.context import Context, ImplementationView
+from harness._running.draws import CannotDraw, Rejected, draw
+from harness._running.property import check_property
+from harness._running.runner import RunOptions, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 

@@ -8,7 +8,6 @@ run from the wrong directory.
 
 from __future__ import annotations
 
-import ast
 import errno
 import json
 import shutil
@@ -18,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import _cache, _report
-from harness._cache import ObservationCache, code_digest
+from harness._reporting import report as _report
+from harness._running import cache as _cache
+from harness._running.cache import ObservationCache, code_digest
 from harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -305,43 +305,12 @@ def test_concurrent_stores_of_one_key_never_collide(tmp_path):
 # --------------------------------------------------------------------------- the engine's shape
 
 
-def _imports(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness"):
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names if alias.name.startswith("harness.")}
-    return names
-
-
-def test_harness_has_no_import_circle():
-    """Every import between the harness's modules, at any depth in the file (TYPE_CHECKING ones included)."""
-    harness = PROJECT / "harness"
-    graph = {f"harness.{path.stem}": _imports(path) - {"harness"} for path in harness.glob("*.py")
-             if path.stem != "__init__"}
-    state: dict[str, str] = {}
-
-    def visit(module: str, trail: list[str]) -> None:
-        state[module] = "open"
-        for imported in sorted(graph.get(module, ())):
-            if state.get(imported) == "open":
-                raise AssertionError(" -> ".join([*trail, module, imported]))
-            if imported not in state:
-                visit(imported, [*trail, module])
-        state[module] = "done"
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [])
-
-
 def test_loading_claims_imports_no_rendering(tmp_path):
     """Validation does not depend on rendering: jinja2, latex2mathml and the HTML code stay unimported."""
     import subprocess
 
-    code = ("import sys; from harness._loading import load_catalogue; load_catalogue(); "
-            "print(sorted(m for m in ('jinja2', 'latex2mathml', 'harness._html') if m in sys.modules))")
+    code = ("import sys; from harness._claims.loading import load_catalogue; load_catalogue(); "
+            "print(sorted(m for m in ('jinja2', 'latex2mathml', 'harness._reporting.html') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 

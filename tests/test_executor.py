@@ -21,9 +21,13 @@ from conftest import write_course
 
 import harness
 import impl
-from harness._context import ImplementationView
-from harness._errors import ClaimsError
-from harness._executor import (
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import library_versions
+from harness._claims.loading import load_catalogue
+from harness._claims.schema import json_schema_text
+from harness._reporting.report import RESULTS_FILE, normalized
+from harness._running.context import ImplementationView
+from harness._running.executor import (
     SeedRun,
     SeedRunner,
     SeedTask,
@@ -32,11 +36,7 @@ from harness._executor import (
     run_seed,
     shutdown_executors,
 )
-from harness._formats import library_versions
-from harness._loading import load_catalogue
-from harness._report import RESULTS_FILE, normalized
-from harness._runner import RunOptions, run_check
-from harness._schema import json_schema_text
+from harness._running.runner import RunOptions, run_check
 
 PROJECT = Path(__file__).resolve().parents[1]
 PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")
@@ -148,7 +148,7 @@ def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_modul
 
 
 def test_the_pool_size_leaves_the_cores_to_xdist_workers(monkeypatch):
-    monkeypatch.setattr("harness._executor.available_cores", lambda: 8)
+    monkeypatch.setattr("harness._running.executor.available_cores", lambda: 8)
     assert [default_workers(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness._errors import ClaimsError
-from harness._exercises import Exercised, Exercises, stub_source, write_exercises
-from harness._implementation import check_implementation, contract_functions
-from harness._loading import Catalogue, load_catalogue
+from harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
+from harness._claims.errors import ClaimsError
+from harness._claims.loading import Catalogue, load_catalogue
+from harness._running.implementation import check_implementation, contract_functions
 from harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -330,7 +330,7 @@ def kept(x):
 def test_only_a_not_implemented_error_the_implementation_raises_itself_is_a_stub(tmp_path, monkeypatch):
     """A stub raises NotImplementedError in its own body; one raised by a library it calls (scipy's lfilter on an
     object array, say) is the implementation's error, and must not turn its check into a skip."""
-    from harness._implementation import raised_in
+    from harness._running.implementation import raised_in
 
     (tmp_path / "half_done").mkdir()
     (tmp_path / "half_done" / "__init__.py").write_text(

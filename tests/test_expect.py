@@ -1,4 +1,4 @@
-"""Unit tests of harness._expect: what a claim's expected value means, and the comparison."""
+"""Unit tests of harness._claims.expect: what a claim's expected value means, and the comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy
 
-from harness._expect import ExpectationError, FloatLiteral, compare, parse_expectation
+from harness._claims.expect import ExpectationError, FloatLiteral, compare, parse_expectation
 from harness.stats import MeanEstimate
 
 

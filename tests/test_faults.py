@@ -142,7 +142,7 @@ def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives
 
 def test_a_worker_is_killed_together_with_what_it_started(project):
     """The supervisor kills the worker's process group: nothing it started outlives the check."""
-    from harness._isolation import CheckCrashed, run_isolated
+    from harness._running.isolation import CheckCrashed, run_isolated
 
     pid_file = project.path / "child.pid"
 

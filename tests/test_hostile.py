@@ -21,8 +21,8 @@ import pytest
 import yaml
 from markupsafe import escape
 
-from harness._loading import MAX_FILE_BYTES, load_catalogue
-from harness._schema import json_schema_text
+from harness._claims.loading import MAX_FILE_BYTES, load_catalogue
+from harness._claims.schema import json_schema_text
 from harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]

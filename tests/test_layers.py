@@ -5,6 +5,8 @@
 - ``verifiers/`` never import ``impl``: the implementation under test is handed to them.
 - ``impl/`` imports nothing of this project: it is what a student copies.
 - The engine's source names no course: no package of this course appears in it as a string either.
+- Within ``harness/``, each subpackage imports only the layers below it (its ``__init__`` says which),
+  and no module imports itself back through others.
 Every import counts, at any depth of a file (inside functions and ``TYPE_CHECKING`` blocks too).
 """
 
@@ -29,6 +31,75 @@ def _imported(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.partition(".")[0])
     return names
+
+
+# What each subpackage of the harness may import, besides itself and harness.stats (a leaf every layer uses).
+LAYERS = {
+    "_claims": set(),
+    "_text": {"_claims"},
+    "_running": {"_claims"},
+    "_reporting": {"_claims", "_running", "_text"},
+    "_authoring": {"_claims", "_running", "_text", "_reporting"},
+    "_power": {"_claims", "_running", "_text", "_reporting"},
+}
+
+
+def _harness_imports(path: Path) -> set[str]:
+    """The harness modules ``path`` imports, by dotted name (``from harness import x`` counts as ``harness``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.partition(".")[0] == "harness":
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.partition(".")[0] == "harness"}
+    return names
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _harness_graph() -> dict[str, set[str]]:
+    return {_module_name(path): _harness_imports(path) for path in _files("harness")}
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_a_subpackage_of_the_harness_imports_only_the_layers_below_it(layer):
+    allowed = {layer, *LAYERS[layer]}
+    found = []
+    for module, imported in _harness_graph().items():
+        if module.split(".")[1:2] != [layer]:
+            continue
+        for name in imported:
+            parts = name.split(".")
+            if name == "harness.stats" or (len(parts) > 1 and parts[1] in allowed):
+                continue
+            found.append(f"{module} imports {name}")
+    assert not found, sorted(found)
+
+
+def test_the_harness_has_no_import_circle():
+    graph = _harness_graph()
+    state: dict[str, str] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = "open"
+        for imported in sorted(graph.get(module, ()) - {"harness"}):
+            if state.get(imported) == "open":
+                raise AssertionError(" -> ".join([*trail, module, imported]))
+            if imported not in state:
+                visit(imported, [*trail, module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
+def test_every_subpackage_says_what_it_may_import():
+    for layer in LAYERS:
+        assert "May import:" in (PROJECT / "harness" / layer / "__init__.py").read_text(encoding="utf-8"), layer
 
 
 def _files(package: str) -> list[Path]:

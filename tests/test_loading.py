@@ -15,10 +15,10 @@ import yaml
 from conftest import write_course
 
 from harness import RegistryError, verifier
-from harness._expect import FloatLiteral
-from harness._loading import _ClaimLoader, load_catalogue
-from harness._registry import lookup
-from harness._schema import json_schema_text
+from harness._claims.expect import FloatLiteral
+from harness._claims.loading import _ClaimLoader, load_catalogue
+from harness._claims.registry import lookup
+from harness._claims.schema import json_schema_text
 from harness.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,8 @@ def claims_dir(root: Path, files: dict[str, str], schema: bool = True) -> Path:
 
 def test_schema_file_is_current():
     current = (REAL_CLAIMS / "schema.json").read_text(encoding="utf-8") == json_schema_text()
-    assert current, "claims/schema.json is stale: the claim models in harness/_schema.py changed; run `claims schema`"
+    assert current, ("claims/schema.json is stale: the claim models in harness/_claims/schema.py changed; "
+                     "run `claims schema`")
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +262,7 @@ def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
 def linted_project(root: Path) -> Path:
     """A clean project whose generated registry matches its committed reports/claims.json."""
     from harness import cli
-    from harness._sources import with_registry
+    from harness._claims.sources import with_registry
 
     root.mkdir()
     directory = claims_dir(root, {"a.yaml": claim_file(claim("good"))})

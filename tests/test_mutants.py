@@ -1,4 +1,4 @@
-"""``claims mutants``: mutation testing of an implementation with the claims as the test suite (harness/_mutants.py).
+"""``claims mutants``: mutation testing of an implementation with the claims as the tests (harness/_power/mutants.py).
 
 The end-to-end tests run the command on a copy of the toy course (tests/course_two) whose implementation gains a
 function no claim checks: its mutants are holes until the reviewed file judges them, and the toy claim's
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import _mutants as mutation
+from harness._power import mutants as mutation
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''
@@ -123,8 +123,8 @@ def test_a_mutant_is_located_in_the_reference_source(tmp_path: Path) -> None:
 
 
 def test_the_report_reads_the_last_run_and_says_when_it_is_stale(toy_course: Path) -> None:
-    from harness._formats import mutation_line
-    from harness._report import _mutation
+    from harness._claims.formats import mutation_line
+    from harness._reporting.report import _mutation
 
     assert run_mutants(toy_course).returncode == 1
     found = _mutation(toy_course, "toy_impl")

@@ -749,7 +749,7 @@ def test_pytest_rewrites_the_verifiers_asserts_but_not_the_libraries_the_plugin_
     """Hypothesis and the harness load as plain modules (their installed bytecode); the verifiers are rewritten."""
     import hypothesis.core
 
-    import harness._engine
+    import harness._running.engine
     import verifiers.gae
 
     def loader_of(module) -> str:
@@ -757,4 +757,4 @@ def test_pytest_rewrites_the_verifiers_asserts_but_not_the_libraries_the_plugin_
 
     assert loader_of(verifiers.gae) == "AssertionRewritingHook"
     assert loader_of(hypothesis.core) != "AssertionRewritingHook"
-    assert loader_of(harness._engine) != "AssertionRewritingHook"
+    assert loader_of(harness._running.engine) != "AssertionRewritingHook"

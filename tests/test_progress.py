@@ -15,8 +15,8 @@ import pytest
 from test_loading import claim, claim_file, claims_dir
 
 import impl
-from harness._executor import SeedRun
-from harness._progress import (
+from harness._running.executor import SeedRun
+from harness._running.progress import (
     CHECKS_RECORD,
     PROGRESS_DIR,
     SeedProgress,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from harness._errors import Problem
-from harness._formats import (
+from harness._claims.errors import Problem
+from harness._claims.formats import (
     figure_paths,
     format_interval,
     format_observed,
@@ -29,8 +29,8 @@ from harness._formats import (
     library_versions,
     visible,
 )
-from harness._html import render_html
-from harness._markdown import code, fenced, render_markdown, text
+from harness._reporting.html import render_html
+from harness._reporting.markdown import code, fenced, render_markdown, text
 from harness.cli import main
 
 HOSTILE = [
@@ -224,7 +224,7 @@ def test_html_shows_control_characters_escaped():
 
 def test_each_formula_is_converted_and_each_figure_read_once_per_report(tmp_path, monkeypatch):
     """What made rendering slow in the number of claims: one conversion per occurrence, one read per check."""
-    import harness._html as html_module
+    import harness._reporting.html as html_module
 
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "shared.svg").write_text("<?xml?><svg>figure</svg>", encoding="utf-8")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness._cache import forget_sources
-from harness._expect import parse_expectation
-from harness._loading import load_catalogue
-from harness._sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
+from harness._claims.expect import parse_expectation
+from harness._claims.loading import load_catalogue
+from harness._running.cache import forget_sources
+from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from harness.cli import main as claims_main
 from harness.stats import MeanEstimate
 
@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 def literal(text: str):
     """A number as a claim file writes it: the loader keeps its printed digits."""
-    from harness._expect import FloatLiteral
+    from harness._claims.expect import FloatLiteral
 
     return FloatLiteral(float(text), text) if any(c in text for c in ".eE") else int(text)
 

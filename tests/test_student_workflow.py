@@ -21,13 +21,13 @@ import pytest
 from test_plugin import Project, real_node_ids
 from test_student_path import PLANTED, PROJECT, copy_impl, plant
 
-from harness._aliases import Alias, parse_aliases, resolve
-from harness._course import load_course
-from harness._errors import ClaimsError, ImplementationError, NotImplementedYet
-from harness._exercises import write_exercises
-from harness._implementation import is_stub
-from harness._isolation import run_isolated
-from harness._loading import load_catalogue
+from harness._authoring.exercises import write_exercises
+from harness._claims.aliases import Alias, parse_aliases, resolve
+from harness._claims.course import load_course
+from harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
+from harness._claims.loading import load_catalogue
+from harness._running.implementation import is_stub
+from harness._running.isolation import run_isolated
 
 PPO_FILE = "4.4-ppo.yaml"
 K3_CLAIMS = ("k3-nonnegative", "k3-unbiased-for-kl")

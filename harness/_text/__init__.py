@@ -8,8 +8,8 @@ gone, and which blocks and numbers of the text no statement holds. The text itse
 copied into the project: what is stored is fingerprints, sketches (b-bit MinHash values) and the
 numbers and formulas a statement holds, which are facts.
 
-Modules, each importing only those above it and the engine's ``_course``, ``_errors``,
-``_formats`` and ``_schema`` (never the runner, the plugin or the implementation):
+May import: ``harness._claims`` and this package (never the runner, the reports, the plugin or the
+implementation). Its modules, each importing only those above it:
 
 - ``document``: reading a configured text (bounded, UTF-8, no control characters), steps and
   blocks, the normalisation, fingerprints, sketches and the numbers and formulas of a block;
@@ -17,9 +17,10 @@ Modules, each importing only those above it and the engine's ``_course``, ``_err
   unheld numbers;
 - ``stamps``: review stamps and the edits ``claims text anchor``, ``review`` and ``mark`` make to
   the claim files, line by line, so that each shows in the diff;
-- ``page``: the annotated text page (``claims_text.html``), written next to the reports and never
-  committed;
-- ``commands``: the ``claims text`` subcommands.
+- ``summary``: the text's state as a run reports it.
+
+The annotated page (``claims_text.html``) is a report: ``harness._reporting.text_page``; the
+``claims text`` subcommands are ``harness._authoring.text``.
 
 The format of anchors and the rules of review are in ``docs/text.md``.
 """

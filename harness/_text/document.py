@@ -50,9 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness._course import Course, TextSource
-from harness._errors import ClaimsError
-from harness._formats import visible
+from harness._claims.course import Course, TextSource
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import visible
 
 # The module is 82 KB; a text fifty times larger is data pasted by mistake, refused before it is split.
 MAX_TEXT_BYTES = 4 << 20

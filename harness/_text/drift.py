@@ -31,9 +31,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness._errors import ClaimsError
-from harness._loading import Catalogue
-from harness._schema import Anchor
+from harness._claims.errors import ClaimsError
+from harness._claims.loading import Catalogue
+from harness._claims.schema import Anchor
 from harness._text.document import FORMULA, NORMALISATION, SKETCH, Block, Document, similarity
 from harness._text.stamps import is_reviewed, parse_hold
 

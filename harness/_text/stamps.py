@@ -27,8 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from harness._errors import ClaimsError
-from harness._schema import Anchor, Mark, Statement
+from harness._claims.errors import ClaimsError
+from harness._claims.schema import Anchor, Mark, Statement
 
 STAMP = "r1"
 # libyaml when PyYAML has it: these edits parse the whole file twice (to find the lines, then to check the result).

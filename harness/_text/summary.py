@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._errors import ClaimsError
-from harness._loading import Catalogue
+from harness._claims.errors import ClaimsError
+from harness._claims.loading import Catalogue
 from harness._text.document import FORMULA, Document, read_documents
 from harness._text.drift import STATUSES, TextState, anchored_entries, resolve
 

@@ -1,0 +1,140 @@
+"""``claims new``: a claim skeleton in the right lesson file and a verifier stub that fails until filled in."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness._claims.expect import Condition, Expectation
+from harness._claims.loading import Catalogue
+from harness._claims.schema import KINDS
+
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class NewClaim:
+    step: str
+    kind: str
+    id: str
+    module: str
+
+    @property
+    def verifier(self) -> str:
+        return f"{self.module}.{self.id.replace('-', '_')}"
+
+    @property
+    def function(self) -> str:
+        return self.id.replace("-", "_")
+
+
+def validate(new: NewClaim, catalogue: Catalogue) -> list[str]:
+    """What is wrong with the request, one sentence each; empty when it can be written."""
+    errors = []
+    if not _ID.match(new.id):
+        errors.append(f"id '{new.id}' is not kebab-case (e.g. 'loo-identity')")
+    if any(entry.id == new.id for entry in catalogue.entries):
+        errors.append(f"id '{new.id}' exists already")
+    if new.kind not in KINDS:
+        errors.append(f"kind '{new.kind}' is not one of {', '.join(KINDS)}")
+    if not _MODULE.match(new.module):
+        errors.append(f"verifier module '{new.module}' is not a Python module name")
+    if new.verifier in catalogue.verifiers:
+        errors.append(f"verifier '{new.verifier}' exists already")
+    if not lesson_file(new.step, catalogue):
+        steps = ", ".join(step for steps in catalogue.steps.values() for step in steps)
+        errors.append(f"no claim file has step '{new.step}'; steps: {steps}")
+    return errors
+
+
+def lint_warnings(catalogue: Catalogue, impl_module: str) -> list[str]:
+    """Things that load but are likely not what the author meant."""
+    import importlib
+
+    warnings = []
+    impl_names = set(getattr(importlib.import_module(impl_module), "__all__", ()))
+    for entry in catalogue.entries:
+        if entry.claim is None:
+            continue
+        where = f"{entry.file}:{entry.line}: claim '{entry.id}'"
+        for index, check in enumerate(entry.claim.checks):
+            for key, expectation in check.expect.items():
+                for condition in _conditions(expectation):
+                    if condition.operator in ("approx", "differs_from") and re.fullmatch(r"-?\d+", condition.text):
+                        warnings.append(f"{where}, check {index + 1}: expect '{key}' states the bare integer "
+                                        f"{condition.text} under '{condition.operator}', which the harness reads "
+                                        f"as {condition.text} ± 0.5; write {{exact: {condition.text}}} or a decimal "
+                                        "with the digits the text prints")
+        text = f"{entry.claim.statement} {entry.claim.formula or ''}"
+        named = sorted(name for name in impl_names if re.search(rf"\b{name}\b", text))
+        if named and all(check.kind == "symbolic" for check in entry.claim.checks):
+            warnings.append(f"{where}: names implementation functions ({', '.join(named)}) but every check is "
+                            "symbolic; add a check against the implementation")
+    return warnings
+
+
+def _conditions(expectation: Expectation) -> list[Condition]:
+    if expectation.elements is not None:
+        return [condition for element in expectation.elements for condition in _conditions(element)]
+    return list(expectation.conditions)
+
+
+def lesson_file(step: str, catalogue: Catalogue) -> str | None:
+    return next((file for file, steps in catalogue.steps.items() if step in steps), None)
+
+
+def claim_skeleton(new: NewClaim) -> str:
+    return f"""
+  - id: {new.id}
+    where: "{new.step}"
+    statement: >-
+      TODO: the claim in your own English words.
+    formula: 'TODO: LaTeX, or delete this line'
+    sources: [TODO-source-key]
+    covers: [todo-statement-id]  # ids of the statements it checks, from a lesson's `statements:` ledger
+    limitations: >-
+      TODO: what the claim does not say.
+    checks:
+      - kind: {new.kind}
+        verifier: {new.verifier}
+        rejects: >-
+          TODO: one concrete wrong implementation or formula this check turns red (plant it and see it fail).
+        expect:
+          TODO_observed_name: 0.0
+"""
+
+
+def verifier_stub(new: NewClaim, existing: bool) -> str:
+    header = "" if existing else f'"""Verifiers for {new.module} claims."""\n\nfrom __future__ import annotations\n\n' \
+        "from harness import Context, verifier\n"
+    return f'''{header}
+
+@verifier("{new.verifier}", kind="{new.kind}")
+def {new.function}(ctx: Context) -> dict[str, object]:
+    """TODO: what this computes, and why that checks claim '{new.id}' ({new.step})."""
+    raise NotImplementedError("fill in {new.module}.py:{new.function}: compute and return the observed values")
+'''
+
+
+def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]:
+    """Append the skeleton and the stub; return what the author fills in next."""
+    file = lesson_file(new.step, catalogue)
+    assert file is not None
+    claim_path = catalogue.root / file
+    text = claim_path.read_text(encoding="utf-8")
+    text = text.replace("claims: []", "claims:") if "claims: []" in text else text
+    claim_path.write_text(text.rstrip("\n") + "\n" + claim_skeleton(new), encoding="utf-8")
+    module_path = verifiers_dir / f"{new.module}.py"
+    existing = module_path.is_file()
+    with module_path.open("a", encoding="utf-8") as handle:
+        handle.write(verifier_stub(new, existing))
+    return [
+        f"{file}: claim '{new.id}': write the statement, formula, sources (keys of "
+        f"{catalogue.course.sources.name}), "
+        "limitations, and in expect the numbers exactly as the text prints them",
+        f"{module_path}: {new.function}(): compute the observed values with ctx.impl (declare the functions in "
+        "uses=) and return them in a dict whose keys match expect",
+        f"then: claims lint && pytest {file} -k {new.id}; perturb one expected number and see it fail",
+    ]

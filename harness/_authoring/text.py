@@ -1,0 +1,487 @@
+"""``claims text``: the ledger against the course text (status, show), and the author's edits (anchor, review, mark).
+
+Every command reads the documents ``[tool.claims.texts]`` configures (``--text NAME=PATH`` reads
+another copy of one, a revised text, say) and the ledger without importing the verifiers, so it
+answers in about a second. Only ``anchor``, ``review`` and ``mark`` write, and only claim files,
+one statement or section at a time (``harness._text.stamps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness._claims.errors import ClaimsError, did_you_mean
+from harness._claims.formats import visible
+from harness._claims.loading import Catalogue, StatementEntry, load_catalogue
+from harness._claims.schema import Anchor, Mark
+from harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
+from harness._text.drift import CLEAN, STATUSES, Resolution, TextState
+from harness._text.stamps import format_hold, parse_hold, set_marks, set_statement, stamp
+from harness._text.summary import text_overrides, text_state
+
+RESULTS_FILE = "claims.json"
+
+
+def add_parser(commands: Any) -> None:
+    """The ``text`` command and its subcommands, on the ``claims`` parser's subparsers."""
+    text = commands.add_parser("text", help="the ledger against the course text: status, show, anchor, review, mark, "
+                                            "html (docs/text.md)")
+    sub = text.add_subparsers(dest="text_command", required=True)
+
+    def with_texts(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--text", action="append", default=[], metavar="NAME=PATH",
+                            help="read the document NAME from PATH instead of its configured path (repeatable)")
+        return parser
+
+    status = with_texts(sub.add_parser("status", help="the status of every statement against the text, the blocks "
+                                                      "and numbers no statement holds; exit 0 only when all is clean"))
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    show = with_texts(sub.add_parser("show", help="print steps of the text block by block, with what holds each"))
+    show.add_argument("steps", nargs="*", help="the steps to show (default: all)")
+    anchor = with_texts(sub.add_parser("anchor", help="place a statement on a block of its step (it stays "
+                                                      "unreviewed until 'claims text review')"))
+    anchor.add_argument("statement", help="the statement's id")
+    anchor.add_argument("--block", type=int, required=True, help="the block's position in the step, from 1 "
+                                                                 "('claims text show STEP' numbers them); 0 is the "
+                                                                 "step's title")
+    anchor.add_argument("--step", help="the step of the block, when it is not the statement's 'where' (which it "
+                                       "then becomes)")
+    anchor.add_argument("--holds", nargs="*", metavar="ITEM", help="the numbers of the block the statement holds, as "
+                                                                   "printed (default: those its 'says' prints too; "
+                                                                   "none when given no ITEM)")
+    review = with_texts(sub.add_parser("review", help="re-stamp statements against the current text, by name"))
+    review.add_argument("statements", nargs="*", help="the statements' ids")
+    review.add_argument("--all", action="store_true", help="every statement of the text")
+    review.add_argument("--moved", action="store_true", help="only update the place of every moved statement and "
+                                                             "mark (their text is the same: no review needed)")
+    review.add_argument("--holds", nargs="*", metavar="ITEM", help="with one statement: the numbers it now holds")
+    review.add_argument("--results", type=Path, help=f"the results that show a changed statement's checks passed "
+                                                     f"(default: the course's reports/{RESULTS_FILE})")
+    mark = with_texts(sub.add_parser("mark", help="mark a block, or some of its numbers, as holding nothing "
+                                                  "checkable, with the reason"))
+    mark.add_argument("step")
+    mark.add_argument("block", type=int)
+    mark.add_argument("--reason", help="why nothing there can be checked")
+    mark.add_argument("--numbers", nargs="+", metavar="ITEM", help="mark only these numbers of the block")
+    mark.add_argument("--remove", action="store_true", help="remove the marks of the block instead")
+    html = with_texts(sub.add_parser("html", help="write the text annotated with its statements and checks "
+                                                  "(claims_text.html, never committed)"))
+    html.add_argument("--out", type=Path, help="the report directory whose claims.json gives the checks' results "
+                                               "(default: the course's reports/)")
+
+
+def run(args: argparse.Namespace) -> int:
+    catalogue = load_catalogue(args.claims_dir, verifiers=False)
+    course = catalogue.course
+    if not course.texts:
+        raise ClaimsError(f"{course.root / 'pyproject.toml'}: no [tool.claims.texts] configured, so there is no text "
+                          "to compare the ledger with; add a table per document (docs/text.md)")
+    documents = read_documents(course, text_overrides(args.text))
+    command = {"status": _status, "show": _show, "anchor": _anchor, "review": _review, "mark": _mark,
+               "html": _html}[args.text_command]
+    return command(args, catalogue, documents)
+
+
+def state_json(state: TextState) -> dict[str, Any]:
+    """What ``claims text status --format json`` prints (it quotes the unheld formulas, and no other text)."""
+    return {
+        "documents": [{"name": document.name, "path": str(document.path), "fingerprint": document.fingerprint,
+                       "steps": len(document.steps), "blocks": len(document.blocks())} for document in state.documents],
+        "clean": state.clean,
+        "counts": state.counts(),
+        "statements": {key: found.status for key, found in state.statements.items()},
+        "details": {key: _detail(found) for key, found in state.statements.items()},
+        "marks": [{"file": entry.file, "line": entry.line, **_detail(found)} for entry, found in state.marks],
+        "not_in_text": state.not_in_text,
+        "uncovered_blocks": [_place(block) for block in state.uncovered],
+        "unheld_numbers": [{**_place(block), "number": item, "count": count,
+                            "kind": "formula" if block.kind == FORMULA else "number"}
+                           for block, item, count in state.unheld],
+        "items": state.items,
+        "steps_not_in_text": state.steps_not_in_text,
+    }
+
+
+def _place(block: Block) -> dict[str, Any]:
+    return {"document": block.document, "step": block.step, "block": block.position, "kind": block.kind,
+            "line": block.line}
+
+
+def _detail(found: Resolution) -> dict[str, Any]:
+    detail: dict[str, Any] = {"status": found.status, "drift": found.drift}
+    if found.block is not None:
+        detail.update(_place(found.block), fingerprint=found.block.fingerprint)
+    if found.missing:
+        detail["missing"] = list(found.missing)
+    if found.similarity is not None:
+        detail["similarity"] = found.similarity
+    return detail
+
+
+# --------------------------------------------------------------------------- status and show
+
+
+def _status(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    state = text_state(catalogue, documents)
+    if args.format == "json":
+        print(json.dumps(state_json(state), indent=2, ensure_ascii=False))
+        return 0 if state.clean else 1
+    for document in documents:
+        print(f"{document.name}: {visible(str(document.path))} ({document.fingerprint}), {len(document.steps)} steps, "
+              f"{len(document.blocks())} blocks")
+    counts = state.counts()
+    print("statements: " + ", ".join(f"{counts[status]} {status}" for status in STATUSES) +
+          (f"; {len(state.not_in_text)} of the harness's own (no place in the text)" if state.not_in_text else ""))
+    for key, found in state.statements.items():
+        if found.status not in CLEAN:
+            print(f"  {found.status}: {key}{_where(found)}")
+    for entry, found in state.marks:
+        if found.status not in CLEAN:
+            print(f"  mark {found.status}: {entry.file}:{entry.line} ({entry.where} block {entry.anchor.block})"
+                  f"{_where(found)}")
+    for kind, counts_of in state.items.items():
+        total = counts_of["total"]
+        print(f"{kind}: {total} in the text, {counts_of['held']} held by statements, {counts_of['marked']} marked as "
+              f"nothing checkable, {counts_of['unheld']} unheld" +
+              (f" ({(counts_of['held'] + counts_of['marked']) / total:.1%} accounted for)" if total else ""))
+    for block in state.uncovered:
+        print(f"  uncovered: {block.document} {block.place} ({block.kind}, line {block.line}): {_preview(block)}")
+    for block, item, count in state.unheld:
+        print(f"  unheld: {block.document} {block.place} (line {block.line}): {visible(_preview_text(item))}"
+              + (f" (printed {count} times)" if count > 1 else ""))
+    for step in state.steps_not_in_text:
+        print(f"  step {step} of the course is in no document of the text")
+    print("claims text status: " + ("clean: every statement unchanged or moved, every block and number held or "
+                                    "marked" if state.clean else "not clean (see above)"))
+    return 0 if state.clean else 1
+
+
+def _where(found: Resolution) -> str:
+    parts = []
+    if found.drift not in (found.status, "unanchored"):
+        parts.append(found.drift)
+    if found.block is not None:
+        parts.append(f"now {found.block.place}, line {found.block.line}")
+    if found.missing:
+        parts.append("no longer holds " + ", ".join(visible(_preview_text(item)) for item in found.missing))
+    if found.drift == "unanchored":
+        parts.append("no anchor: place it with 'claims text anchor'")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _preview(block: Block) -> str:
+    return visible(_preview_text(block.text))
+
+
+def _preview_text(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _show(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    state = text_state(catalogue, documents)
+    standing: dict[int, list[str]] = {}
+    for key, found in state.statements.items():
+        if found.block is not None:
+            anchor = catalogue.statements[key].statement.anchor
+            holds = f", holds {', '.join(anchor.holds)}" if anchor and anchor.holds and found.block.kind != FORMULA \
+                else ""
+            standing.setdefault(id(found.block), []).append(f"{key} ({found.status}{holds})")
+    for entry, found in state.marks:
+        if found.block is not None:
+            what = "numbers " + ", ".join(entry.anchor.holds) if entry.anchor.holds else "the block"
+            standing.setdefault(id(found.block), []).append(
+                f"mark of {what} ({found.status}): {_mark_reason(catalogue, entry.file, entry.line)}")
+    unheld = {}
+    for block, item, count in state.unheld:
+        unheld.setdefault(id(block), []).append(format_hold(item, count))
+    wanted = set(args.steps)
+    known = {step for document in documents for step in document.steps}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise ClaimsError(f"no step {unknown[0]} in the text{did_you_mean(unknown[0], known)}")
+    for document in documents:
+        for step in document.steps.values():
+            if wanted and step.id not in wanted:
+                continue
+            print(f"== {step.id} ({document.name}, line {step.line}): {visible(step.title)}")
+            for line in standing.get(id(step.heading), []):
+                print(f"    [0] title -> {visible(line)}")
+            for block in step.blocks:
+                items = [format_hold(item, count) for item, count in block.items.items()]
+                print(f"[{block.position}] {block.kind}, line {block.line}" +
+                      (f"; numbers: {', '.join(items)}" if items and block.kind != FORMULA else ""))
+                print("    " + visible(block.text))
+                for line in standing.get(id(block), ["UNCOVERED: no statement stands here"]):
+                    print(f"    -> {visible(line)}")
+                if id(block) in unheld and block.kind != FORMULA:
+                    print(f"    -> UNHELD: {', '.join(unheld[id(block)])}")
+    return 0
+
+
+def _mark_reason(catalogue: Catalogue, file: str, line: int) -> str:
+    return next((marked.mark.reason for marked in catalogue.marks if marked.file == file and marked.line == line), "")
+
+
+# --------------------------------------------------------------------------- anchor, review, mark
+
+
+def _statement(catalogue: Catalogue, key: str) -> StatementEntry:
+    stated = catalogue.statements.get(key)
+    if stated is None:
+        raise ClaimsError(f"no statement '{key}' in the ledger{did_you_mean(key, catalogue.statements)}")
+    return stated
+
+
+def _block(documents: Sequence[Document], step: str, position: int) -> Block:
+    for document in documents:
+        if step in document.steps:
+            found = document.steps[step].block(position)
+            if found is None:
+                raise ClaimsError(f"step {step} has blocks 1 to {len(document.steps[step].blocks)} (and 0, its title), "
+                                  f"not {position}; 'claims text show {step}' numbers them")
+            return found
+    known = [step for document in documents for step in document.steps]
+    raise ClaimsError(f"no step {step} in the text{did_you_mean(step, known)}")
+
+
+def _holds_for(block: Block, asked: Sequence[str] | None, says: str) -> list[str]:
+    """What a statement standing on ``block`` holds: the formula of a formula block; else the numbers asked for, or
+    those of the block its wording prints too."""
+    if block.kind == FORMULA:
+        return [block.text]
+    if asked is not None:
+        unknown = [item for item in asked if item not in block.items]
+        if unknown:
+            printed = ", ".join(block.items) or "none"
+            raise ClaimsError(f"{block.place} does not print {', '.join(map(repr, unknown))}; its numbers, as printed: "
+                              f"{printed}")
+        chosen = list(dict.fromkeys(asked))
+    else:
+        said = set(numbers_in(says))
+        chosen = [item for item in block.items if item in said]
+    return [format_hold(item, block.items[item]) for item in chosen]
+
+
+def _file_path(catalogue: Catalogue, file: str) -> Path:
+    return catalogue.root / file
+
+
+def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    stated = _statement(catalogue, args.statement)
+    statement = stated.statement
+    if statement.origin == "harness":
+        raise ClaimsError(f"{stated.file}:{stated.line}: statement '{statement.id}' is of origin 'harness': it has no "
+                          "place in the text; drop 'origin: harness' first if the text says it")
+    step = args.step or statement.where
+    if step != statement.where and step not in catalogue.steps.get(stated.file, []):
+        raise ClaimsError(f"step {step} is not a step of {stated.file}; move the statement to the file of its lesson "
+                          "first")
+    block = _block(documents, step, args.block)
+    holds = _holds_for(block, args.holds, statement.says)
+    anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch, holds=holds)
+    set_statement(_file_path(catalogue, stated.file), statement.id, anchor, step if step != statement.where else None)
+    print(f"claims text anchor: '{statement.id}' stands on {block.document} {block.place} ({block.kind}, line "
+          f"{block.line})" + (f", holding {', '.join(map(visible, holds))}" if holds else ", holding no number") +
+          f"; unreviewed until 'claims text review {statement.id}'")
+    printed = block.items if block.kind != FORMULA else set(numbers_in(block.text))
+    unprinted = [number for number in dict.fromkeys(numbers_in(statement.says)) if number not in printed]
+    if unprinted:
+        print(f"claims text anchor: warning: '{statement.id}' says {', '.join(unprinted)}, which {block.place} "
+              "does not print: is this its block, and are its numbers the text's?", file=sys.stderr)
+    return 0
+
+
+def _results(args: argparse.Namespace, catalogue: Catalogue) -> dict[str, Any] | None:
+    path = args.results or catalogue.course.reports / RESULTS_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _checks_passed_since(key: str, block: Block, catalogue: Catalogue, results: dict[str, Any] | None) -> str | None:
+    """Why a changed statement cannot be cleared yet, or None: its claims' checks passed in a run that saw ``block``."""
+    covering = [entry.id for entry in catalogue.covering().get(key, [])]
+    if not covering:
+        return None  # not checkable: its reason is what the review looks at
+    if results is None:
+        return "no results to show its checks passed: run 'claims verify' first"
+    seen = ((results.get("text") or {}).get("statements") or {}).get(key) or {}
+    if seen.get("fingerprint") != block.fingerprint:
+        return ("the last results are of a run before the text changed: run 'claims verify -- -k "
+                f"{' or '.join(covering)}' (after updating what the claims expect), then review again")
+    rows = {row["id"]: row for row in results.get("claims", [])}
+    failing = [claim for claim in covering if rows.get(claim, {}).get("status") != "passed"]
+    if failing:
+        return (f"its claims {', '.join(failing)} did not pass in the last run ("
+                + ", ".join(f"{claim}: {rows.get(claim, {}).get('status', 'not run')}" for claim in failing) + ")")
+    return None
+
+
+def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    state = text_state(catalogue, documents)
+    if args.moved:
+        if args.statements or args.all:
+            raise ClaimsError("--moved updates every moved statement and mark by itself: name no statement and no "
+                              "--all with it")
+        return _update_places(catalogue, state)
+    if args.all and args.statements:
+        raise ClaimsError("name statements, or --all, not both")
+    keys = list(state.statements) if args.all else args.statements
+    if not keys:
+        raise ClaimsError("name the statements to review (claims text review ID ...), or ask for --all by name")
+    if args.holds is not None and len(keys) != 1:
+        raise ClaimsError("--holds sets what one statement holds: name exactly one")
+    results = _results(args, catalogue)
+    refused, done = [], 0
+    for key in keys:
+        stated = _statement(catalogue, key)
+        if key not in state.statements:
+            refused.append(f"{key}: of origin 'harness', it has no place in the text to review")
+            continue
+        found = state.statements[key]
+        if found.drift == "unanchored":
+            refused.append(f"{key}: not placed yet: 'claims text anchor {key} --block N'")
+            continue
+        if found.drift == "orphaned":
+            refused.append(f"{key}: no block of the text matches its block: find where the text says it now "
+                           f"('claims text show') and anchor it again ('claims text anchor {key} --block N')")
+            continue
+        block = found.block
+        assert block is not None
+        if found.drift == "changed":
+            why = _checks_passed_since(key, block, catalogue, results)
+            if why:
+                refused.append(f"{key}: changed ({', '.join(found.missing)} no longer printed as held); {why}")
+                continue
+        statement = stated.statement
+        old = statement.anchor
+        assert old is not None
+        kept = [item for item, _ in map(parse_hold, old.holds) if item in block.items]
+        if args.holds is not None:
+            asked = args.holds
+        elif found.missing:  # what it held is gone: hold what is left, and what its wording prints now
+            said = set(numbers_in(statement.says))
+            asked = list(dict.fromkeys(kept + [item for item in block.items if item in said]))
+        else:
+            asked = kept
+        holds = _holds_for(block, asked, statement.says)
+        where = block.step if block.step != statement.where else None
+        if where is not None and where not in catalogue.steps.get(stated.file, []):
+            refused.append(f"{key}: its block is now in step {block.step}, of another lesson: move the statement to "
+                           "that lesson's file, then review it")
+            continue
+        anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch, holds=holds)
+        anchor = anchor.model_copy(update={"review": stamp(statement, anchor)})
+        set_statement(_file_path(catalogue, stated.file), key, anchor, where)
+        done += 1
+        print(f"claims text review: '{key}' ({found.status}) stamped on {block.place}" +
+              (f", holding {', '.join(map(visible, holds))}" if holds else ""))
+    for line in refused:
+        print(f"claims text review: refused: {line}", file=sys.stderr)
+    print(f"claims text review: {done} stamped, {len(refused)} refused")
+    return 1 if refused else 0
+
+
+def _update_places(catalogue: Catalogue, state: TextState) -> int:
+    """Move the anchors of moved (and shifted) statements and marks to where their blocks are now; no re-stamp."""
+    moved = 0
+    for key, found in state.statements.items():
+        stated = catalogue.statements[key]
+        anchor = stated.statement.anchor
+        if found.drift in CLEAN and found.block is not None and anchor is not None and (
+                found.block.position != anchor.block or found.block.step != stated.statement.where):
+            if found.block.step not in catalogue.steps.get(stated.file, [found.block.step]):
+                print(f"claims text review: '{key}' moved to step {found.block.step}, of another lesson: move it to "
+                      "that lesson's file by hand", file=sys.stderr)
+                continue
+            where = found.block.step if found.block.step != stated.statement.where else None
+            set_statement(_file_path(catalogue, stated.file), key, anchor.model_copy(update={
+                "block": found.block.position}), where)
+            moved += 1
+    files: dict[str, list[Mark]] = {}
+    index_of: dict[tuple[str, int], int] = {}
+    for marked in catalogue.marks:
+        index_of[(marked.file, marked.line)] = len(files.setdefault(marked.file, []))
+        files[marked.file].append(marked.mark)
+    changed_files = set()
+    for entry, found in state.marks:
+        if found.drift in CLEAN and found.block is not None and (
+                found.block.position != entry.anchor.block or found.block.step != entry.where):
+            marks, index = files[entry.file], index_of[(entry.file, entry.line)]
+            marks[index] = marks[index].model_copy(update={"where": found.block.step, "anchor": marks[
+                index].anchor.model_copy(update={"block": found.block.position})})
+            changed_files.add(entry.file)
+            moved += 1
+    for file in changed_files:
+        set_marks(_file_path(catalogue, file), files[file], catalogue.course.steps)
+    print(f"claims text review --moved: {moved} anchors moved to where their blocks are now (no review needed: the "
+          "blocks are the same)")
+    return 0
+
+
+def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    block = _block(documents, args.step, args.block)
+    if block.position == 0:
+        raise ClaimsError(f"block 0 of {args.step} is its title, which needs no mark: a title is never uncovered")
+    file = next((file for file, steps in catalogue.steps.items() if args.step in steps), None)
+    if file is None:
+        raise ClaimsError(f"no claim file lists step {args.step} in its 'steps'")
+    state = text_state(catalogue, documents)
+    on_block = {(entry.file, entry.line) for entry, found in state.marks if found.block is block}
+    kept = [marked for marked in catalogue.marks if marked.file == file]
+    if args.remove:
+        if args.reason or args.numbers:
+            raise ClaimsError("--remove takes no --reason and no --numbers")
+        remaining = [marked.mark for marked in kept if (marked.file, marked.line) not in on_block]
+        set_marks(_file_path(catalogue, file), remaining, catalogue.course.steps)
+        print(f"claims text mark: {len(kept) - len(remaining)} marks of {block.place} removed")
+        return 0
+    reason = " ".join((args.reason or "").split())
+    if not reason:
+        raise ClaimsError("a mark needs its reason: --reason '...' (why nothing there can be checked)")
+    if args.numbers is not None and block.kind == FORMULA:
+        raise ClaimsError(f"{block.place} is a formula: mark it whole (no --numbers), or hold it by a statement")
+    holds = _holds_for(block, args.numbers, "") if args.numbers is not None else []
+    current = {(entry.file, entry.line) for entry, found in state.marks if found.block is block and
+               found.status in CLEAN}
+    if holds and any((marked.file, marked.line) in current and not marked.mark.anchor.holds for marked in kept):
+        raise ClaimsError(f"{block.place} is marked whole already, numbers and all; to mark only some of its numbers, "
+                          f"remove that mark first (claims text mark {args.step} {args.block} --remove)")
+    # A block mark replaces every mark of the block; a number mark joins the block's current marks of the same reason.
+    others, merged = [], [parse_hold(hold)[0] for hold in holds]
+    for marked in kept:
+        mark = marked.mark
+        if (marked.file, marked.line) not in on_block:
+            others.append(mark)
+        elif holds and mark.anchor.holds and (marked.file, marked.line) in current:
+            if mark.reason == reason:
+                merged += [item for item, _ in map(parse_hold, mark.anchor.holds) if item not in merged]
+            else:
+                others.append(mark)  # other numbers of the block, for another reason
+    anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch,
+                    holds=[format_hold(item, block.items[item]) for item in merged])
+    mark = Mark(where=args.step, anchor=anchor, reason=reason)
+    mark = mark.model_copy(update={"anchor": anchor.model_copy(update={"review": stamp(mark, anchor)})})
+    set_marks(_file_path(catalogue, file), [*others, mark], catalogue.course.steps)
+    print(f"claims text mark: {block.place} ({block.kind}, line {block.line}): " +
+          (f"numbers {', '.join(anchor.holds)}" if anchor.holds else "the whole block") +
+          f" marked as holding nothing checkable, in {file}")
+    return 0
+
+
+def _html(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
+    from harness._reporting.text_page import write_page
+
+    out = (args.out or catalogue.course.reports).resolve()
+    results = _results(argparse.Namespace(results=out / RESULTS_FILE), catalogue)
+    path = write_page(out, text_state(catalogue, documents), catalogue, results)
+    print(f"claims text html: wrote {path} (the author's text: never commit it)")
+    return 0
+
+

@@ -1,0 +1,389 @@
+"""What a claim expects, and the comparison of that with what a verifier observed.
+
+The numbers the course text states live in the claim file; this module decides, for each
+one, what "agrees" means:
+
+* a bare number (``0.273``) agrees within half a unit of its last printed digit, the text's
+  own precision; the printed digits are read from the YAML literal, so ``0.2730`` is finer
+  than ``0.273``;
+* ``{exact: "7/8"}`` asks for exact equality (integers, fractions, sympy numbers);
+* ``{differs_from: x}``, ``{less_than: x}``, ``{greater_than: x}``, ``{at_least: x}``,
+  ``{at_most: x}`` state an inequality; several conditions in one mapping must all hold;
+* ``true``/``false`` and strings must be equal; a list is compared element by element.
+
+Against a Monte Carlo :class:`~harness.stats.MeanEstimate` the rules read statistically:
+``approx x`` holds unless the confidence interval excludes ``x`` (refuted only by evidence),
+while every inequality needs the whole interval on the claimed side (it must be shown).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from numbers import Rational
+from typing import Any
+
+import numpy as np
+
+from harness._claims.errors import did_you_mean
+from harness._claims.formats import format_interval
+from harness.stats import MeanEstimate
+
+_LARGEST_EXPONENT = 400
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
+INEQUALITIES = ("differs_from", "less_than", "greater_than", "at_least", "at_most")
+OPERATORS = ("approx", "exact", *INEQUALITIES)
+
+
+class ExpectationError(ValueError):
+    """An ``expect`` entry that cannot be read; ``path`` locates it below ``expect``."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()):
+        super().__init__(message)
+        self.path = path
+
+
+class FloatLiteral(float):
+    """A float that remembers how it was written, so its printed precision is known."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> FloatLiteral:
+        literal = super().__new__(cls, value)
+        literal.text = text
+        return literal
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One thing an observed value must satisfy: ``operator`` applied to ``value``."""
+
+    operator: str
+    value: Fraction | bool | str
+    text: str
+    tolerance: Fraction | None = None
+
+    def describe(self) -> str:
+        if self.operator == "approx":
+            return f"{self.text} ± {_show(self.tolerance)}"
+        if self.operator in ("exact", "equals"):
+            return f"exactly {self.text}"
+        return f"{self.operator.replace('_', ' ')} {self.text}"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """All conditions on one observed value, or one expectation per element of a list."""
+
+    conditions: tuple[Condition, ...] = ()
+    elements: tuple[Expectation, ...] | None = None
+
+    def describe(self) -> str:
+        if self.elements is not None:
+            return "[" + ", ".join(e.describe() for e in self.elements) + "]"
+        return " and ".join(c.describe() for c in self.conditions)
+
+    def as_written(self) -> Any:
+        """The expectation as the claim file states it, for the report."""
+        if self.elements is not None:
+            return [e.as_written() for e in self.elements]
+        if len(self.conditions) == 1 and self.conditions[0].operator in ("approx", "equals"):
+            condition = self.conditions[0]
+            return condition.value if condition.operator == "equals" else _written_number(condition.text)
+        return {c.operator: _written_number(c.text) for c in self.conditions}
+
+    def statistical_conditions(self) -> int:
+        """How many conditions will be decided by an interval if the observation is one."""
+        if self.elements is not None:
+            return sum(e.statistical_conditions() for e in self.elements)
+        return len(self.conditions)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one expected value."""
+
+    key: str
+    expected: str
+    observed: Any
+    passed: bool
+    rule: str
+
+
+def parse_expectation(raw: Any, path: tuple[str | int, ...] = ()) -> Expectation:
+    """Read one ``expect`` value as written in a claim file."""
+    if isinstance(raw, bool | str):
+        return Expectation((Condition("equals", raw, repr(raw) if isinstance(raw, str) else str(raw).lower()),))
+    if isinstance(raw, int | float):
+        return Expectation((_approx(raw, path),))
+    if isinstance(raw, list):
+        if not raw:
+            raise ExpectationError("an expected list must not be empty", path)
+        return Expectation(elements=tuple(parse_expectation(v, (*path, i)) for i, v in enumerate(raw)))
+    if isinstance(raw, dict):
+        if not raw:
+            raise ExpectationError(f"an empty mapping states nothing; use one of {', '.join(OPERATORS)}", path)
+        conditions = []
+        for operator, value in raw.items():
+            if operator not in OPERATORS:
+                raise ExpectationError(
+                    f"unknown operator '{operator}'{did_you_mean(str(operator), OPERATORS)}; "
+                    f"valid operators: {', '.join(OPERATORS)}",
+                    (*path, str(operator)),
+                )
+            where = (*path, operator)
+            if operator == "exact":
+                conditions.append(Condition("exact", _exact_number(value, where), _text(value)))
+            elif operator == "approx":
+                conditions.append(_approx(value, where))
+            else:
+                conditions.append(Condition(operator, _number(value, where), _text(value)))
+        return Expectation(tuple(conditions))
+    raise ExpectationError(
+        f"expected a number, true/false, a string, a list or a mapping of operators, got {raw!r}", path
+    )
+
+
+def compare(key: str, expectation: Expectation, observed: Any) -> list[Comparison]:
+    """Compare one observed value with its expectation; one :class:`Comparison` per condition."""
+    if expectation.elements is not None:
+        values = as_list(observed)
+        if values is None or len(values) != len(expectation.elements):
+            size = "not a list" if values is None else f"{len(values)} elements"
+            return [Comparison(key, expectation.describe(), to_jsonable(observed), False,
+                               f"expected {len(expectation.elements)} elements, observed {size}")]
+        results = []
+        for i, (element, value) in enumerate(zip(expectation.elements, values, strict=True)):
+            results.extend(compare(f"{key}[{i}]", element, value))
+        return results
+    return [compare_condition(key, condition, observed) for condition in expectation.conditions]
+
+
+def compare_condition(key: str, condition: Condition, observed: Any) -> Comparison:
+    expected = condition.describe()
+    shown = to_jsonable(observed)
+    if condition.operator == "equals":
+        value = observed.item() if isinstance(observed, np.generic) or _is_scalar_array(observed) else observed
+        return Comparison(key, expected, shown, value == condition.value and type(value) is type(condition.value),
+                          "equal")
+    if isinstance(observed, MeanEstimate):
+        return _compare_estimate(key, condition, observed)
+    number = _observed_number(observed)
+    if number is None:
+        return Comparison(key, expected, shown, False, f"observed value {observed!r} is not a number")
+    target = condition.value
+    assert isinstance(target, Fraction)
+    if _is_float(observed) and condition.operator in INEQUALITIES:
+        # A float observation is compared with the float nearest the written number: 0.1 is at most 0.1.
+        target = Fraction(float(target))
+    if condition.operator == "exact":
+        return Comparison(key, expected, shown, number == target, "exact equality")
+    if condition.operator == "approx":
+        assert condition.tolerance is not None
+        return Comparison(key, expected, shown, abs(number - target) <= condition.tolerance,
+                          f"|observed - {condition.text}| <= {_show(condition.tolerance)} "
+                          "(half a unit of the last printed digit)")
+    tolerance = _printed_tolerance(condition.text)
+    passed = {
+        "differs_from": abs(number - target) > tolerance,
+        "less_than": number < target,
+        "greater_than": number > target,
+        "at_least": number >= target,
+        "at_most": number <= target,
+    }[condition.operator]
+    rule = (f"|observed - {condition.text}| > {_show(tolerance)}" if condition.operator == "differs_from"
+            else "deterministic comparison")
+    return Comparison(key, expected, shown, passed, rule)
+
+
+_SIDES = {"differs_from": "exclude", "less_than": "lie below", "at_most": "lie at or below",
+          "greater_than": "lie above", "at_least": "lie at or above"}
+
+
+def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) -> Comparison:
+    # Only an exact integer may lie beyond float range; no interval reaches it.
+    target = _float_or_infinity(condition.value)
+    operator = condition.operator
+    expected = condition.text if operator in ("approx", "exact") else condition.describe()
+    interval = format_interval(estimate.as_dict())
+    if operator == "exact":
+        passed, rule = estimate.contains(target), f"{condition.text} inside the {interval}"
+    elif operator == "approx":
+        # The text's number stands for every value that rounds to it; only an interval clear of all of them refutes it.
+        assert condition.tolerance is not None
+        low, high = float(condition.value - condition.tolerance), float(condition.value + condition.tolerance)
+        passed = estimate.low <= high and low <= estimate.high
+        rule = f"the {interval} must meet [{low:.10g}, {high:.10g}], the values printed as {condition.text}"
+    else:
+        passed = {
+            "differs_from": not estimate.contains(target),
+            "less_than": estimate.high < target,
+            "at_most": estimate.high <= target,
+            "greater_than": estimate.low > target,
+            "at_least": estimate.low >= target,
+        }[operator]
+        rule = f"the whole {interval} must {_SIDES[operator]} {condition.text}"
+    if (estimate.low, estimate.high) == tuple(estimate.support):
+        # So few samples that the interval is the whole support: the evidence can refute no mean the variable can have.
+        rule += (f"; warning: with n={estimate.n} the interval is the whole support, so no mean can be refuted: the "
+                 "check's deviation is too large for its support; state a smaller one")
+    return Comparison(key, expected, estimate.as_dict(), passed, rule)
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-ready form of an observed value; fractions keep their exact form beside a float."""
+    if isinstance(value, MeanEstimate):
+        return value.as_dict()
+    if isinstance(value, bool | str) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return to_jsonable(value.item())
+    if isinstance(value, Fraction):
+        return value.numerator if value.denominator == 1 else {"exact": str(value), "value": float(value)}
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.item()) if value.ndim == 0 else [to_jsonable(v) for v in value.tolist()]
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    number = _sympy_rational(value)
+    if number is not None:
+        return to_jsonable(number)
+    return str(value)
+
+
+def _written_number(text: str) -> int | float | str:
+    """A literal as a JSON number where that loses nothing but trailing zeros."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _approx(raw: Any, path: tuple[str | int, ...]) -> Condition:
+    value = _number(raw, path)
+    text = _text(raw)
+    return Condition("approx", value, text, _printed_tolerance(text))
+
+
+def _number(raw: Any, path: tuple[str | int, ...], exact: bool = False) -> Fraction:
+    """The exact value of a numeric literal; unless ``exact``, one a float observation can be compared with."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise ExpectationError(f"expected a number, got {raw!r}", path)
+    # math.isfinite would raise OverflowError on an integer beyond float range; only floats can be NaN or infinite.
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise ExpectationError(f"expected a finite number, got {raw!r}; state the number the text prints "
+                               "(a check against NaN or infinity cannot mean anything)", path)
+    value = _fraction(_text(raw), path)
+    if not exact and abs(value) > _LARGEST_FLOAT:
+        raise ExpectationError(f"{_abbreviated(_text(raw))} is beyond the range of a 64-bit float (about ±1.8e308), "
+                               "so no float observation or interval can be compared with it; state an exact integer "
+                               "as {exact: ...}", path)
+    return value
+
+
+def _fraction(text: str, path: tuple[str | int, ...]) -> Fraction:
+    """The exact value of a literal, refusing ones beyond float64's range (10^±400 is already absurd)."""
+    try:
+        magnitude = Decimal(text.replace("_", "")).adjusted() if "/" not in text else 0
+    except InvalidOperation:
+        magnitude = 0
+    if abs(magnitude) > _LARGEST_EXPONENT:
+        raise ExpectationError(f"{_abbreviated(text)} is out of range: exponents beyond ±{_LARGEST_EXPONENT} cannot be "
+                               "stated or observed", path)
+    return Fraction(text)
+
+
+def _abbreviated(text: str) -> str:
+    return f"'{text}'" if len(text) <= 40 else f"'{text[:20]}...' ({len(text)} characters)"
+
+
+def _exact_number(raw: Any, path: tuple[str | int, ...]) -> Fraction:
+    if isinstance(raw, str):
+        try:
+            return _fraction(raw, path)
+        except (ValueError, ZeroDivisionError) as error:
+            if isinstance(error, ExpectationError):
+                raise
+            raise ExpectationError(
+                f"'{raw}' is not an exact number; write an integer, a decimal or a fraction like \"7/8\"", path
+            ) from None
+    return _number(raw, path, exact=True)
+
+
+def _text(raw: Any) -> str:
+    if isinstance(raw, FloatLiteral):
+        return raw.text
+    return raw if isinstance(raw, str) else repr(raw)
+
+
+def _printed_tolerance(text: str) -> Fraction:
+    """Half a unit of the last printed digit of a numeric literal."""
+    try:
+        exponent = Decimal(text.replace("_", "")).as_tuple().exponent
+    except InvalidOperation:
+        return Fraction(0)
+    assert isinstance(exponent, int)
+    return Fraction(1, 2) * Fraction(10) ** exponent
+
+
+def _is_scalar_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim == 0
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float | np.floating) or (isinstance(value, np.ndarray) and value.dtype.kind == "f")
+
+
+def _observed_number(value: Any) -> Fraction | None:
+    if isinstance(value, bool):
+        return None
+    if _is_scalar_array(value) or isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, Rational):
+        return Fraction(value.numerator, value.denominator)
+    if isinstance(value, float):
+        return Fraction(value) if math.isfinite(value) else None
+    return _sympy_rational(value)
+
+
+def _sympy_rational(value: Any) -> Fraction | None:
+    """A sympy number as a Fraction: exact for rationals, 60 significant digits otherwise."""
+    import sympy
+
+    if not isinstance(value, sympy.Basic) or not value.is_number:
+        return None
+    if value.is_Rational:
+        return Fraction(int(value.p), int(value.q))
+    if value.is_real is False:
+        return None
+    numeric = sympy.N(value, 60)
+    return Fraction(str(numeric)) if numeric.is_finite else None
+
+
+def as_list(value: Any) -> list | None:
+    if isinstance(value, np.ndarray):
+        return list(value.reshape(-1)) if value.ndim else None
+    if isinstance(value, list | tuple):
+        return list(value)
+    return None
+
+
+def _float_or_infinity(value: Fraction) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _show(value: Fraction | None) -> str:
+    return "0" if value is None else f"{float(value):.10g}"

@@ -1,0 +1,230 @@
+"""The rules that more than one part of the harness applies, each written once.
+
+How an observed value and an interval are written (failure messages, both reports, the
+comparisons' rules), what counts as a figure a check saved (the cache stores it, the HTML
+inlines it), which library versions a run depends on (the report lists them, the cache keys
+on them, a Dask cluster must match them), how text from a claim file is shown where a control
+character would do harm (a terminal, one line of a report), and the words both reports use for
+the same thing. A leaf module: it imports nothing of the harness, so loading claims never pulls
+in the renderers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import re
+import unicodedata
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+# The annotated course text, written beside the reports (never committed: it quotes the text); the reports link to
+# its blocks by these ids.
+TEXT_PAGE = "claims_text.html"
+
+
+def block_anchor(step: str, position: int) -> str:
+    """The id of a block of the text on the annotated page, as the reports' links name it."""
+    return f"block-{re.sub(r'[^A-Za-z0-9.-]', '-', step)}-{position}"
+
+
+HARNESS_ORIGIN = ("added by the harness, not stated by the text: a consequence or a caveat of what the text says, "
+                  "checked like the text's own claims")
+# A statement with one of these statuses is listed as not covered, and both reports make it loud.
+UNCOVERED = ("missing", "weak", "failed")
+
+# --------------------------------------------------------------------------- text a terminal or a report shows
+
+# Characters that move the cursor, end a line, change a terminal's state, reorder or hide text, or cannot be
+# encoded at all: control characters, format characters (bidi overrides, zero widths), line and paragraph
+# separators, lone surrogates. Everything else is shown as it is, spaces of any width included.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every hidden character but those in ``keep`` written as its Python escape (``\\x1b``, ``\\n``).
+
+    What a terminal or a report shows is then the text itself: an ANSI escape sequence in a claim id
+    cannot recolour a terminal, and a newline cannot start a line of its own.
+    """
+    if text.isprintable():  # the common case, decided in C
+        return text
+    return "".join(ascii(char)[1:-1] if char not in keep and unicodedata.category(char) in _HIDDEN_CATEGORIES
+                   else char for char in text)
+
+
+# --------------------------------------------------------------------------- observed values
+
+_INTERVAL_KEYS = frozenset({"mean", "low", "high", "n", "alpha", "method", "detectable_deviation"})
+_EXACT_KEYS = frozenset({"exact", "value"})
+
+
+def is_interval(value: Any) -> bool:
+    """Whether ``value`` is an estimate as ``harness.stats`` reports it (a mean with its confidence interval)."""
+    return isinstance(value, Mapping) and value.keys() >= _INTERVAL_KEYS
+
+
+def format_interval(estimate: Mapping[str, Any]) -> str:
+    """``0.999999 interval [low, high] (n=..., alpha=..., method)``, however an estimate's interval is stated."""
+    return (f"{1 - estimate['alpha']:.7g} interval [{estimate['low']:.6g}, {estimate['high']:.6g}] "
+            f"(n={estimate['n']}, alpha={estimate['alpha']:.3g}, {estimate['method']})")
+
+
+def format_observed(value: Any, limit: int | None = None) -> str:
+    """An observed value as a reader wants to see it: estimates with their interval, fractions kept exact.
+
+    Cut to ``limit`` characters (ending in ``...``) when one is given, for a line in a terminal.
+    """
+    if is_interval(value):
+        text = (f"mean {value['mean']:.6g}, {format_interval(value)}, "
+                f"detects {value['detectable_deviation']:.3g}")
+    elif isinstance(value, Mapping) and value.keys() == _EXACT_KEYS:
+        text = f"{value['value']:.10g} (exactly {value['exact']})"
+    elif isinstance(value, float):
+        text = f"{value:.10g}"
+    elif isinstance(value, str):
+        text = value
+    else:  # before the results are JSON (a failure message) a value may be a numpy array or a sympy number
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
+# How much of a falsifying example is shown: each argument and result cut to a line, Hypothesis' input and the
+# assertion to a screenful. The reproduce line is whole: it is what a student copies.
+FALSIFYING_WIDTH = 200
+FALSIFYING_LINES = 12
+
+
+# The observation a failing property check adds (harness._running.property.check_property).
+FALSIFYING_KEY = "falsifying_example"
+
+
+def format_falsifying(example: Any) -> list[str]:
+    """A failing property's ``falsifying_example`` (``harness._running.property.check_property``) as lines to show.
+
+    The example's input as Hypothesis wrote it, each call to the implementation with its arguments by
+    name and what it returned or raised, the assertion, and the ``reproduce:`` line; no line holds a
+    newline. A result cached before calls were recorded holds Hypothesis' note as one string, shown
+    as it is.
+    """
+    if not isinstance(example, Mapping):
+        return _first_lines(str(example))
+    lines = _first_lines(example.get("input", ""))
+    for number, call in enumerate(example.get("calls", ()), 1):
+        lines.append(f"call {number}: {call['function']}({', '.join(call['arguments'])})")
+        lines += [_cut(f"  {name} = {value}") for name, value in call["arguments"].items()]
+        lines.append(_cut(f"  raised {call['raised']}" if "raised" in call else f"  returned {call['returned']}"))
+    if example.get("calls_left_out"):
+        lines.append(f"({example['calls_left_out']} later calls of the example not recorded)")
+    if "assertion" in example:
+        lines.append("assertion failed:")
+        lines += [f"  {line}" for line in _first_lines(example["assertion"]) or ["(an assert without a message)"]]
+    if example.get("reproduce"):
+        lines.append(f"reproduce: {example['reproduce']}")
+    return lines
+
+
+def _first_lines(text: str) -> list[str]:
+    lines = [_cut(line) for line in text.splitlines()]
+    if len(lines) <= FALSIFYING_LINES:
+        return lines
+    return [*lines[:FALSIFYING_LINES], f"... ({len(lines) - FALSIFYING_LINES} more lines)"]
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= FALSIFYING_WIDTH else line[:FALSIFYING_WIDTH] + "..."
+
+
+# --------------------------------------------------------------------------- figures
+
+FIGURES_DIR = "figures"
+# A figure is an SVG a check saved under the report's figures/ (Context.save_figure), named so that the name is
+# safe as a file name anywhere: the cache stores exactly these, the HTML report inlines exactly these.
+_FIGURE_PATH = re.compile(rf"{FIGURES_DIR}/[A-Za-z0-9_.-]+\.svg")
+
+
+def headline(functions: list[str], where: str | None, claim_id: str, status: str, statement: str) -> str:
+    """The first line of a failure: the implementation's functions it exercised, the step, and what does not hold.
+
+    It is what pytest's short summary and the report's list of failures show, so it names what a
+    student fixes (``td_errors (step 2.1): ...``) before the claim and verifier that found it.
+    """
+    named = ", ".join(functions)
+    step = f"step {where}" if where else "no step"
+    verdict = "does not hold" if status == "failed" else "could not be checked"
+    sentence = " ".join(statement.split())
+    first = sentence.split(". ")[0].rstrip(".")
+    if len(first) > 160:
+        first = first[:157].rstrip() + "..."
+    return visible(f"{named} ({step}): " if named else f"{step}: ") + visible(f"claim '{claim_id}' {verdict}: {first}")
+
+
+def scoreboard_line(rows: list[dict[str, Any]]) -> str:
+    """``not implemented yet: 23 functions; implemented: 4, of which 1 fails`` (the summary a student reads first)."""
+    stubs = [row for row in rows if not row["implemented"]]
+    implemented = [row for row in rows if row["implemented"] and not row["given"]]
+    failing = sum(1 for row in implemented if row["failed"])
+    verb = "fails" if failing == 1 else "fail"
+    text = f"implemented: {len(implemented)}, of which {failing} {verb}"
+    return f"not implemented yet: {len(stubs)} functions; {text}" if stubs else text
+
+
+def sharpness_line(found: Mapping[str, Any]) -> str:
+    """The run's sharpness (``results["summary"]["sharpness"]``) in one sentence."""
+    judged = found["killed"] + found["survived"] + found["explained"]
+    return (f"Sharpness: {found['killed']} of {judged} expected numbers, each moved by one unit of its last printed "
+            f"digit, turn their check red ({100 * found['score']:.1f} %); {found['explained']} are explained in the "
+            f"claim files (insensitive:), {found['survived']} survive unexplained; {found['bounds']} bounds "
+            "(inequalities) are not perturbed.")
+
+
+def mutation_line(found: Mapping[str, Any]) -> str:
+    """The last mutation run of the implementation (``results["summary"]["mutation"]``) in one sentence."""
+    judged = found["mutants"] - found["equivalent"]
+    score = "-" if found["score"] is None else f"{100 * found['score']:.1f} %"
+    line = (f"Mutation testing (claims mutants): {found['caught']} of {judged} mutants of the implementation's "
+            f"functions turn a check red ({score}; target {100 * found['target']:.0f} %); {found['equivalent']} more "
+            f"are judged equivalent, each with its reason, and {found['holes']} are holes no check catches; "
+            f"{found['file']} lists them. By module: "
+            + ", ".join(f"{module} {'-' if value is None else f'{100 * value:.1f} %'}"
+                        for module, value in found["modules"].items()) + ".")
+    if not found["current"]:
+        line += (" Stale: the implementation, the claims, the verifiers or the harness changed since this was "
+                 "measured; run 'claims mutants' (tox -e mutants) again.")
+    return line
+
+
+def is_figure_path(value: Any) -> bool:
+    return isinstance(value, str) and _FIGURE_PATH.fullmatch(value) is not None
+
+
+def figure_paths(observed: Mapping[str, Any]) -> list[str]:
+    """The observed values that name a figure the run saved (paths relative to the report directory)."""
+    return [value for value in observed.values() if is_figure_path(value)]
+
+
+# --------------------------------------------------------------------------- library versions
+
+# Every library whose version can change what a check observes or how it is judged: numpy's and scipy's numbers,
+# sympy's simplification, the examples Hypothesis draws, pydantic's validation of params, PyYAML's reading of the
+# claim files, and pytest, which runs the checks. The report lists them, the cache keys on them, and a Dask
+# worker must have the same, so that a number never depends on where or when it was computed.
+LIBRARIES = ("numpy", "scipy", "sympy", "hypothesis", "pydantic", "pyyaml", "pytest")
+
+
+def library_versions() -> dict[str, str]:
+    """Python's version and each of LIBRARIES' (``"not installed"`` for a missing one), in that order."""
+    return dict(_library_versions())
+
+
+@functools.cache  # importlib.metadata scans sys.path on every call, and the cache asks once per check
+def _library_versions() -> tuple[tuple[str, str], ...]:
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (("python", platform.python_version()), *((name, version(name)) for name in LIBRARIES))

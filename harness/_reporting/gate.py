@@ -1,0 +1,260 @@
+"""The release gate, ``claims verify --check``: does a fresh run state what the committed report states?
+
+Comparing the reports byte for byte fails on any other CPU: the last bits of floats differ, and a
+chaotic experiment's seed can end elsewhere. The gate compares what the claims state, at the
+precision they state it:
+
+* every claim, check and ledger statement, in order, with everything the claim files and the
+  sources say of them (text, expected values, seeds, verifiers, commands), and the run's course,
+  implementation, profile, seed and selection;
+* each check's verdict and each comparison's verdict; an observed value only where the rule that
+  judged it is equality (a float judged within a printed tolerance, against a threshold or by a
+  confidence interval is compared by its verdict, which is all the claim states of it), so an
+  experiment is compared by its stated statistics, not by its bits;
+* not: timings, the revision, library versions (where and when it ran, not what it found),
+  observations no comparison judged, figures (regenerated from the observations) or error
+  messages (their paths and timings are the machine's; the verdict ``error`` is compared).
+
+A report of an incomplete run never passes, and the committed Markdown and HTML must be the
+rendering of the committed ``claims.json``. Each difference is one line that says what changed:
+``claim 'x' check 2 (experiment): comparison 'final_spread' failed -> passed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import UndefinedError
+
+from harness._claims.formats import is_interval, visible
+from harness._reporting.html import HTML_FILE, render_html
+from harness._reporting.markdown import render_markdown
+from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
+
+# What the run was asked to do; the rest of ``run`` (id, started, seconds, revision, versions, completeness)
+# says where and when it ran, or is judged on its own (an incomplete run never passes).
+STATED_RUN_FIELDS = ("course", "sources_file", "impl", "profile", "seed", "selection")
+# What the claim files and the sources say of a claim and of a check; verdicts and comparisons are compared apart.
+STATED_CLAIM_FIELDS = ("where", "file", "line", "lesson", "statement", "formula", "sources", "citations",
+                       "limitations", "erratum", "origin", "covers", "problems")
+STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "params", "rejects", "harness_chosen", "seed",
+                       "skip_reason", "reproduce")
+STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "weak", "origin", "claims")
+# The rules that judge by equality: the observed value is then part of what the claim states.
+EXACT_RULES = ("equal", "exact equality")
+# A value longer than this is named as changed, not printed twice.
+_SHOWN_LENGTH = 60
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a report directory states, as the gate compares it.
+
+    ``results`` is the ``claims.json`` there (None when there is none, or it cannot be read, and
+    ``unreadable`` says why); ``unrendered`` lists the report files that are not the rendering of it.
+    """
+
+    results: dict[str, Any] | None
+    unreadable: str | None = None
+    unrendered: tuple[str, ...] = ()
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the run this report is of is incomplete, or None; a report without the flag is of a complete run."""
+        run = (self.results or {}).get("run", {})
+        if run.get("complete", True) is not False and not run.get("incomplete"):
+            return None
+        return str(run.get("incomplete") or "marked incomplete")
+
+
+def snapshot(directory: Path) -> Snapshot:
+    """Read a report directory now: before a run overwrites it, or after."""
+    results_file = directory / RESULTS_FILE
+    if not results_file.is_file():
+        return Snapshot(None, f"there was no {RESULTS_FILE} in {directory}")
+    try:
+        results = json.loads(results_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return Snapshot(None, f"{results_file} cannot be read ({error})")
+    unrendered = []
+    # The HTML inlines the figures beside it: rendered from this directory, before a run replaces them.
+    for name, render in ((MARKDOWN_FILE, render_markdown), (HTML_FILE, lambda r: render_html(r, directory))):
+        path = directory / name
+        try:
+            text = render(results)
+        except (KeyError, TypeError, AttributeError, UndefinedError):  # written by another harness, with other fields
+            text = None
+        if text is None or not path.is_file() or path.read_text(encoding="utf-8") != text:
+            unrendered.append(name)
+    return Snapshot(results, unrendered=tuple(unrendered))
+
+
+def compare_snapshots(before: Snapshot, after: Snapshot) -> list[str]:
+    """How the fresh report (``after``) differs from the committed one (``before``), one line per difference.
+
+    Empty only when both are of complete runs and state the same; see the module docstring for what that means.
+    """
+    differences = []
+    if after.results is None:
+        return [f"the fresh run wrote no readable report: {after.unreadable}"]
+    if after.incomplete:
+        differences.append(f"the fresh run is incomplete ({after.incomplete}): it cannot pass the gate")
+    if before.results is None:
+        return [*differences, f"nothing to compare with: {before.unreadable}"]
+    if before.incomplete:
+        differences.append(f"the committed report is of an incomplete run ({before.incomplete})")
+    differences += [f"the committed {name} is not the rendering of the {RESULTS_FILE} beside it"
+                    for name in before.unrendered]
+    return differences + stated_differences(before.results, after.results)
+
+
+def stated_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The differences between two results documents in what they state, in the order of the report."""
+    old_run, new_run = old.get("run", {}), new.get("run", {})
+    differences = [_changed("run", field, old_run.get(field), new_run.get(field))
+                   for field in STATED_RUN_FIELDS if old_run.get(field) != new_run.get(field)]
+    old_claims, new_claims = _by_id(old.get("claims", [])), _by_id(new.get("claims", []))
+    differences += [f"claim '{visible(claim)}' is new" for claim in new_claims if claim not in old_claims]
+    differences += [f"claim '{visible(claim)}' is gone" for claim in old_claims if claim not in new_claims]
+    common = [claim for claim in new_claims if claim in old_claims]
+    if [claim for claim in old_claims if claim in new_claims] != common:
+        differences.append("the claims are in another order")
+    for claim in common:
+        differences += _claim_differences(claim, old_claims[claim], new_claims[claim])
+    old_statements, new_statements = _statements(old), _statements(new)
+    differences += [f"statement '{visible(key)}' is new" for key in new_statements if key not in old_statements]
+    differences += [f"statement '{visible(key)}' is gone" for key in old_statements if key not in new_statements]
+    for statement in [key for key in new_statements if key in old_statements]:
+        before, after = old_statements[statement], new_statements[statement]
+        where = f"statement '{visible(statement)}'"
+        differences += [_changed(where, field, before.get(field), after.get(field))
+                        for field in STATED_STATEMENT_FIELDS if before.get(field) != after.get(field)]
+        if before.get("status") != after.get("status"):
+            differences.append(f"{where}: {before.get('status')} -> {after.get('status')}")
+    if old.get("coverage_criterion") != new.get("coverage_criterion"):
+        differences.append("the coverage criterion changed")
+    return differences + _text_differences(old.get("text"), new.get("text"))
+
+
+def _text_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """How the course text's state differs: its documents, each statement's place and status, what no one holds."""
+    if old == new:
+        return []
+    if old is None or new is None:
+        return ["the report " + ("no longer says" if new is None else "now says") + " what the course text's state is"]
+    differences = []
+    if old.get("available") != new.get("available"):
+        return [f"the course text was {'' if old.get('available') else 'not '}read for the committed report, and is "
+                f"{'' if new.get('available') else 'not '}read now"]
+    documents = [(document.get("name"), document.get("fingerprint")) for document in old.get("documents", [])]
+    current = [(document.get("name"), document.get("fingerprint")) for document in new.get("documents", [])]
+    differences += [f"the text's document '{visible(str(name))}' is now {visible(str(printed))}"
+                    for name, printed in current if (name, printed) not in documents]
+    old_statements, new_statements = old.get("statements", {}), new.get("statements", {})
+    for key in dict.fromkeys([*old_statements, *new_statements]):
+        before, after = old_statements.get(key, {}), new_statements.get(key, {})
+        if before != after:
+            differences.append(f"statement '{visible(key)}' in the text: {_place(before)} -> {_place(after)}")
+    for field in ("uncovered_blocks", "unheld_numbers", "steps_not_in_text", "marks"):
+        if old.get(field) != new.get(field):
+            differences.append(f"the text's {field.replace('_', ' ')} changed")
+    return differences
+
+
+def _place(item: dict[str, Any]) -> str:
+    if not item:
+        return "nothing"
+    where = f" at {item['step']} block {item['block']}" if "step" in item else ""
+    return f"{item.get('status')}{where}"
+
+
+def _claim_differences(claim: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    where = f"claim '{visible(claim)}'"
+    differences = [_changed(where, field, old.get(field), new.get(field))
+                   for field in STATED_CLAIM_FIELDS if old.get(field) != new.get(field)]
+    old_checks, new_checks = old.get("checks", []), new.get("checks", [])
+    for number, (before, after) in enumerate(zip(old_checks, new_checks, strict=False), start=1):
+        differences += _check_differences(f"{where} check {number}", before, after)
+    differences += [f"{where} check {number} ({check.get('kind')}) is new"
+                    for number, check in enumerate(new_checks[len(old_checks):], start=len(old_checks) + 1)]
+    differences += [f"{where} check {number} ({check.get('kind')}) is gone"
+                    for number, check in enumerate(old_checks[len(new_checks):], start=len(new_checks) + 1)]
+    # The claim's verdict follows from its checks' and its problems; said on its own only when nothing else says it.
+    if old.get("status") != new.get("status") and not differences:
+        differences.append(f"{where}: {old.get('status')} -> {new.get('status')}")
+    return differences
+
+
+def _check_differences(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    if old.get("kind") != new.get("kind"):
+        return [f"{where} was a {old.get('kind')} check, is a {new.get('kind')} check"]
+    where = f"{where} ({old.get('kind')})"
+    differences = [_changed(where, field, old.get(field), new.get(field))
+                   for field in STATED_CHECK_FIELDS if old.get(field) != new.get(field)]
+    old_expected, new_expected = old.get("expected", {}), new.get("expected", {})
+    differences += [_changed(where, f"expected '{visible(key)}'", old_expected.get(key, _ABSENT),
+                             new_expected.get(key, _ABSENT))
+                    for key in dict.fromkeys([*old_expected, *new_expected])
+                    if old_expected.get(key, _ABSENT) != new_expected.get(key, _ABSENT)]
+    if old.get("status") != new.get("status"):
+        differences.append(f"{where}: {old.get('status')} -> {new.get('status')}")
+    if old_expected == new_expected:  # else the comparisons differ because the expected values do
+        differences += _comparison_differences(where, old.get("comparisons", []), new.get("comparisons", []))
+    return differences
+
+
+def _comparison_differences(where: str, old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    old_by_label, new_by_label = _labelled(old), _labelled(new)
+    differences = [f"{where}: {label} is new" for label in new_by_label if label not in old_by_label]
+    differences += [f"{where}: {label} is gone" for label in old_by_label if label not in new_by_label]
+    for label in [label for label in new_by_label if label in old_by_label]:
+        before, after = _as_stated(old_by_label[label]), _as_stated(new_by_label[label])
+        if before["verdict"] != after["verdict"]:
+            differences.append(f"{where}: {label} {before['verdict']} -> {after['verdict']}")
+        differences += [_changed(where, f"{label} {field}", before[field], after.get(field))
+                        for field in before if field != "verdict" and before[field] != after.get(field)]
+    return differences
+
+
+def _as_stated(comparison: dict[str, Any]) -> dict[str, Any]:
+    """What a comparison states: its verdict, what it expected, whose number that is and by which rule it
+    judged; the observed value only under a rule of equality, the rule only when it quotes no interval."""
+    stated = {"verdict": "passed" if comparison.get("passed") else "failed", "expected": comparison.get("expected"),
+              "stated_by": comparison.get("stated_by")}
+    if not is_interval(comparison.get("observed")):
+        stated["rule"] = comparison.get("rule")
+    if comparison.get("rule") in EXACT_RULES:
+        stated["observed"] = comparison.get("observed")
+    return stated
+
+
+def _labelled(comparisons: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each comparison under its key, and what it expects where a key has several (approx and greater than, say)."""
+    keys = [str(comparison.get("key")) for comparison in comparisons]
+    return {f"comparison '{visible(key)}'" + (f" ({visible(str(c.get('expected')))})" if keys.count(key) > 1 else ""): c
+            for key, c in zip(keys, comparisons, strict=True)}
+
+
+def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {str(row.get("id")): row for row in rows}
+
+
+def _statements(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every ledger statement of the coverage, by id; none in a report written before there was a ledger."""
+    return {str(statement.get("id")): statement for lesson in results.get("coverage", [])
+            for step in lesson.get("steps", []) for statement in step.get("statements", [])}
+
+
+def _changed(where: str, what: str, old: Any, new: Any) -> str:
+    old_text, new_text = _shown(old), _shown(new)
+    if max(len(old_text), len(new_text)) > _SHOWN_LENGTH:
+        return f"{where}: {what} changed"
+    return f"{where}: {what} {old_text} -> {new_text}"
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is _ABSENT else visible(json.dumps(value, ensure_ascii=False))

@@ -1,0 +1,421 @@
+"""The results document, built only from the evidence items carried, and the writing of the reports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness._claims.course import Course, find_course
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import UNCOVERED, library_versions
+from harness._claims.loading import Catalogue, ClaimEntry
+from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
+from harness._reporting.html import HTML_FILE, render_html
+from harness._reporting.markdown import render_markdown
+from harness._reporting.text_page import PAGE_FILE, render_page
+from harness._running.cache import package_digest
+from harness._running.runner import RunOptions
+from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
+from harness._text.summary import TextReport
+
+STATUSES = ("passed", "failed", "error", "skipped")
+RESULTS_FILE = "claims.json"
+MARKDOWN_FILE = "claims_report.md"
+
+# What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
+# for which shape of statement is the schema's (STRONG_KINDS, SHAPE_DESCRIPTIONS); _statement_status decides.
+STATEMENT_STATUSES = {
+    "covered": "a check of a kind strong for its shape (below) passed, and no covering check failed",
+    "weak": "covering checks passed and none failed, but the claims covering it have no check of a kind strong "
+            "for its shape, or the ledger says why their checks test less than the statement says",
+    "failed": "a check of a claim covering it failed or could not run (an error); this wins over any pass, "
+              "so red always means broken",
+    "not run": "no check decided it in this run, or only weaker ones did while its strong checks were skipped in "
+               "this profile or not selected",
+    "not checkable": "no claim covers it, and the ledger says why no check can refute or confirm it",
+    "missing": "no claim covers it, and the ledger gives no reason",
+}
+STATEMENT_PRECEDENCE = ("a statement no claim covers is not checkable (with a reason) or missing; otherwise "
+                        "failed wins over covered, covered over not run, and not run over weak")
+
+# The evidence of one pytest item, or of one check reused without pytest: JSON text, as it travels from
+# pytest-xdist workers to the controller, so both ways of writing reports read exactly the same values.
+
+
+def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
+    """Every lesson (claim file) with its title, declared steps, claims and statement ledger, for the coverage.
+
+    Each statement carries the claims that cover it (from any file) and the kinds of their checks, so that
+    a statement whose claims did not run is told apart from one that no claim could cover strongly.
+    """
+    lessons = []
+    for catalogue in catalogues:
+        covering = catalogue.covering()
+        stated_in: dict[str, list[dict[str, Any]]] = {}
+        for key, stated in catalogue.statements.items():
+            stated_in.setdefault(stated.file, []).append(_ledger_entry(stated.statement, covering[key]))
+        claims_in: dict[str, list[list[Any]]] = {}
+        for entry in catalogue.entries:
+            claims_in.setdefault(entry.file, []).append([entry.id, entry.where])
+        lessons += [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
+                     "claims": claims_in.get(file, []), "statements": stated_in.get(file, [])}
+                    for file in catalogue.files]
+    return lessons
+
+
+def _ledger_entry(statement: Statement, covering: list[ClaimEntry]) -> dict[str, Any]:
+    return {"id": statement.id, "where": statement.where, "says": statement.says, "shape": statement.shape,
+            "not_checkable": statement.not_checkable, "weak": statement.weak, "origin": statement.origin,
+            "claims": [entry.id for entry in covering],
+            "kinds": sorted({check.kind for entry in covering if entry.claim for check in entry.claim.checks})}
+
+
+def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,
+                  started: float, root: Path, given: Sequence[str] = (), text: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The results document: run metadata, summary counts, coverage, then claims in file and claim order.
+
+    ``given`` are the functions an implementation with reference fallbacks takes from the reference
+    (``Provenance.as_reference``): the scoreboard of functions marks them as not under test. ``text``
+    is the course text's state (``harness._text.summary``), when the course configures a text.
+    """
+    claims: dict[tuple[str, int], dict[str, Any]] = {}
+    for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
+        key = (payload["file"], payload["index"])
+        info = payload["claim"]
+        row = claims.setdefault(key, {
+            "id": info["id"], "where": info.get("where"), "file": payload["file"], "line": payload["line"],
+            "lesson": payload.get("title", payload["file"]), "statement": info.get("statement"),
+            "formula": info.get("formula"), "sources": info.get("sources", []),
+            "citations": info.get("citations", {}), "limitations": info.get("limitations"),
+            "erratum": info.get("erratum"), "origin": info.get("origin", "text"), "covers": info.get("covers", []),
+            "status": "passed", "problems": [], "checks": [],
+        })
+        if "problems" in payload:
+            row["problems"].extend(payload["problems"])
+        if "check" in payload:
+            row["checks"].append(_check_row(payload["check"]))
+    for row in claims.values():
+        row["status"] = _claim_status(row)
+    rows = list(claims.values())
+    coverage = _coverage(lessons, rows)
+    ledger = [statement for lesson in coverage for step in lesson["steps"] for statement in step["statements"]]
+    return {
+        "run": {
+            "course": find_course(root).title, "sources_file": find_course(root).sources.relative_to(root).as_posix(),
+            "impl": options.impl, "given": list(given), "profile": options.profile, "seed": options.seed,
+            "revision": _revision(root), "versions": library_versions(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 2),
+        },
+        "summary": _summary(rows) | {"statements": _statement_counts(ledger), "sharpness": _sharpness(rows),
+                                     "mutation": _mutation(root, options.impl)},
+        "coverage_criterion": {
+            "shapes": {shape: {"strong_kinds": sorted(STRONG_KINDS[shape]), "description": description}
+                       for shape, description in SHAPE_DESCRIPTIONS.items()},
+            "statuses": STATEMENT_STATUSES, "precedence": STATEMENT_PRECEDENCE,
+        },
+        "coverage": coverage,
+        "uncovered": [statement for statement in ledger if statement["status"] in UNCOVERED],
+        **({"text": text} if text is not None else {}),
+        "functions": (function_scoreboard(payloads, given) if options.impl != find_course(root).implementation
+                      else []),
+        "claims": rows,
+    }
+
+
+def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every step of every lesson with the statuses of its claims and of its ledger's statements.
+
+    Rows, statements and unselected claims are grouped by step once: linear in the report's size.
+    """
+    coverage = []
+    run_ids = {row["id"] for row in rows}
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    rows_at: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for row in rows:
+        rows_of.setdefault(row["id"], []).append(row)
+        rows_at.setdefault((row["file"], row["where"]), []).append(row)
+    for lesson in lessons:
+        ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
+                   "shape": statement["shape"], "status": _statement_status(statement, rows_of),
+                   "claims": statement["claims"], "not_checkable": statement["not_checkable"],
+                   "weak": statement.get("weak"),
+                   "origin": statement.get("origin", "text")}
+                  for statement in lesson.get("statements", [])]
+        stated_at: dict[Any, list[dict[str, Any]]] = {}
+        for statement in ledger:
+            stated_at.setdefault(statement["where"], []).append(statement)
+        unselected = Counter(where for claim, where in lesson.get("claims", []) if claim not in run_ids)
+        declared = set(lesson["steps"])
+        # Claims and statements of a file whose declared steps are unreadable still need a place in the report.
+        undeclared = [where for (file, where) in rows_at if file == lesson["file"] and where not in declared]
+        undeclared += [where for where in stated_at if where not in declared]
+        steps = []
+        for step in [*lesson["steps"], *dict.fromkeys(step for step in undeclared if step)]:
+            ran = rows_at.get((lesson["file"], step), [])
+            statuses = Counter(row["status"] for row in ran)
+            step_row = {"step": step, "claims": len(ran),
+                        "statuses": {status: statuses[status] for status in STATUSES if statuses[status]}}
+            # Claims this run did not select (pytest -k) are "not run", never "uncovered".
+            if unselected[step]:
+                step_row["statuses"]["not run"] = unselected[step]
+                step_row["claims"] += unselected[step]
+            stated = stated_at.get(step, [])
+            step_row["statements"] = stated
+            step_row["statement_counts"] = _statement_counts(stated)
+            steps.append(step_row)
+        coverage.append({"file": lesson["file"], "title": lesson["title"], "steps": steps})
+    return coverage
+
+
+def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> str:
+    """One of STATEMENT_STATUSES, from this run's checks of the claims covering the statement."""
+    if not statement["claims"]:
+        return "not checkable" if statement["not_checkable"] else "missing"
+    ran = [row for claim in statement["claims"] for row in rows_of.get(claim, [])]
+    checks = [check for row in ran for check in row["checks"]]
+    if any(row["problems"] for row in ran) or any(check["status"] in ("failed", "error") for check in checks):
+        return "failed"
+    strong = STRONG_KINDS[statement["shape"]]
+    passed = {check["kind"] for check in checks if check["status"] == "passed"}
+    if passed and statement.get("weak"):
+        return "weak"  # the ledger says why its checks test less than it says
+    if passed & strong:
+        return "covered"
+    if passed and not strong & set(statement["kinds"]):
+        return "weak"
+    return "not run"
+
+
+def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
+    counts = Counter(statement["status"] for statement in statements)
+    return {status: counts[status] for status in STATEMENT_STATUSES}
+
+
+def _check_row(check: dict[str, Any]) -> dict[str, Any]:
+    order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
+             "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
+             "not_implemented", "sharpness", "reproduce")
+    row = {key: check.get(key) for key in order}
+    row["harness_chosen"] = row["harness_chosen"] or []
+    row["not_implemented"] = row["not_implemented"] or []
+    row["sharpness"] = row["sharpness"] or []
+    # A comparison of an element (``key[2]``) is of the expected value ``key``.
+    row["comparisons"] = [{**comparison, "stated_by": "harness" if any(
+        comparison["key"] == key or comparison["key"].startswith(f"{key}[") for key in row["harness_chosen"])
+        else "text"} for comparison in row["comparisons"] or []]
+    return row
+
+
+def _claim_status(row: dict[str, Any]) -> str:
+    statuses = {check["status"] for check in row["checks"]}
+    if row["problems"] or "error" in statuses:
+        return "error"
+    if "failed" in statuses:
+        return "failed"
+    if statuses == {"skipped"} or not statuses:
+        return "skipped"
+    return "passed"
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    claims = Counter(row["status"] for row in rows)
+    checks = Counter(check["status"] for row in rows for check in row["checks"])
+    by_kind = {kind: Counter(check["status"] for row in rows for check in row["checks"] if check["kind"] == kind)
+               for kind in KINDS}
+    return {
+        "claims": {status: claims[status] for status in STATUSES},
+        "checks": {status: checks[status] for status in STATUSES},
+        "by_kind": {kind: {status: counts[status] for status in STATUSES} for kind, counts in by_kind.items()},
+    }
+
+
+FUNCTION_STATUSES = ("passed", "failed", "not implemented", "not run")
+
+
+def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row per function of the implementation that a selected check exercises, in the contract's order of use.
+
+    A claim counts for a function when one of its checks uses it; the claim is ``failed`` for the function
+    when such a check failed or erred, else ``not implemented`` when such a check waited for a stub, else
+    ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is ``implemented``
+    unless some check found it a stub, and ``given`` when the run took it from the reference. Functions
+    under test come first, the most failing claims first; then the stubs, then the reference's.
+    """
+    by_function: dict[str, dict[str, list[str]]] = {}
+    stubs: set[str] = set()
+    for payload in payloads:
+        check = payload.get("check")
+        if check is None:
+            continue
+        stubs.update(check.get("not_implemented") or [])
+        for function in check.get("uses") or []:
+            by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(
+                "not implemented" if check.get("not_implemented") else check["status"])
+    rows = []
+    for function, claims in by_function.items():
+        counts = Counter(_claim_status_for_function(statuses) for statuses in claims.values())
+        rows.append({"function": function, "implemented": function not in stubs, "given": function in given,
+                     "claims": len(claims),
+                     **{status: counts[status] for status in FUNCTION_STATUSES},
+                     "failing_claims": sorted(claim for claim, statuses in claims.items()
+                                              if _claim_status_for_function(statuses) == "failed")})
+    # A check that exercises several functions counts for each of them: the function with the most failing
+    # claims, the likeliest culprit, comes first.
+    return sorted(rows, key=lambda row: (row["given"], not row["implemented"], -row["failed"]))
+
+
+def _claim_status_for_function(statuses: list[str]) -> str:
+    if "failed" in statuses or "error" in statuses:
+        return "failed"
+    if "not implemented" in statuses:
+        return "not implemented"
+    return "passed" if "passed" in statuses else "not run"
+
+
+MUTANTS_JSON = "mutants.json"
+
+
+def mutation_inputs_digest(course: Course) -> str:
+    """What a mutation run (``claims mutants``) depends on: the implementation's, the claims' and the verifiers'
+    sources, and the harness's own (which runs and judges every check)."""
+    verifiers = course.root / course.verifiers.replace(".", "/")
+    reference = course.root / course.implementation
+    digest = hashlib.sha256(package_digest("harness").encode())
+    for path in sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")]):
+        digest.update(str(path.relative_to(course.root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _mutation(root: Path, impl: str) -> dict[str, Any] | None:
+    """What the report says of the last ``claims mutants`` run (the course's ``reports/mutants.json``), for a run of
+    the reference; None for another implementation or when there is no such run. ``current`` is False when the
+    implementation, the claims, the verifiers or the harness changed since it was measured."""
+    course = find_course(root)
+    path = course.reports / MUTANTS_JSON
+    if impl != course.implementation or not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+        overall = found["overall"]
+        return {"score": overall["score"], "target": course.mutation_target, "mutants": overall["mutants"],
+                "caught": overall["killed"] + overall["timeout"], "equivalent": overall["equivalent"],
+                "holes": overall["survived"] + overall["not_reached"],
+                "modules": {module: counts["score"] for module, counts in found["modules"].items()},
+                "current": found["digest"] == mutation_inputs_digest(course), "file": "mutants.md"}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ClaimsError(f"{path}: not a result of 'claims mutants' ({error}); run 'claims mutants' (tox -e mutants) "
+                          "again, or delete the file") from None
+
+
+def _sharpness(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's perturbations of expected numbers (``_running.sharpness``): counts, score and every survivor."""
+    records = [(row, check, record) for row in rows for check in row["checks"] for record in check["sharpness"]]
+    counts = summarize([record for _, _, record in records])
+    judged = counts[KILLED] + counts[SURVIVED] + counts[EXPLAINED]
+    return {**counts, "score": round(counts[KILLED] / judged, 4) if judged else None,
+            "survivors": [{"claim": row["id"], "file": row["file"], "line": check["line"] or row["line"],
+                           "kind": check["kind"],
+                           **{key: record[key] for key in ("key", "written", "perturbed")}}
+                          for row, check, record in records if record.get("outcome") == SURVIVED]}
+
+
+def _revision(root: Path) -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    revision = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", ".", ":(exclude)reports")
+    return f"{revision}+dirty" if dirty else revision
+
+
+def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
+                  options: RunOptions, started: float, root: Path, completeness: dict[str, Any],
+                  given: Sequence[str] = (), text: TextReport | None = None) -> dict[str, Any]:
+    """Write ``claims.json``, ``claims_report.md``, ``claims_report.html`` and ``figures/`` to ``directory``.
+
+    With a readable course text (``text``), also the annotated text, ``claims_text.html``, which is
+    never committed (it quotes the text).
+
+    Everything is first written where the run staged its figures (``options.staging_dir``, or a new
+    directory beside ``directory``), then moved over the old files together with signals held, so
+    a full disk or a Ctrl-C leaves the previous report whole and a new one is never half there.
+    ``completeness`` (``id``, ``complete``, ``incomplete``, ``selection``: the run's, from the plugin or the
+    warm path of ``claims verify``) goes into ``run``, and every format shows it; ``given`` is as
+    :func:`build_results` takes it.
+    Returns the results.
+    """
+    results = build_results(payloads, lessons, options, started, root, given, text.section if text else None)
+    results["run"].update(completeness)
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))
+    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        texts = {RESULTS_FILE: json.dumps(results, indent=2, ensure_ascii=False) + "\n",
+                 MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, staging)}
+        if text is not None and text.state is not None:
+            texts[PAGE_FILE] = render_page(text.state, text.catalogue, results)
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        _move_together(staging, directory, list(texts))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return results
+
+
+def staging_dir_for(directory: Path, run_id: str) -> Path:
+    """Where a run writes its report and figures before they replace ``directory``'s (same filesystem)."""
+    return directory.resolve().parent / f".{directory.resolve().name}.staging-{run_id}"
+
+
+def _move_together(staging: Path, directory: Path, names: list[str]) -> None:
+    """Replace ``directory``'s report files and figures with ``staging``'s, with SIGINT and SIGTERM held."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        old_figures = directory / f".figures-replaced-{os.getpid()}"
+        if (directory / "figures").exists():
+            os.replace(directory / "figures", old_figures)
+        if (staging / "figures").exists():
+            os.replace(staging / "figures", directory / "figures")
+        for name in names:
+            os.replace(staging / name, directory / name)
+        shutil.rmtree(old_figures, ignore_errors=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+# Where and when it ran, not what it found: results that depend on them differ visibly in the claims.
+_VOLATILE_RUN_FIELDS = ("started", "seconds", "revision", "versions", "id")
+
+
+def normalized(results: dict[str, Any]) -> dict[str, Any]:
+    """The results without what changes between runs of the same code: timings, revision, library versions.
+
+    A verifier's observation, or a field nested in one, is a timing when its name contains
+    ``seconds`` (an experiment's wall time to solve, say): reported, never compared.
+    """
+    run = {key: value for key, value in results["run"].items() if key not in _VOLATILE_RUN_FIELDS}
+
+    def without_timings(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: without_timings(item) for key, item in value.items() if "seconds" not in key}
+        return [without_timings(item) for item in value] if isinstance(value, list) else value
+
+    def stable(check: dict[str, Any]) -> dict[str, Any]:
+        kept = {key: value for key, value in check.items() if key not in ("seconds", "reused")}
+        return kept | {"observed": without_timings(check["observed"])}
+
+    claims = [{**row, "checks": [stable(check) for check in row["checks"]]} for row in results["claims"]]
+    return {**results, "run": run, "claims": claims}

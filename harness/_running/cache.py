@@ -1,0 +1,361 @@
+"""Incremental re-verification: a check's observations are reused while nothing they depend on changed.
+
+What is cached is the verifier's output, not the verdict: comparisons with the claim's
+``expect`` are always recomputed, so editing an expected number re-verifies that claim in
+no time. The key covers everything the observations depend on: the check's inputs (kind,
+verifier, params, rates, profile, seed), the code of the verifier function, the code of the
+implementation functions it uses (:func:`code_digest`: those functions and whatever they reach,
+not the whole package, so that editing one function re-runs only the checks that call it), the
+harness's own source and the versions of the numerical libraries. Sources are found and read
+without importing them, so ``claims verify`` can compute keys, and reuse every observation,
+without starting pytest.
+
+The reach of a function is computed here by hand from the syntax tree: no library answers "which
+top-level definitions of these local files can this function's result depend on" without
+importing the code, and importing the implementation under test is what the key must avoid.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import pickle
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import figure_paths, library_versions
+from harness._claims.loading import ClaimEntry
+from harness._claims.registry import Verifier
+from harness._running.implementation import contract_names, reference_implementation
+
+_HARNESS = __name__.partition(".")[0]
+
+
+def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
+              alpha: float) -> str:
+    assert entry.claim is not None
+    check = entry.claim.checks[index]
+    parts = {
+        "claim": entry.id, "index": index, "kind": check.kind, "verifier": verifier.name,
+        "params": check.params, "alpha": alpha, "beta": check.beta, "deviation": check.deviation,
+        "profile": profile, "seed": seed,
+        "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__,)),
+        "impl_source": code_digest(impl, contract_names(verifier.uses)) if verifier.uses else None,
+        "harness_source": package_digest(_HARNESS),
+        "versions": library_versions(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+class ObservationCache:
+    """Pickled observations and the figures they name, one file per key, in a local directory."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def load(self, key: str, figures_dir: Path) -> dict[str, Any] | None:
+        path = self.directory / f"{key}.pickle"
+        if not path.is_file():
+            return None
+        try:
+            # The cache is written only by this harness on this machine; claim files never reach it.
+            observed, figures = pickle.loads(path.read_bytes())
+        except Exception:  # a truncated or foreign file is a miss, not an error
+            return None
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        for name, data in figures.items():
+            (figures_dir / name).write_bytes(data)
+        return observed
+
+    def store(self, key: str, observed: dict[str, Any], figures_dir: Path) -> None:
+        named = [figures_dir / Path(path).name for path in figure_paths(observed)]
+        figures = {path.name: path.read_bytes() for path in named if path.is_file()}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # A name of its own for each store: two processes storing one key must not share a temporary file.
+        handle, temporary = tempfile.mkstemp(prefix=f"{key}.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(pickle.dumps((dict(observed), figures)))
+            os.replace(temporary, self.directory / f"{key}.pickle")
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str | Path | None, **settings: Any
+                           ) -> Any:
+    """``check()``, the isolated import and provenance check of implementation ``name`` (a second or so), or
+    what it returned before for the same sources of ``name`` and of the reference, the same harness,
+    libraries and ``settings``. A refusal is never stored: it is quick, and it must say what is wrong now."""
+    if not cache_dir:
+        return check()
+    parts = {"impl": name, "settings": settings, "harness": package_digest(_HARNESS), "versions": library_versions(),
+             "sources": [_files_digest(each) for each in (name, reference_implementation())]}
+    key = "implementation-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
+    cache = ObservationCache(Path(cache_dir))
+    found = cache.load(key, Path(tempfile.gettempdir()))
+    if found is not None:
+        return found["answer"]
+    answer = check()
+    cache.store(key, {"answer": answer}, Path(tempfile.gettempdir()))
+    return answer
+
+
+def _files_digest(name: str) -> str:
+    """A digest of every local source file module ``name`` imports, whole (what importing it runs)."""
+    try:
+        files = _source_closure(name)
+    except ClaimsError:
+        return "not found"
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def forget_sources() -> None:
+    """Read every source file anew: digests are kept per process, as one run, whose files do not change, needs."""
+    for cached in (code_digest, package_digest, _source_closure, _syntax_tree, _statements, _local_root):
+        cached.cache_clear()
+
+
+@functools.cache
+def code_digest(name: str, roots: tuple[str, ...]) -> str:
+    """A digest of the code that calling the functions ``roots`` of module ``name`` can run.
+
+    The local source files of ``name`` (:func:`_source_closure`) are split into their top-level
+    statements. A definition (``def``, ``class``, an import, an assignment to plain names) counts when a
+    name it binds is reached: a root, or any identifier, attribute or identifier-like string in a
+    definition already counted, in any of the files (names, not modules: a superset is safe, a miss is
+    not). Every other top-level statement counts always: it runs at import and may change anything
+    (``other.function = replacement``, a loop that registers, a conditional import), and so does a
+    module-level ``__getattr__``. Docstrings do not count. Code reached only through an import the
+    source does not spell out (``importlib.import_module(text)``) is not seen. Nothing is imported: the
+    implementation under test alone takes about a second to import.
+    """
+    binders: dict[str, list[_Statement]] = {}
+    always: list[_Statement] = []
+    for path in _source_closure(name):
+        for statement in _statements(path):
+            if statement.binds:
+                for bound in statement.binds:
+                    binders.setdefault(bound, []).append(statement)
+            else:
+                always.append(statement)
+    counted = {id(statement): statement for statement in always}
+    pending = [*roots, "__getattr__", *(name for statement in always for name in statement.reads)]
+    seen: set[str] = set()
+    while pending:
+        reached = pending.pop()
+        if reached in seen:
+            continue
+        seen.add(reached)
+        for statement in binders.get(reached, ()):
+            if id(statement) not in counted:
+                counted[id(statement)] = statement
+                pending.extend(statement.reads)
+    digest = hashlib.sha256()
+    for statement in sorted(counted.values(), key=lambda each: (each.path, each.line, each.binds)):
+        digest.update(f"{statement.path}:{statement.line}\n".encode())
+        digest.update(statement.text.encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A top-level statement of a source file: where it is, its text, the names it binds and reads."""
+
+    path: str
+    line: int
+    text: str
+    binds: tuple[str, ...]
+    reads: frozenset[str]
+
+
+@functools.cache
+def _statements(path: Path) -> tuple[_Statement, ...]:
+    source = path.read_text(encoding="utf-8", errors="replace")
+    tree = _syntax_tree(path)
+    if tree is None:
+        return (_Statement(str(path), 0, source, (), frozenset()),)
+    lines = source.splitlines(keepends=True)
+    statements = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # a docstring
+        if _is_main_guard(node):
+            continue  # runs only as a script, never when the harness imports the module
+        first = min([node.lineno, *(decorator.lineno for decorator in getattr(node, "decorator_list", ()))])
+        text = "".join(lines[first - 1:node.end_lineno])
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not any(alias.name == "*" for alias in node.names):
+            # One definition per imported name: reaching one name of a long import list reaches only it.
+            module = node.module.split(".") if isinstance(node, ast.ImportFrom) and node.module else []
+            for alias in node.names:
+                bound = alias.asname or alias.name.partition(".")[0]
+                reads = frozenset([*module, *alias.name.split(".")])
+                statements.append(_Statement(str(path), first, text, (bound,), reads))
+            continue
+        statements.append(_Statement(str(path), first, text, _bound_names(node), frozenset(_read_names(node))))
+    return tuple(statements)
+
+
+def _bound_names(node: ast.stmt) -> tuple[str, ...]:
+    """The names a definition binds at module level; empty for a statement that is not a plain definition
+    (a star import binds names no one can list: it counts always)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    names = []
+    for target in targets:
+        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if not all(isinstance(element, ast.Name) for element in elements):
+            return ()  # an attribute or an item of something else: an effect, counted always
+        names += [element.id for element in elements]
+    return tuple(names)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__" and not node.orelse)
+
+
+def _read_names(node: ast.AST) -> set[str]:
+    names = set()
+    for each in ast.walk(node):
+        if isinstance(each, ast.Name):
+            names.add(each.id)
+        elif isinstance(each, ast.Attribute):
+            names.add(each.attr)
+        elif isinstance(each, ast.alias):
+            names.update(each.name.split("."))
+        elif isinstance(each, ast.Constant) and isinstance(each.value, str) and each.value.isidentifier():
+            names.add(each.value)  # getattr(module, "name")
+    return names
+
+
+@functools.cache
+def package_digest(name: str) -> str:
+    """A digest of every source file of the installed package ``name`` (the harness: any of it may shape a result)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ClaimsError(f"cannot find the source of package '{name}'")
+    directory = Path(spec.origin).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.py")):
+        digest.update(path.relative_to(directory).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def _source_closure(name: str) -> list[Path]:
+    """The files of ``name`` and of every local module it imports, directly or not, in a stable order.
+
+    A package counts whole (every file, imported or not) when it is the module itself or another top-level
+    package than its own (``impl`` for a student module); within its own package only the modules imported.
+    """
+    own = name.partition(".")[0]
+    start = _module_files(name, whole_package=True)
+    if start is None:
+        raise ClaimsError(f"cannot find the source of module '{name}'; pass an importable module with --claims-impl")
+    found: set[Path] = set(start)
+    pending = list(start)
+    while pending:
+        path = pending.pop()
+        for imported in _imported_names(path, _package_of(path)):
+            if imported.partition(".")[0] == _HARNESS and own != _HARNESS:
+                continue  # the whole harness is a part of every key already
+            for file in _module_files(imported, whole_package=imported.partition(".")[0] != own) or ():
+                if file not in found:
+                    found.add(file)
+                    pending.append(file)
+    return sorted(found)
+
+
+def _module_files(name: str, *, whole_package: bool) -> list[Path] | None:
+    """The local source files of module ``name`` (a package's ``__init__.py``, or all its files when
+    ``whole_package``), or None when it is not local: standard library, an installed distribution, built in,
+    or not found."""
+    top, _, rest = name.partition(".")
+    root = _local_root(top)
+    if root is None:
+        return None
+    base = root.joinpath(top, *rest.split(".")) if rest else root / top
+    if (base / "__init__.py").is_file():
+        return sorted(base.rglob("*.py")) if whole_package else [base / "__init__.py"]
+    module = base.with_suffix(".py")
+    return [module] if module.is_file() else None
+
+
+@functools.cache
+def _local_root(top: str) -> Path | None:
+    """The directory holding the top-level module ``top`` when its source is local (not under the interpreter's
+    own library directories, site-packages included), found without importing it."""
+    if top in sys.builtin_module_names or top in sys.stdlib_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    origin = Path(spec.origin).resolve()
+    if any(origin.is_relative_to(library) for library in _library_directories()):
+        return None
+    return origin.parent.parent if spec.submodule_search_locations is not None else origin.parent
+
+
+@functools.cache
+def _library_directories() -> tuple[Path, ...]:
+    """Where the interpreter's standard library and installed distributions live: keyed by their versions."""
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(dict.fromkeys(Path(sysconfig.get_paths()[name]).resolve() for name in names))
+
+
+def _package_of(path: Path) -> str:
+    """The dotted package a source file belongs to, for resolving its relative imports."""
+    parts = []
+    directory = path.parent
+    while (directory / "__init__.py").is_file():
+        parts.append(directory.name)
+        directory = directory.parent
+    return ".".join(reversed(parts))
+
+
+@functools.cache
+def _syntax_tree(path: Path) -> ast.Module | None:
+    """The parsed file, or None when it does not parse: importing it will say what is wrong, and a key
+    still covers all its text."""
+    try:
+        return ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _imported_names(path: Path, package: str) -> list[str]:
+    """Every module name an import statement of ``path`` may refer to (``from a import b`` may import ``a.b``)."""
+    names = []
+    tree = _syntax_tree(path)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".") if package else []
+            base_parts = parts[:len(parts) - node.level + 1] if node.level else []
+            base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            names += [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    return [name for name in names if name]

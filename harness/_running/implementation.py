@@ -1,0 +1,283 @@
+"""The implementation under test, checked once before any claim runs: it imports, and it is what gets tested.
+
+``pytest claims/`` (at session start) and ``claims verify`` (before it writes anything) both call
+:func:`check_implementation`. An implementation that cannot be imported is one error naming the
+module and why. For any implementation other than the reference, every contract function it offers
+(a function some verifier declares in ``uses=``) must be defined in its own package: a function
+that is the reference's own object, or comes from another package, would be checked in its place
+and pass for code the author never wrote. That is an error unless the author says it is meant: with
+``--claims-allow-reference`` (``claims verify --allow-reference``) or, in the module itself,
+``__claims_reference_fallback__ = True``, as every module that starts from ``from impl import *``
+and replaces a few functions does (``examples/``, ``zoo/``, ``tests/fixtures/``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import textwrap
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache, lru_cache, partial
+from pathlib import Path
+from types import CodeType, ModuleType
+from typing import Any
+
+from harness._claims.aliases import Alias, resolve
+from harness._claims.course import find_course
+from harness._claims.errors import ClaimsError, ImplementationError, UnimportableImplementation
+
+FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
+PYTEST_FLAG = "--claims-allow-reference"
+
+
+def import_implementation(name: str) -> ModuleType:
+    """The module ``name``; an :class:`UnimportableImplementation` naming it and the cause if it cannot be imported."""
+    try:
+        return importlib.import_module(name)
+    except (Exception, SystemExit) as error:
+        raise UnimportableImplementation(f"cannot import the implementation '{name}': {_cause(name, error)}; "
+                                  "pass an importable module with --claims-impl (claims verify --impl) or "
+                                  "CLAIMS_IMPL") from None
+
+
+def _cause(name: str, error: BaseException) -> str:
+    if isinstance(error, ModuleNotFoundError) and error.name and f"{name}.".startswith(f"{error.name}."):
+        return (f"{error} (looked for in the working directory and on sys.path: run from the directory that holds "
+                "it, put that directory on PYTHONPATH, or install it)")
+    text = f"{type(error).__name__}: {error}"
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames and not isinstance(error, SyntaxError):  # a SyntaxError names its file and line itself
+        text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return text
+
+
+def find_in_directory(name: str, directory: str) -> None:
+    """Let ``name`` be imported from ``directory`` when nothing on ``sys.path`` provides it.
+
+    ``python -m pytest`` and ``claims verify`` find a module of the working directory, plain ``pytest``
+    does not; with this, ``pytest claims/ --claims-impl student_rl`` next to ``student_rl/`` works the same.
+    """
+    top = _package(name)
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return
+    here = Path(directory)
+    if not found and directory not in sys.path and ((here / top / "__init__.py").is_file()
+                                                    or (here / f"{top}.py").is_file()):
+        sys.path.insert(0, directory)
+        importlib.invalidate_caches()
+
+
+def is_stub(function: Any) -> bool:
+    """Whether ``function`` is still to be written: its body is only a docstring and ``raise NotImplementedError``.
+
+    That is the shape of every function ``claims exercises`` writes; a check that needs one is
+    skipped as "not implemented yet" rather than run into the error.
+    """
+    function = getattr(function, "__wrapped__", function)  # an alias's adapter (harness._claims.aliases) wraps it
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    return _stub_code(code)
+
+
+@cache
+def _stub_code(code: CodeType) -> bool:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):  # no source to read (a lambda in a REPL, a built-in): not a stub
+        return False
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    body = definition.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+
+
+def raised_in(error: BaseException, module: str) -> str | None:
+    """The function of ``module``'s package whose own code raised ``error``, if the raising frame is there.
+
+    Only the innermost frame counts: a stub raises NotImplementedError itself, while one raised by a
+    library the implementation calls (scipy's ``lfilter`` on an object array, say) is the
+    implementation's error, not a function it has yet to write.
+    """
+    traceback_ = error.__traceback__
+    if traceback_ is None:
+        return None
+    while traceback_.tb_next is not None:
+        traceback_ = traceback_.tb_next
+    frame_module = traceback_.tb_frame.f_globals.get("__name__", "")
+    if isinstance(frame_module, str) and _package(frame_module) == _package(module):
+        return traceback_.tb_frame.f_code.co_name
+    return None
+
+
+def contract_function(module: ModuleType, name: str) -> Any:
+    """``module``'s function ``name``, or the function the course's aliases let stand in for it; None if neither."""
+    return resolve(module, name, _course_aliases(os.getcwd()))
+
+
+@lru_cache(maxsize=8)
+def _course_aliases(directory: str) -> tuple[Alias, ...]:
+    try:
+        return find_course(Path(directory)).aliases
+    except ClaimsError:
+        return ()
+
+
+def contract_names(functions: Iterable[str]) -> tuple[str, ...]:
+    """``functions`` and every name the course's aliases let stand in for one of them."""
+    functions = tuple(functions)
+    return functions + tuple(alias.name for alias in _course_aliases(os.getcwd()) if alias.function in functions)
+
+
+def contract_functions() -> tuple[str, ...]:
+    """Every function of an implementation that some registered verifier declares in ``uses=``."""
+    from harness._claims.registry import registered
+
+    return tuple(dict.fromkeys(name for verifier in registered().values() for name in verifier.uses))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the contract functions an implementation offers are defined.
+
+    Attributes:
+      impl: the module's name.
+      own: the functions defined in the module's own (top-level) package.
+      borrowed: defining module -> the functions defined there instead: the reference's own objects,
+        or another package's.
+      declared: the module sets ``__claims_reference_fallback__ = True``.
+      offered: every contract function the module offers, in the contract's order.
+      as_reference: those that are the reference's function of the same name: what a run with
+        fallbacks takes as given; every other one (its own, or a stand-in such as another
+        function of the reference bound to this name) is under test.
+    """
+
+    impl: str
+    own: tuple[str, ...]
+    borrowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    declared: bool = False
+    offered: tuple[str, ...] = ()
+    as_reference: tuple[str, ...] = ()
+
+    @property
+    def borrowed_count(self) -> int:
+        return sum(len(names) for names in self.borrowed.values())
+
+    def refusal(self, flag: str) -> str:
+        """The error of a run whose implementation borrows functions without saying so: one line per defining module."""
+        package = _package(self.impl)
+        offered = len(self.own) + self.borrowed_count
+        lines = [f"implementation '{self.impl}': {self.borrowed_count} of the {offered} contract functions it offers "
+                 f"are not defined in '{package}', so the claims would test them, not your code:"]
+        for module, names in self.borrowed.items():
+            whose = " (the reference's own)" if _in_reference(module) else ""
+            lines.append(f"  {module}{whose}: {', '.join(names)}")
+        lines.append(f"Define them in '{package}' (a copy of impl/ made with cp -r is yours as a whole: its files "
+                     "import each other relatively), or, to use them as given for the functions you have not "
+                     f"written, pass {flag} or set {FALLBACK_ATTRIBUTE} = True in the module "
+                     "(docs/implementation-contract.md)")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """One line for the start of a run that uses reference fallbacks."""
+        how = f"{FALLBACK_ATTRIBUTE} = True" if self.declared else "allowed on the command line"
+        tested = [name for name in self.offered if name not in self.as_reference]
+        given = (f"{len(self.as_reference)} other contract functions are the reference's, taken as given"
+                 if self.as_reference else "no function is the reference's")
+        return f"implementation '{self.impl}': under test: {', '.join(tested) or 'none'}; {given} ({how})"
+
+
+def provenance(module: ModuleType, functions: Iterable[str], reference: ModuleType | None = None) -> Provenance:
+    """Where each of ``functions`` that ``module`` offers is defined (functions it lacks are left out)."""
+    package = _package(module.__name__)
+    own: list[str] = []
+    borrowed: dict[str, list[str]] = {}
+    offered: list[str] = []
+    as_reference: list[str] = []
+    for name in functions:
+        function = contract_function(module, name)
+        if function is None:
+            continue
+        offered.append(name)
+        defined_in = _defining_module(function)
+        if reference is not None and function is getattr(reference, name, None):
+            as_reference.append(name)
+            borrowed.setdefault(defined_in or reference.__name__, []).append(name)
+        elif defined_in is not None and _package(defined_in) != package:
+            borrowed.setdefault(defined_in, []).append(name)
+        else:
+            own.append(name)
+    declared = getattr(module, FALLBACK_ATTRIBUTE, False)
+    if not isinstance(declared, bool):
+        raise ImplementationError(f"implementation '{module.__name__}': {FALLBACK_ATTRIBUTE} is {declared!r}; "
+                                  "set it to True (the functions it does not define are taken as they are) or "
+                                  "leave it out")
+    ordered = sorted(borrowed, key=lambda defined_in: (not _in_reference(defined_in), defined_in))
+    return Provenance(module.__name__, tuple(own), {key: tuple(borrowed[key]) for key in ordered}, declared,
+                      tuple(offered), tuple(as_reference))
+
+
+def check_implementation(name: str, *, allow_reference: bool = False, flag: str = PYTEST_FLAG,
+                         functions: Iterable[str] | None = None) -> Provenance | None:
+    """Import the implementation ``name`` and refuse one that would silently test someone else's functions.
+
+    Args:
+      name: the module under test (``--impl``).
+      allow_reference: the run was told to take functions the module does not define as they are.
+      flag: the option that allows it, for the message.
+      functions: the functions the run may call (default: every contract function).
+
+    Returns:
+      None for the reference itself; else where the module's contract functions are defined.
+
+    Raises:
+      ImplementationError: the module cannot be imported, or it offers functions defined outside its
+        package and neither it nor the run said that is meant.
+    """
+    module = import_implementation(name)
+    if _package(name) == _package(reference_implementation()):
+        return None
+    try:
+        reference = importlib.import_module(reference_implementation())
+    except Exception:  # without the reference, only the modules' names can tell
+        reference = None
+    found = provenance(module, contract_functions() if functions is None else functions, reference)
+    if found.borrowed and not (allow_reference or found.declared):
+        raise ImplementationError(found.refusal(flag))
+    return found
+
+
+def _defining_module(function: Any) -> str | None:
+    while isinstance(function, partial):
+        function = function.func
+    function = getattr(function, "__wrapped__", function)
+    module = getattr(function, "__module__", None)
+    return module if isinstance(module, str) else None
+
+
+def _package(module: str) -> str:
+    return module.partition(".")[0]
+
+
+def _in_reference(module: str) -> bool:
+    return _package(module) == _package(reference_implementation())
+
+
+def reference_implementation() -> str:
+    """The course's reference implementation (``implementation`` in ``[tool.claims]``)."""
+    return find_course().implementation

@@ -1,0 +1,216 @@
+"""The implementation under test runs in a supervised worker process, never in the process that reports.
+
+A student's implementation may crash the interpreter (``os._exit``, a segfault in an extension),
+block forever, cancel the alarm that limits a check, swallow the exception that alarm raises, or
+allocate without bound. None of that may cost more than the check's own row. So every check's
+verifier runs in a worker: a process forked from the checking process (so it has the claims, the
+verifiers and the implementation already loaded, and registers nothing anew), in a process group
+of its own (so a kill reaches the seed pools it starts, and a terminal's Ctrl-C reaches only the
+supervisor), with an address-space limit. The supervisor waits for the answer with a hard limit
+of its own, from outside: past it, the group is killed and the check is an ``error`` saying why;
+a worker that dies is an ``error`` naming the exit status or signal. The next check gets a new
+worker. No library does this for one call with a result (``concurrent.futures`` cannot kill a
+hung task, and a broken pool takes every pending task with it), hence this module.
+
+Inside the worker the check's own alarm (``_executor.time_limit``) still fires first and gives a
+readable timeout; the supervisor's limit is the backstop for code that defeats it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import resource
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from harness._claims.errors import ClaimsError
+
+# How long past its stated limit a check may take before the supervisor kills it: enough for the
+# worker's own alarm to fire and the answer to come back (as long as the limit, from 2 s up to 10 s).
+GRACE_SECONDS = (2.0, 10.0)
+# The worker's address space: half the machine's memory, so that a runaway allocation fails in the
+# worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
+_MEMORY_FRACTION = 0.5
+
+
+class CheckCrashed(ClaimsError):
+    """The process running a check died, or was killed for running past the check's time limit."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a worker sends back: the value, or the text of the exception the call raised."""
+
+    value: Any = None
+    error: str | None = None
+    exception: ClaimsError | None = None
+
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a check's worker: a fresh fork with one thread, which may itself fork safely."""
+    return _IN_WORKER
+
+
+def supported() -> bool:
+    """Whether checks can run in a forked worker here (POSIX); elsewhere they run in the checking process."""
+    return "fork" in multiprocessing.get_all_start_methods() and hasattr(os, "setpgrp")
+
+
+def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
+    """``call()`` in a new worker process; its value, or the exception it raised re-raised as ClaimsError.
+
+    Args:
+      call: what to run; it and its value must pickle only on the way back (the worker is a fork).
+      limit: the check's stated time limit in seconds; the worker is killed a grace period (``GRACE_SECONDS``) after it.
+      what: the check, as messages name it ("claim 'x' check 2").
+
+    Raises:
+      CheckCrashed: the worker died, or ran past the limit and was killed.
+      ClaimsError: ``call`` raised: the same ClaimsError, or one holding the worker's traceback of any other error.
+    """
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    output = tempfile.TemporaryFile(prefix="claims-worker-")  # noqa: SIM115 (closed in the finally below)
+    context = multiprocessing.get_context("fork")
+    with _quiet_stdio():
+        # Not a daemon: a check's seeds may run in a process pool of the worker's own.
+        process = context.Process(target=_serve, args=(call, writer, output.fileno()))
+        process.start()
+    writer.close()
+    try:
+        answer = _wait(reader, process, limit, what, output)
+    finally:
+        _kill_group(process)
+        reader.close()
+        output.close()
+    if answer.exception is not None:
+        raise answer.exception
+    if answer.error is not None:
+        raise ClaimsError(answer.error)
+    return answer.value
+
+
+def _wait(reader: Connection, process: multiprocessing.process.BaseProcess, limit: float, what: str,
+          output: Any) -> Answer:
+    grace = min(max(limit, GRACE_SECONDS[0]), GRACE_SECONDS[1])
+    deadline = time.monotonic() + limit + grace
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CheckCrashed(f"{what} ran past its time limit of {limit:g} s and did not stop when told to (the "
+                               "implementation blocks the alarm, swallows its exception or waits in native code); "
+                               f"its process was killed after {limit + grace:g} s" + _tail(output))
+        if reader.poll(min(left, 1.0)):
+            try:
+                return reader.recv()
+            except (EOFError, OSError):
+                break  # the worker died while (or instead of) sending its answer
+            except Exception as error:  # an answer that does not unpickle here
+                raise ClaimsError(f"{what}: the worker's answer cannot be read back ({error})") from None
+        if not process.is_alive():
+            if reader.poll(0):
+                continue
+            break
+    process.join(5)
+    raise CheckCrashed(f"{what}: the process running it died ({_describe_exit(process.exitcode)}); the "
+                       "implementation crashed the interpreter, or it was killed from outside" + _tail(output))
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {"SIGSEGV": ": a segmentation fault", "SIGKILL": ": killed, e.g. out of memory",
+                "SIGABRT": ": aborted"}.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"exit status {code}, e.g. os._exit({code}) in the implementation"
+
+
+def _tail(output: Any, limit: int = 2000) -> str:
+    """The end of what the worker printed, for the error row."""
+    try:
+        output.seek(0)
+        text = output.read().decode("utf-8", "replace").strip()
+    except (OSError, ValueError):
+        return ""
+    return f"; its last output:\n{text[-limit:]}" if text else ""
+
+
+def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
+    """The worker: run ``call`` once and send the answer; never returns normally into the parent's code."""
+    global _IN_WORKER
+    _IN_WORKER = True
+    os.setpgrp()
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    # Fresh text streams over the new descriptors: a lock another thread held at the fork stays behind.
+    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    _limit_memory()
+    try:
+        answer = Answer(value=call())
+    except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
+        # The harness's own errors cross back as they are (their type says what happened); any other as its text.
+        answer = (Answer(exception=error) if isinstance(error, ClaimsError)
+                  else Answer(error=traceback.format_exc(limit=-8)))
+    try:
+        data = pickle.dumps(answer)
+    except Exception as error:
+        data = pickle.dumps(Answer(error=str(answer.exception)) if answer.exception is not None else Answer(
+            error=f"the check's result cannot be sent back from its worker ({error}); a verifier returns plain "
+                  "values: numbers, strings, lists, mappings, arrays"))
+    try:
+        writer.send_bytes(data)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _limit_memory() -> None:
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return
+    cap = int(pages * size * _MEMORY_FRACTION)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def _kill_group(process: multiprocessing.process.BaseProcess) -> None:
+    """Kill the worker and everything it started (its seed pools share its process group)."""
+    if process.pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    # Before its os.setpgrp() the worker is in this process's group: kill it alone.
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.join(5)
+
+
+@contextlib.contextmanager
+def _quiet_stdio() -> Iterator[None]:
+    """Flush this process's streams before forking, so the worker does not print them a second time."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    yield

@@ -1,0 +1,415 @@
+"""Hypothesis properties inside verifiers: seeded from the check, verdict as an observation.
+
+A failing property is reported as what a student can act on, not as Hypothesis' dump of the
+verifier's own variables: the calls the falsifying example made to the student's functions (each
+argument by its parameter name, what came back), the assertion with the values it compared
+(pytest rewrites the verifiers' asserts: :func:`rewrite_asserts_in`), and one line of Python that
+makes the same calls. Writing that line is hand-written here because it must be exact: ``repr``
+of an array abbreviates, rounds and names ``array``, which the line could not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from types import ModuleType
+from typing import Any
+
+import hypothesis
+import numpy as np
+from hypothesis import HealthCheck
+from hypothesis.errors import UnsatisfiedAssumption
+from hypothesis.strategies import SearchStrategy
+
+from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
+from harness._claims.formats import FALSIFYING_KEY, format_falsifying
+from harness._running.context import Call, CallRecord, Context, record_calls
+from harness._running.draws import CannotDraw, Rejected, draw
+from harness._running.executor import CheckTimeout
+
+EXAMPLES = {"smoke": 200, "full": 2000}
+# Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
+# --claims-shrink (Context.shrink), also shrinks it to a minimal falsifying example, which takes
+# seconds to tens of seconds a failing check.
+PHASES = {
+    "smoke": (hypothesis.Phase.explicit, hypothesis.Phase.reuse, hypothesis.Phase.generate),
+    "full": tuple(hypothesis.Phase),
+}
+# The calls of one example that a failure report shows; a verifier may call a function in a loop.
+CALLS_KEPT = 5
+# The most characters of one value, and of the reproduction, that the results keep. Hypothesis' examples are far
+# shorter (they are exact: format_falsifying cuts them for reading); a property that passes a huge array to
+# the implementation is reported without its line rather than with megabytes of it.
+LONGEST = 100_000
+
+
+def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
+    """Run ``test`` on examples drawn from ``strategies``; report whether it held.
+
+    The property fails when ``test`` raises ``AssertionError``. The examples are drawn directly
+    (``harness._running.draws``), far faster than Hypothesis' engine; Hypothesis runs only to shrink a
+    failure (the full profile, or ``--claims-shrink``), and for strategies the direct draws do not
+    know. Returns ``{"holds": bool, "examples": n}``; a claim expects ``holds: true``. A failure adds
+    ``falsifying_example``: ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}``
+    (:func:`falsifying_example`), from the shrunk example when Hypothesis found one, else from the
+    drawn one. Another exception raised by a function of the implementation propagates (the check
+    is an error) with the same calls and reproduction as a note. ``test`` may call :func:`assume`;
+    a property whose draws are rejected too often to reach its examples is a ``VerifierError``, and an
+    implementation that raises a rejection itself is an ``ImplementationError``: neither passes.
+    """
+    examples = EXAMPLES[ctx.profile]
+    try:
+        failing = _first_failing_draw(ctx, test, strategies, examples)
+    except CannotDraw:
+        return _under_hypothesis(ctx, test, strategies, examples)
+    if failing is None:
+        return {"holds": True, "examples": examples}
+    if ctx.shrink or ctx.profile == "full":
+        shrunk = _under_hypothesis(ctx, test, strategies, examples)
+        if not shrunk["holds"]:
+            return shrunk
+    return _replayed(ctx, test, strategies, failing, examples)
+
+
+def assume(condition: object) -> None:
+    """Discard the current example of a property unless ``condition`` holds (Hypothesis' ``assume``)."""
+    if not condition:
+        raise Rejected("assume() did not hold")
+
+
+# A property whose examples are rejected this many times as often as it needs them stops there.
+REJECTIONS_PER_EXAMPLE = 10
+
+
+def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+                        examples: int) -> dict[str, Any] | None:
+    """The generator state from which the first failing example was drawn, or None when all held.
+
+    Nothing is recorded here: a failure is drawn again from its state and replayed with its calls
+    recorded (:func:`_replayed`), so the passing examples pay no copies.
+    """
+    rng = np.random.default_rng(ctx.seed)
+    held = drawn = 0
+    while held < examples and drawn < REJECTIONS_PER_EXAMPLE * examples:
+        drawn += 1
+        state = rng.bit_generator.state
+        try:
+            arguments = [draw(strategy, rng) for strategy in strategies]
+        except Rejected:  # a strategy's filter
+            continue
+        try:
+            test(*arguments)
+        except Rejected as error:
+            if not _rejected_by_the_verifier(error, test):
+                return state
+            continue
+        except CheckTimeout:
+            raise
+        except Exception:
+            return state
+        held += 1
+    if held < examples:
+        raise VerifierError(
+            f"property {test.__name__} ({test.__module__}): only {held} of its {examples} examples could be drawn; "
+            f"the other {drawn - held} of {drawn} draws were rejected by assume() or a strategy's filter, and a "
+            f"property stops after {REJECTIONS_PER_EXAMPLE} draws per example it needs. It cannot state that it "
+            f"held on {examples} examples: draw the inputs inside the domain (move the condition into the "
+            f"strategy), so that fewer than one draw in {REJECTIONS_PER_EXAMPLE} is rejected")
+    return None
+
+
+def _rejected_by_the_verifier(error: BaseException, test: Callable[..., None]) -> bool:
+    """Whether a rejection (``Rejected``, Hypothesis' ``UnsatisfiedAssumption``) from ``test`` is the verifier's.
+
+    Every frame between the test and the raise must belong to the harness or to the test's own
+    package: one of the implementation's (or another library's) means the code under test raised
+    it, and an implementation that could reject the examples it is given would pass every property.
+    """
+    defined_in = getattr(getattr(test, "func", test), "__module__", None) or ""  # a partial's function
+    own = {"harness", defined_in.partition(".")[0]}
+    frame = error.__traceback__.tb_next if error.__traceback__ else None  # the first frame is the one that caught it
+    while frame is not None:
+        if str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0] not in own:
+            return False
+        frame = frame.tb_next
+    return True
+
+
+def _implementation_rejected(error: BaseException, record: CallRecord) -> ImplementationError:
+    """The error of a check whose implementation raised the signal of a rejected example itself."""
+    function = next((call.function for call in record.calls if call.raised is error), "a function it called")
+    return ImplementationError(
+        f"implementation '{record.module.__name__}': {function} raised {type(error).__name__} ({error}), which is the "
+        "harness's signal that a verifier discards an example it drew; an implementation may not raise it (it "
+        "would turn every example into a skipped one). Raise another exception, or return the value")
+
+
+def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+              state: dict[str, Any], examples: int) -> dict[str, Any]:
+    """The failing drawn example run again, its calls recorded: the verdict's evidence, or the error it raised."""
+    rng = np.random.default_rng(ctx.seed)
+    rng.bit_generator.state = state
+    arguments = [draw(strategy, rng) for strategy in strategies]
+    shown = _arguments_shown(test, arguments)
+    with record_calls(ctx.impl, CALLS_KEPT) as record:
+        record.start_example()
+        try:
+            test(*arguments)
+        except AssertionError as error:
+            error.add_note(f"Falsifying example: {test.__name__}(\n{shown}\n)")
+            return {"holds": False, "examples": examples,
+                    FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
+        except (Rejected, UnsatisfiedAssumption) as error:
+            if _rejected_by_the_verifier(error, test):
+                raise
+            raise _implementation_rejected(error, record) from error
+        except Exception as error:
+            if any(call.raised is error for call in record.calls):
+                error.add_note("\n".join(format_falsifying(_recorded(record))))
+            raise
+    raise ClaimsError(f"property {test.__name__} failed on the example ({shown}) once and held when it was run "
+                      "again: the verifier or the implementation depends on something besides its arguments")
+
+
+def _arguments_shown(test: Callable[..., None], arguments: Sequence[Any]) -> str:
+    """The arguments as Hypothesis writes a falsifying example: one ``    name=value,`` line each."""
+    try:
+        names = list(inspect.signature(test).bind(*arguments).arguments)
+    except (TypeError, ValueError):
+        names = [f"[{index}]" for index in range(len(arguments))]
+    return "\n".join(f"    {name}={_shown(argument)}," for name, argument in zip(names, arguments, strict=True))
+
+
+def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
+                      examples: int) -> dict[str, Any]:
+    """The property run by Hypothesis' engine: the examples it generates, and its shrinking of a failure."""
+    settings = hypothesis.settings(
+        max_examples=examples, deadline=None, database=None, print_blob=False,
+        phases=PHASES["full" if ctx.shrink else ctx.profile], report_multiple_bugs=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    with record_calls(ctx.impl, CALLS_KEPT) as record:
+
+        @functools.wraps(test)
+        def example(*args: Any, **kwargs: Any) -> None:
+            record.start_example()
+            try:
+                test(*args, **kwargs)
+            except Rejected as error:
+                if not _rejected_by_the_verifier(error, test):
+                    raise _implementation_rejected(error, record) from error
+                hypothesis.reject()
+            except UnsatisfiedAssumption as error:  # hypothesis.assume(), which the verifiers do not call
+                if not _rejected_by_the_verifier(error, test):
+                    raise _implementation_rejected(error, record) from error
+                raise
+            completed.append(True)
+
+        completed: list[bool] = []
+
+        run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
+        try:
+            run()
+        except CheckTimeout:
+            raise
+        except BaseException as error:
+            # Hypothesis wraps what a replay raised (FlakyFailure, an exception group): a timeout reads as one.
+            timeout = _timeout_within(error)
+            if timeout is not None:
+                raise timeout from None
+            if isinstance(error, AssertionError):
+                return {"holds": False, "examples": examples,
+                        FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
+            if isinstance(error, Exception) and any(call.raised is error for call in record.calls):
+                # The implementation raised: the check is an error, whose traceback shows the calls that led there.
+                error.add_note("\n".join(format_falsifying(_recorded(record))))
+            raise
+    # Hypothesis stops early once it has tried every example a small strategy has.
+    return {"holds": True, "examples": len(completed)}
+
+
+def rewrite_asserts_in(package: str) -> None:
+    """Have pytest rewrite the asserts of ``package`` and its modules as it rewrites a test module's.
+
+    A failing assert in a verifier then says what it compared (``assert 0.0 == 5.786`` and the value
+    of each name in it), after the verifier's own message. Call it before ``package`` is imported
+    (the pytest plugin's ``pytest_configure``); outside pytest, or under ``--assert=plain``, an
+    assert says only its message.
+    """
+    import pytest  # here, not at the top: the verifiers import this module, and a cached run starts no pytest
+
+    pytest.register_assert_rewrite(package)
+
+
+def falsifying_example(error: BaseException, test_name: str, record: CallRecord) -> dict[str, Any]:
+    """The failing example as JSON: Hypothesis' note on the input, the recorded calls, the assertion, a reproduction.
+
+    ``calls`` holds ``{"function", "arguments": {parameter: value}, "returned" | "raised": value}``, values
+    written as Python; an argument the signature cannot bind is named by its position, ``[0]``.
+    """
+    notes = [note for note in getattr(error, "__notes__", []) if f"{test_name}(" in note]
+    return {"input": "\n".join(notes), **_recorded(record), "assertion": str(error)}
+
+
+def _recorded(record: CallRecord) -> dict[str, Any]:
+    return {"calls": [_call_observation(call) for call in record.calls], "calls_left_out": record.left_out,
+            "reproduce": reproduction(record.module, record.calls)}
+
+
+def reproduction(module: ModuleType, calls: Sequence[Call]) -> str:
+    """One line of Python that makes ``calls`` to ``module``, e.g. ``import numpy as np; from m import f; f(x=...)``.
+
+    When an argument has no literal form (a generator, an object), or the module has no function of
+    the name (the harness called a stand-in the course accepts, an alias), the line says so instead.
+    """
+    if not calls:
+        return "nothing to reproduce: the example called no function of the implementation"
+    imports: set[str] = set()
+    statements = []
+    for call in calls:
+        if getattr(module, call.function, None) is not call.target:
+            return (f"not as one line: {module.__name__} has no function {call.function}; the harness called a "
+                    "stand-in for it (an alias the course accepts)")
+        written = []
+        for name, how, value in _passed(call):
+            try:
+                text = _literal(value, imports)
+            except _NoLiteral as missing:
+                return (f"not as one line: argument {name!r} of {call.function} is {missing}, "
+                        "which cannot be written as a literal")
+            if how == "keyword" and not name.isidentifier():
+                written.append(f"**{{{name!r}: {text}}}")
+            else:
+                written.append({"keyword": f"{name}={text}", "positional": text, "spread": f"*{text}"}[how])
+        statements.append(f"{call.function}({', '.join(written)})")
+    functions = ", ".join(dict.fromkeys(call.function for call in calls))
+    header = ["import numpy as np", *(["from fractions import Fraction"] if "fractions" in imports else []),
+              f"from {module.__name__} import {functions}"]
+    line = "; ".join([*header, *statements])
+    return line if len(line) <= LONGEST else f"not as one line: the calls' arguments take {len(line)} characters"
+
+
+def _call_observation(call: Call) -> dict[str, Any]:
+    observation: dict[str, Any] = {"function": call.function,
+                                   "arguments": {name: _shown(value) for name, _, value in _passed(call)}}
+    if call.raised is not None:
+        observation["raised"] = _shown(call.raised)
+    else:
+        observation["returned"] = _shown(call.returned)
+    return observation
+
+
+def _passed(call: Call) -> list[tuple[str, str, Any]]:
+    """``(name, how, value)`` for each argument of ``call``, ``how`` one of keyword, positional, spread.
+
+    Named by the function's parameters where its signature binds the call; a parameter that must be
+    passed by position (positional-only, or before a filled ``*args``) is passed so.
+    """
+    try:
+        signature = inspect.signature(call.target)
+        bound = signature.bind(*call.args, **call.kwargs)
+    except (TypeError, ValueError):  # no signature (a builtin), or the call does not fit it
+        return ([(f"[{index}]", "positional", value) for index, value in enumerate(call.args)]
+                + [(name, "keyword", value) for name, value in call.kwargs.items()])
+    kinds = {name: signature.parameters[name].kind for name in bound.arguments}
+    spread = inspect.Parameter.VAR_POSITIONAL in kinds.values()
+    passed = []
+    for name, value in bound.arguments.items():
+        kind = kinds[name]
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            passed.append((f"*{name}", "spread", value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            passed += [(key, "keyword", item) for key, item in value.items()]
+        elif kind is inspect.Parameter.POSITIONAL_ONLY or (kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and spread):
+            passed.append((name, "positional", value))
+        else:
+            passed.append((name, "keyword", value))
+    return passed
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the results keep it: its literal when it has one, else its repr; cut to LONGEST characters."""
+    try:
+        text = _literal(value, set())
+    except _NoLiteral:
+        try:
+            text = repr(value)
+        except ClaimsError:  # the check's timeout
+            raise
+        except Exception as error:
+            text = f"<{type(value).__qualname__} object, whose repr raised {type(error).__name__}>"
+    return text if len(text) <= LONGEST else text[:LONGEST] + "..."
+
+
+class _NoLiteral(Exception):
+    """A value that Python source cannot write exactly; the message says what it is."""
+
+
+# dtypes an array literal writes exactly: booleans, integers, and floats and complex numbers of at most double
+# precision (``tolist`` gives Python numbers, whose repr is the shortest that reads back to the same bits).
+_LITERAL_DTYPES = frozenset(np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128"))
+
+
+def _literal(value: Any, imports: set[str]) -> str:
+    """Python source that evaluates to ``value`` exactly, given ``import numpy as np`` and the names in ``imports``.
+
+    Raises:
+      _NoLiteral: when there is none (an object, a generator, a long double).
+    """
+    if isinstance(value, np.generic):  # before float: np.float64 is a float
+        if value.dtype not in _LITERAL_DTYPES:
+            raise _NoLiteral(f"a numpy {value.dtype} scalar")
+        return f"np.{type(value).__name__}({_literal(value.item(), imports)})"
+    if value is None or type(value) in (bool, int, str, bytes):
+        return repr(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f"float('{value}')"
+    if type(value) is complex:
+        return f"complex({_literal(value.real, imports)}, {_literal(value.imag, imports)})"
+    if type(value) is Fraction:
+        imports.add("fractions")
+        return f"Fraction({value.numerator}, {value.denominator})"
+    if type(value) is list:
+        return f"[{', '.join(_literal(item, imports) for item in value)}]"
+    if type(value) is tuple:
+        items = [_literal(item, imports) for item in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if type(value) is dict:
+        return f"{{{', '.join(f'{_literal(k, imports)}: {_literal(v, imports)}' for k, v in value.items())}}}"
+    if type(value) is np.ndarray:
+        return _array_literal(value, imports)
+    raise _NoLiteral(f"a {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _array_literal(array: np.ndarray, imports: set[str]) -> str:
+    if array.dtype == object:
+        dtype = "object"
+        # Nested sequences would be read back as more dimensions: only an array of scalars is written.
+        if any(isinstance(item, (list, tuple, dict, np.ndarray)) for item in array.flat):
+            raise _NoLiteral("a numpy object array holding sequences")
+    elif array.dtype in _LITERAL_DTYPES:
+        dtype = repr(array.dtype.name)
+    else:
+        raise _NoLiteral(f"a numpy {array.dtype} array")
+    if array.size == 0:  # a list of no numbers does not say the shape
+        return f"np.empty({array.shape!r}, dtype={dtype})"
+    return f"np.array({_literal(array.tolist(), imports)}, dtype={dtype})"
+
+
+def _timeout_within(error: BaseException) -> CheckTimeout | None:
+    """The check's timeout inside ``error``'s group, cause or context, if any."""
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, CheckTimeout):
+            return current
+        pending += [*getattr(current, "exceptions", ()), *(e for e in (current.__cause__, current.__context__) if e)]
+    return None

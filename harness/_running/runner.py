@@ -1,0 +1,346 @@
+"""Running one check: build the context, call the verifier, compare with what the text states."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from harness._claims.errors import ClaimsError, NotImplementedYet
+from harness._claims.expect import Comparison, compare, to_jsonable
+from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
+from harness._claims.loading import ClaimEntry
+from harness._claims.registry import Verifier
+from harness._claims.schema import Check
+from harness._running.cache import ObservationCache, cache_key
+from harness._running.context import Context, ImplementationView
+from harness._running.executor import SeedRunner, time_limit
+from harness._running.implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
+from harness._running.isolation import run_isolated
+from harness._running.isolation import supported as isolation_supported
+from harness._running.sharpness import perturbations
+
+# Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
+# minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
+DEFAULT_PROFILE = "smoke"
+DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
+SHRINK_FLAG = "--claims-shrink"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is configured: the implementation under test, the profile, the global seed.
+
+    ``scheduler`` and ``workers`` say where experiments' seeds run (a Dask scheduler's address;
+    processes of the local pool, 1 for none), ``progress_dir`` where progress records go; none of
+    the three changes a result, so none is part of the cache key. Nor does ``allow_reference``
+    (``--claims-allow-reference``: the implementation may take functions it does not define from the
+    reference), which only lets the run start and goes into every reproduce command. ``isolation``
+    off runs verifiers in the checking process (for ``--pdb``); ``staging_dir`` is where this run's
+    report and figures are written before they replace the report directory's. ``unimportable`` is why
+    the implementation could not be imported at the start of the run: the checks that call it are then
+    skipped (the run reports that error once), and those that need no implementation still run.
+    ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``).
+    """
+
+    impl: str = field(default_factory=reference_implementation)
+    profile: str = "smoke"
+    seed: int = 0
+    report_dir: str | None = None
+    cache_dir: str | None = None
+    alpha: float | None = None
+    shift_in_deviations: float = 0.0
+    check_seed: int | None = None
+    scheduler: str | None = None
+    workers: int = 1
+    progress_dir: str | None = None
+    allow_reference: bool = False
+    isolation: bool = True
+    staging_dir: str | None = None
+    run_id: str | None = None
+    unimportable: str | None = None
+    shrink: bool = False
+
+    @property
+    def figures_dir(self) -> Path:
+        # Figures go where the run stages its report, and reach the report directory only with the whole report.
+        base = Path(self.staging_dir) if self.staging_dir else Path(tempfile.gettempdir()) / "claims-figures"
+        return base / "figures"
+
+
+def resolve_options(impl: str | None, profile: str | None, seed: int | None, **settings: Any) -> RunOptions:
+    """The options of a run, with what the command line left out taken from $CLAIMS_IMPL, $CLAIMS_PROFILE and
+    $CLAIMS_SEED, else the defaults: the reference implementation, the smoke profile, seed 0."""
+    return RunOptions(impl=impl or os.environ.get("CLAIMS_IMPL") or reference_implementation(),
+                      profile=profile or os.environ.get("CLAIMS_PROFILE") or DEFAULT_PROFILE,
+                      seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")), **settings)
+
+
+@dataclass
+class CheckResult:
+    """What one check did: the verdict and every piece of evidence behind it."""
+
+    kind: str
+    verifier: str
+    verifier_location: str
+    uses: list[str]
+    status: str
+    seed: int
+    seconds: float
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    observed: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    skip_reason: str | None = None
+    not_implemented: list[str] = field(default_factory=list)
+    sharpness: list[dict[str, Any]] = field(default_factory=list)
+    reused: bool = False
+    reproduce: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_names(entry: ClaimEntry) -> list[str]:
+    """Item names of a claim's checks: the kind, with ``-2``, ``-3`` for a repeated kind."""
+    assert entry.claim is not None
+    names, counts = [], {}
+    for check in entry.claim.checks:
+        counts[check.kind] = counts.get(check.kind, 0) + 1
+        names.append(check.kind if counts[check.kind] == 1 else f"{check.kind}-{counts[check.kind]}")
+    return names
+
+
+def check_seed(global_seed: int, claim_id: str, index: int) -> int:
+    """A seed that depends only on the global seed, the claim and the check's position."""
+    digest = hashlib.sha256(f"{global_seed}:{claim_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def reproduce_command(entry: ClaimEntry, index: int, options: RunOptions) -> str:
+    node = f"{entry.file}::{entry.id}::{check_names(entry)[index]}"
+    return (f"pytest '{node}' --claims-impl {options.impl} --claims-profile {options.profile} "
+            f"--claims-seed {options.seed}" + (f" {PYTEST_FLAG}" if options.allow_reference else "")
+            + (f" {SHRINK_FLAG}" if options.shrink else ""))
+
+
+class _MustRun(Exception):
+    """The check's observations are not in the cache: only running its verifier can give them."""
+
+
+def reuse_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions) -> CheckResult | None:
+    """The result :func:`run_check` gives, when it needs no verifier to run: a skip, or cached observations
+    compared anew; None otherwise."""
+    try:
+        return run_check(entry, index, verifier, options, reuse_only=True)
+    except _MustRun:
+        return None
+
+
+def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, *, reuse_only: bool = False
+              ) -> CheckResult:
+    """Run check ``index`` of a loaded claim; never raises for a misbehaving verifier or impl."""
+    assert entry.claim is not None
+    check = entry.claim.checks[index]
+    seed = options.check_seed if options.check_seed is not None else check_seed(options.seed, entry.id, index)
+    result = CheckResult(check.kind, verifier.name, verifier.location, list(verifier.uses), "error", seed, 0.0,
+                         reproduce=reproduce_command(entry, index, options))
+    if options.profile not in check.profiles:
+        result.status = "skipped"
+        result.skip_reason = (f"runs only in the {' and '.join(check.profiles)} profile; "
+                              f"this run's profile is {options.profile}")
+        return result
+    if options.unimportable and verifier.uses:
+        result.status = "skipped"
+        result.skip_reason = (f"not run: it calls the implementation '{options.impl}', which cannot be imported "
+                              "(the run's one error says why)")
+        return result
+    started = time.perf_counter()
+    try:
+        cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
+        key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
+                        alpha=alpha_per_comparison(check)) if cache else ""
+        observed = cache.load(key, options.figures_dir) if cache else None
+        result.reused = observed is not None
+        if observed is None and reuse_only:
+            raise _MustRun
+        if observed is None:
+            observed = _observe_supervised(entry, index, verifier, options, seed,
+                                           check.timeout or DEFAULT_TIMEOUT[options.profile])
+            if cache:
+                cache.store(key, observed, options.figures_dir)
+        missing = [key for key in check.expect if key not in observed]
+        if missing:
+            raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
+                              f"it reported: {', '.join(map(repr, observed)) or 'nothing'}")
+        comparisons: list[Comparison] = []
+        for key, expectation in check.expect.items():
+            comparisons.extend(compare(key, expectation, observed[key]))
+        result.comparisons = [asdict(c) for c in comparisons]
+        result.sharpness = [record for key, expectation in check.expect.items()
+                            for record in perturbations(key, expectation, observed[key], check.insensitive)]
+        result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
+        result.status = "passed" if all(c.passed for c in comparisons) else "failed"
+    except (KeyboardInterrupt, _MustRun):
+        raise
+    except NotImplementedYet as error:
+        result.status = "skipped"
+        result.not_implemented = list(error.functions)
+        result.skip_reason = f"{error}: the check runs once the implementation has {_them(error.functions)}"
+    except BaseException as error:
+        if reuse_only and not result.reused:  # e.g. no cache key: running the check will say what is wrong
+            raise _MustRun from error
+        # A verifier's own bug, even sys.exit(), becomes an error row, never a lost or passed check.
+        result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
+    result.seconds = round(time.perf_counter() - started, 4)
+    return result
+
+
+def _them(functions: tuple[str, ...]) -> str:
+    return "it" if len(functions) == 1 else "them"
+
+
+def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, why: str) -> CheckResult:
+    """The row of a check that has no result of its own, e.g. one whose result never reached the report."""
+    assert entry.claim is not None
+    seed = options.check_seed if options.check_seed is not None else check_seed(options.seed, entry.id, index)
+    return CheckResult(entry.claim.checks[index].kind, verifier.name, verifier.location, list(verifier.uses), "error",
+                       seed, 0.0, error=why, reproduce=reproduce_command(entry, index, options))
+
+
+def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
+                        limit: float) -> dict[str, Any]:
+    """The verifier's observations, computed in a supervised worker process (``harness._running.isolation``)."""
+
+    def observe() -> dict[str, Any]:
+        with time_limit(limit):
+            return dict(_observe(entry, index, verifier, options, seed, limit))
+
+    if not (options.isolation and isolation_supported()):
+        return observe()
+    if verifier.uses:
+        import_once_isolated(options.impl)
+    return run_isolated(observe, limit, f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})")
+
+
+_IMPORTED: set[str] = set()
+IMPORT_TIME_LIMIT = 120.0
+
+
+def import_once_isolated(impl: str) -> ModuleType:
+    """The implementation, imported in this process after a worker imported it without dying.
+
+    Each check's worker is a fork of this process, so an implementation imported here once costs no
+    import per check; trying it in a worker first keeps an implementation that kills the interpreter
+    on import (``os._exit`` at module level) from taking this process, and so the report, with it.
+    """
+    if impl not in _IMPORTED:
+        run_isolated(lambda: import_implementation(impl) and None, IMPORT_TIME_LIMIT,
+                     f"importing the implementation '{impl}'")
+        imported_safely(impl)
+    return import_implementation(impl)
+
+
+def imported_safely(impl: str) -> None:
+    """Record that a worker imported ``impl`` without dying (``pytest_sessionstart`` checks it so)."""
+    _IMPORTED.add(impl)
+
+
+def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
+             ) -> Mapping[str, Any]:
+    assert entry.claim is not None
+    check = entry.claim.checks[index]
+    # A verifier that uses no function of the implementation (a sympy proof, say) runs without it.
+    module = import_implementation(options.impl) if verifier.uses else ModuleType(options.impl)
+    view = ImplementationView(module, verifier.uses, verifier.name, entry.id, inputs_guarded=check.kind != "experiment")
+    missing = view.missing()
+    if missing:
+        raise ClaimsError(f"implementation '{options.impl}' has no function {', '.join(map(repr, missing))} "
+                          f"(needed by claim '{entry.id}', verifier '{verifier.name}')")
+    stubs = view.unimplemented()
+    if stubs:
+        raise NotImplementedYet(stubs)
+    context = Context(
+        impl=view,
+        params=verifier.params.model_validate(check.params),
+        rng=np.random.default_rng(seed),
+        seed=seed,
+        profile=options.profile,
+        alpha=alpha_per_comparison(check, options.alpha),
+        beta=check.beta,
+        deviation=check.deviation,
+        figures_dir=options.figures_dir,
+        seed_runner=SeedRunner(options.impl, tuple(verifier.uses), verifier.name, entry.id, options.scheduler,
+                               options.workers, time.time() + limit, limit, options.progress_dir),
+        shift=options.shift_in_deviations * (check.deviation or 0.0),
+        shrink=options.shrink,
+    )
+    try:
+        observed = verifier.function(context)
+    except NotImplementedError as error:
+        # A stub the verifier reached without declaring it (a function the declared ones call, say).
+        stub = raised_in(error, options.impl)
+        if stub is None:
+            raise
+        raise NotImplementedYet([stub]) from None
+    if not isinstance(observed, Mapping):
+        raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
+                          "a verifier returns a mapping of observed names to values")
+    return observed
+
+
+def _audit(options: RunOptions) -> bool:
+    """Whether the run changes what a check observes beyond its inputs and code: then nothing is cached."""
+    return (options.alpha is not None or bool(options.shift_in_deviations) or options.check_seed is not None
+            or options.shrink)
+
+
+def alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
+    """The check's false-failure rate (or ``alpha``) split evenly over the comparisons an interval decides."""
+    statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
+    return (alpha or check.alpha) / max(statistical, 1)
+
+
+def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:
+    """The message a failing or erroring check prints: what, where, expected vs observed, how to rerun."""
+    assert entry.claim is not None
+    lines = [headline(result.uses, entry.where, entry.id, result.status, entry.claim.statement)]
+    rejects = entry.claim.checks[index].rejects
+    if rejects:
+        lines.append(f"  this check is there to catch {visible(' '.join(rejects.split()))}")
+    lines.append(f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
+                 f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
+                 f"{entry.check_lines[index]}")
+    if result.error:
+        lines.append(f"ERROR: {visible(result.error.rstrip(), keep=chr(10) + chr(9))}")
+    for comparison in result.comparisons:
+        verdict = "ok    " if comparison["passed"] else "FAILED"
+        lines.append(f"  {verdict} {visible(str(comparison['key']))}: expected {visible(str(comparison['expected']))}, "
+                     f"observed {_short(comparison['observed'])}; rule: {visible(str(comparison['rule']))}")
+    expected_keys = {comparison["key"].split("[")[0] for comparison in result.comparisons}
+    if result.status == "failed":
+        for key, value in result.observed.items():
+            if key == FALSIFYING_KEY and value:
+                shrunk = options.shrink or options.profile == "full"
+                lines.append("  the smallest failing input found" if shrunk else
+                             f"  a failing input (add {SHRINK_FLAG} to the reproduce command for the smallest)")
+                lines[-1] += " and what the implementation did with it:"
+                lines += [f"    {line}" for line in format_falsifying(value)]
+            elif key not in expected_keys:
+                lines.append(f"  also observed {visible(key)}: {_short(value)}")
+    lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
+                 f"'{options.impl}', profile '{options.profile}'")
+    lines.append(f"reproduce: {result.reproduce}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    return visible(format_observed(value, limit=200))
