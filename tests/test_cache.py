@@ -7,11 +7,13 @@ import json
 import re
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
+from harness import cli
 from harness._claims.loading import load_catalogue
 from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from harness._running import cache as _cache
@@ -246,3 +248,27 @@ def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pyt
     (tmp_path / "impl" / "__init__.py").write_text("", encoding="utf-8")
     claims_main(["verify", "--profile", "smoke", "--out", "shadowed"])
     assert "pytest not started" not in capsys.readouterr().out
+
+
+def _parts(*kinds: str) -> list:
+    return [types.SimpleNamespace(entry=types.SimpleNamespace(id=f"c{n}", claim=types.SimpleNamespace(
+        checks=[types.SimpleNamespace(kind=kind)])), index=0) for n, kind in enumerate(kinds)]
+
+
+@pytest.mark.parametrize(("numprocesses", "kinds", "timed", "given"), [
+    ("2", ("exact", "property", "symbolic"), {}, "0"),  # about 3 s of checks: one process is quicker
+    ("2", ("exact",) * 5, {}, "2"),  # about 5 s: two workers are
+    ("2", ("experiment",), {}, "2"),  # an experiment never timed is assumed long
+    ("2", ("experiment",), {("c0", 0): 0.5}, "0"),  # unless the last report timed it
+    ("1", ("exact",), {}, "1"),
+    (None, ("exact",), {}, None),  # no -n: pytest's own default
+])
+def test_the_checks_left_to_run_start_workers_only_when_they_are_worth_it(tmp_path, numprocesses, kinds, timed,
+                                                                         given):
+    rows = {}
+    for (claim_id, index), seconds in timed.items():
+        rows.setdefault(claim_id, []).insert(index, {"seconds": seconds, "reused": False})
+    (tmp_path / RESULTS_FILE).write_text(json.dumps({"claims": [{"id": claim_id, "checks": checks}
+                                                                 for claim_id, checks in rows.items()]}))
+    args = types.SimpleNamespace(numprocesses=numprocesses, out=tmp_path)
+    assert cli._workers_worth_starting(args, _parts(*kinds)) == given
