@@ -46,25 +46,30 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
-    verify.add_argument("--out", type=Path, default=None, help="report directory (default: the course's reports/)")
-    verify.add_argument("--impl", help="implementation module under test (default: $CLAIMS_IMPL or the course's "
-                                       "reference implementation)")
-    verify.add_argument("--allow-reference", action="store_true",
+    # Each option also answers to the pytest plugin's spelling (--claims-*): one vocabulary for both.
+    verify.add_argument("--out", "--claims-report", dest="out", type=Path, default=None,
+                        help="report directory (default: the course's reports/)")
+    verify.add_argument("--impl", "--claims-impl", dest="impl",
+                        help="implementation module under test (default: $CLAIMS_IMPL or the course's reference "
+                             "implementation)")
+    verify.add_argument("--allow-reference", "--claims-allow-reference", dest="allow_reference",
+                        action="store_true",
                         help="let the implementation take the functions it does not define from the reference "
                              "as they are (pytest's --claims-allow-reference)")
-    verify.add_argument("--profile", choices=PROFILES, default=None,
+    verify.add_argument("--profile", "--claims-profile", dest="profile", choices=PROFILES, default=None,
                         help=f"smoke (fast) or full (the release artifact) (default: $CLAIMS_PROFILE or "
                              f"{DEFAULT_PROFILE}, as everywhere)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
-    verify.add_argument("--scheduler", default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
+    verify.add_argument("--scheduler", "--claims-scheduler", dest="scheduler",
+                        default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
                         help="run experiments' seeds on this Dask scheduler, e.g. tcp://host:8786 "
                              "(default: $CLAIMS_SCHEDULER, else a local process pool)")
     verify.add_argument("--no-cache", action="store_true", help="re-run every check, reusing nothing from the cache")
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, in what the claims state, from the ones already in "
                              "--out, or if the run is incomplete")
-    verify.add_argument("--text", action="append", default=[], metavar="NAME=PATH",
+    verify.add_argument("--text", "--claims-text", dest="text", action="append", default=[], metavar="NAME=PATH",
                         help="read the course text's document NAME from PATH (a revised copy) for the report and the "
                              "gate (repeatable)")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")

@@ -272,3 +272,14 @@ def test_the_checks_left_to_run_start_workers_only_when_they_are_worth_it(tmp_pa
                                                                  for claim_id, checks in rows.items()]}))
     args = types.SimpleNamespace(numprocesses=numprocesses, out=tmp_path)
     assert cli._workers_worth_starting(args, _parts(*kinds)) == given
+
+
+@pytest.mark.parametrize("spelling", [["--impl", "no_such_student_module", "--out", "mine"],
+                                      ["--claims-impl", "no_such_student_module", "--claims-report", "mine"]])
+def test_claims_verify_answers_to_the_plugins_spellings_too(tmp_path, monkeypatch, capsys, spelling):
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path)
+    assert claims_main(["verify", *spelling]) == 2
+    error = capsys.readouterr().err
+    assert "no_such_student_module" in error and "no report written" in error
+    assert not (tmp_path / "mine").exists()
