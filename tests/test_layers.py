@@ -13,6 +13,8 @@ Every import counts, at any depth of a file (inside functions and ``TYPE_CHECKIN
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,4 +144,7 @@ def _called(node: ast.Call) -> str | None:
 
 
 def test_the_zoo_runs_as_its_own_command():
-    assert (PROJECT / "zoo" / "__main__.py").is_file()
+    done = subprocess.run([sys.executable, "-m", "zoo", "no_such_variant"], cwd=PROJECT, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no such variant in the zoo: no_such_variant" in done.stderr and "k3_as_k1" in done.stderr
