@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from harness._authoring import text as text_commands
-from harness._claims.course import Course, find_course
+from harness._claims.course import Course, find_course, write_atomically
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import visible
 from harness._claims.loading import Catalogue, load_catalogue
@@ -46,22 +46,22 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     verify = commands.add_parser("verify", help="run every claim's checks and write the reports")
-    # Each option also answers to the pytest plugin's spelling (--claims-*): one vocabulary for both.
-    verify.add_argument("--out", "--claims-report", dest="out", type=Path, default=None,
+    # The pytest plugin's spellings (--claims-*): one vocabulary for both; the older ones still work, and warn.
+    verify.add_argument("--claims-report", "--out", dest="out", type=Path, default=None,
                         help="report directory (default: the course's reports/)")
-    verify.add_argument("--impl", "--claims-impl", dest="impl",
+    verify.add_argument("--claims-impl", "--impl", dest="impl",
                         help="implementation module under test (default: $CLAIMS_IMPL or the course's reference "
                              "implementation)")
-    verify.add_argument("--allow-reference", "--claims-allow-reference", dest="allow_reference",
+    verify.add_argument("--claims-allow-reference", "--allow-reference", dest="allow_reference",
                         action="store_true",
                         help="let the implementation take the functions it does not define from the reference "
                              "as they are (pytest's --claims-allow-reference)")
-    verify.add_argument("--profile", "--claims-profile", dest="profile", choices=PROFILES, default=None,
+    verify.add_argument("--claims-profile", "--profile", dest="profile", choices=PROFILES, default=None,
                         help=f"smoke (fast) or full (the release artifact) (default: $CLAIMS_PROFILE or "
                              f"{DEFAULT_PROFILE}, as everywhere)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
     verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
-    verify.add_argument("--scheduler", "--claims-scheduler", dest="scheduler",
+    verify.add_argument("--claims-scheduler", "--scheduler", dest="scheduler",
                         default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
                         help="run experiments' seeds on this Dask scheduler, e.g. tcp://host:8786 "
                              "(default: $CLAIMS_SCHEDULER, else a local process pool)")
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, in what the claims state, from the ones already in "
                              "--out, or if the run is incomplete")
-    verify.add_argument("--text", "--claims-text", dest="text", action="append", default=[], metavar="NAME=PATH",
+    verify.add_argument("--claims-text", "--text", dest="text", action="append", default=[], metavar="NAME=PATH",
                         help="read the course text's document NAME from PATH (a revised copy) for the report and the "
                              "gate (repeatable)")
     verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     audit = commands.add_parser("audit", help="measure Monte Carlo checks' false-failure rate and power")
     audit.add_argument("--runs", type=int, default=20, help="runs per check and series (default 20)")
     audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
-    audit.add_argument("--impl", default=None, help="implementation module under test (default: the reference)")
+    audit.add_argument("--claims-impl", "--impl", dest="impl", default=None, help="implementation module under test (default: the reference)")
     audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--module", help="verifier module in the verifier package (default: lesson_<the step's lesson>)")
     sharpness = commands.add_parser("sharpness", help="perturb every expected number by one printed unit and "
                                                       "re-compare the cached observations (no check runs)")
-    sharpness.add_argument("--profile", choices=PROFILES, default=None,
+    sharpness.add_argument("--claims-profile", "--profile", dest="profile", choices=PROFILES, default=None,
                            help=f"whose cached observations to use (default: $CLAIMS_PROFILE or {DEFAULT_PROFILE})")
     sharpness.add_argument("--claims-seed", type=int, help="global seed of the cached run (default: $CLAIMS_SEED or 0)")
     exercises = commands.add_parser("exercises", help="write the reference implementation as a package of stubs "
@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     text_commands.add_parser(commands)
 
     args = parser.parse_args(argv)
+    if args.command == "verify":
+        _warn_of_old_spellings(sys.argv[1:] if argv is None else argv)
     try:
         args.course = find_course(args.claims_dir)
         args.claims_dir = (args.claims_dir or args.course.claims).resolve()
@@ -132,6 +134,21 @@ def main(argv: list[str] | None = None) -> int:
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
         return 2
+
+
+# The spellings of `claims verify`'s options before the command and the plugin shared one vocabulary.
+_OLD_SPELLINGS = {"--impl": "--claims-impl", "--out": "--claims-report", "--profile": "--claims-profile",
+                  "--text": "--claims-text", "--scheduler": "--claims-scheduler",
+                  "--allow-reference": "--claims-allow-reference"}
+
+
+def _warn_of_old_spellings(argv: list[str]) -> None:
+    """One line on stderr for each option given in its old spelling, naming the one to use."""
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    for option in dict.fromkeys(token.partition("=")[0] for token in own):
+        if option in _OLD_SPELLINGS:
+            print(f"claims verify: warning: {option} is the old spelling of {_OLD_SPELLINGS[option]} (the pytest "
+                  f"plugin's, and the one to use); it still works", file=sys.stderr)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -149,9 +166,9 @@ def _verify(args: argparse.Namespace) -> int:
     run_id = uuid.uuid4().hex[:12]
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
     reusable = not (args.no_cache or args.pytest_args)
-    status = _verify_from_cache(args, catalogue, run_id) if reusable else None
-    if not isinstance(status, int):  # some check has to run: these, when the cache was read
-        status = _verify_with_pytest(args, run_id, _workers_worth_starting(args, status))
+    status = _verify_without_pytest(args, catalogue, run_id) if reusable else None
+    if status is None:
+        status = _verify_with_pytest(args, run_id)
     results = _this_runs_results(args.out, run_id)
     if results is None:
         print(f"claims verify: pytest wrote no report (exit status {status}); the reports in {args.out}/ are "
@@ -214,33 +231,33 @@ def _ledger_gate(catalogue: Catalogue) -> int:
     return 1 if problems else 0
 
 
-# What starting pytest-xdist's workers costs here (each imports the harness, the verifiers and the implementation),
-# measured on these 2-core machines: 11 quick checks took 8.7 s in one process and 10.9 s on two workers.
+# What starting pytest costs here beyond this command's own work (importing it, collecting every claim again,
+# its plugin's set-up), and what starting pytest-xdist's workers costs on top (each imports the harness, the
+# verifiers and the implementation), measured on these 2-core machines: a one-function edit's 11 checks
+# (1.3 s of checks) took 13.2 s through pytest, 11 quick checks 8.7 s in one pytest process and 10.9 s on two.
+_PYTEST_START_SECONDS = 5.0
 _WORKERS_START_SECONDS = 2.0
 # A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s).
 _UNTIMED_SECONDS = {"experiment": 30.0}
 
 
-def _workers_worth_starting(args: argparse.Namespace, to_run: list | None) -> str | None:
-    """The ``-n`` to give pytest: the command's, unless the checks that have to run are too quick for it.
+def _quicker_here(args: argparse.Namespace, to_run: list) -> bool:
+    """Whether running ``to_run`` one by one in this process is quicker than starting pytest (with ``-n``'s workers).
 
-    With ``n`` workers a run of ``W`` check-seconds takes about ``W / n`` plus the workers' start, so one
-    process is quicker while ``W`` is below ``start * n / (n - 1)``. ``W`` is estimated from the times the last
-    report in ``--out`` gives these checks (a student's loop: the same implementation, one function edited).
+    ``W`` check-seconds take about ``W`` here, and ``start + W / n`` in pytest on ``n`` workers, so this
+    process is quicker while ``W`` is below ``start * n / (n - 1)`` (always, without workers). ``W`` is
+    estimated from the times the last report in ``--out`` gives these checks (a student's loop: the same
+    implementation, one function edited).
     """
-    if args.numprocesses is None or to_run is None:
-        return args.numprocesses
-    workers = (os.cpu_count() or 1) if args.numprocesses in ("auto", "logical") else int(args.numprocesses)
+    workers = 1
+    if args.numprocesses is not None:
+        workers = (os.cpu_count() or 1) if args.numprocesses in ("auto", "logical") else int(args.numprocesses)
     if workers < 2:
-        return args.numprocesses
+        return True
     timed = _last_seconds(args.out)
     estimate = sum(timed.get((part.entry.id, part.index), _UNTIMED_SECONDS.get(
         part.entry.claim.checks[part.index].kind, 1.0)) for part in to_run)
-    if estimate >= _WORKERS_START_SECONDS * workers / (workers - 1):
-        return args.numprocesses
-    print(f"claims verify: {len(to_run)} checks to run, about {estimate:.1f} s: in one process, as starting "
-          f"{workers} workers would take longer")
-    return "0"
+    return estimate < (_PYTEST_START_SECONDS + _WORKERS_START_SECONDS) * workers / (workers - 1)
 
 
 def _last_seconds(out: Path) -> dict[tuple[str, int], float]:
@@ -253,7 +270,7 @@ def _last_seconds(out: Path) -> dict[tuple[str, int], float]:
         return {}
 
 
-def _verify_with_pytest(args: argparse.Namespace, run_id: str, numprocesses: str | None) -> int:
+def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`; it runs
     # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
     course: Course = args.course
@@ -264,7 +281,7 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str, numprocesses: str
     for name, path in text_overrides(args.text).items():  # absolute: pytest runs from the course root
         pytest_args += ["--claims-text", f"{name}={path}"]
     for option, value in (("--claims-impl", args.impl), ("--claims-profile", args.profile),
-                          ("--claims-seed", args.claims_seed), ("-n", numprocesses),
+                          ("--claims-seed", args.claims_seed), ("-n", args.numprocesses),
                           ("--claims-scheduler", args.scheduler)):
         if value is not None:
             pytest_args += [option, str(value)]
@@ -276,11 +293,16 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str, numprocesses: str
                                 env={**os.environ, "PYTHONPATH": python_path})
 
 
-def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | list | None:
-    """Write the reports without starting pytest when no check has to run: the exit status; else the parts
-    that have to run, or None when this process cannot tell."""
+def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
+    """Reuse every cached observation, run the checks left here, write the reports: the exit status; None when
+    pytest has to run (this process cannot tell what pytest would import, or pytest's workers are quicker).
+
+    The checks run through the same evaluation as pytest's items, each in a supervised worker process;
+    only what pytest adds is missing: its rewriting of a failing verifier's ``assert`` (every verifier's
+    assert gives its own message, so a failure still says what it compared).
+    """
     from harness._reporting.report import lessons_of, staging_dir_for, write_reports
-    from harness._running.engine import evaluate, every_part
+    from harness._running.engine import evaluate, every_part, never_reported
     from harness._text.summary import text_report
 
     if not _imports_as_pytest_would(args):
@@ -290,24 +312,33 @@ def _verify_from_cache(args: argparse.Namespace, catalogue: Catalogue, run_id: s
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
                               cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id,
                               staging_dir=str(staging_dir_for(args.out, run_id)))
-    outcomes, to_run = [], []
-    for part in every_part(catalogue):
-        outcome = evaluate(part, catalogue, options, reuse_only=True)
-        if outcome is None:
-            to_run.append(part)
-        outcomes.append(outcome)
-    if to_run:
-        return to_run
-    if not outcomes:
+    parts = every_part(catalogue)
+    if not parts:
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")
+    outcomes = {part.key: evaluate(part, catalogue, options, reuse_only=True) for part in parts}
+    to_run = [part for part in parts if outcomes[part.key] is None]
+    if to_run and not _quicker_here(args, to_run):
+        return None
     completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
-    write_reports(args.out, [outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options, started,
-                  catalogue.root, completeness, args.given, text_report(catalogue, text_overrides(args.text)))
-    failures = [outcome.message for outcome in outcomes if outcome.status in ("failed", "error")]
+    try:
+        for done, part in enumerate(to_run, 1):
+            outcome = outcomes[part.key] = evaluate(part, catalogue, options)
+            print(f"claims verify: [{done}/{len(to_run)}] {part.key} {outcome.status}", flush=True)
+    except KeyboardInterrupt:
+        completeness.update(complete=False, incomplete="interrupted")
+    evidence = [outcome.evidence if outcome is not None else
+                never_reported(part, catalogue, options, "the run was interrupted before this check reported")
+                for part, outcome in zip(parts, outcomes.values(), strict=True)]
+    write_reports(args.out, evidence, lessons_of([catalogue]), options, started, catalogue.root, completeness,
+                  args.given, text_report(catalogue, text_overrides(args.text)))
+    failures = [outcome.message for outcome in outcomes.values()
+                if outcome is not None and outcome.status in ("failed", "error")]
     for failure in failures:
         print(failure, end="\n\n")
-    print(f"claims verify: no check had to run; {len(failures)} of {len(outcomes)} results failed "
-          "(pytest not started)")
+    ran = f"ran {len(to_run)} checks here" if to_run else "no check had to run"
+    print(f"claims verify: {ran}; {len(failures)} of {len(outcomes)} results failed (pytest not started)")
+    if not completeness["complete"]:
+        return 2  # as pytest's exit status for an interrupted run
     return 1 if failures else 0
 
 
@@ -350,7 +381,7 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
     if whole and run["impl"] == reference_implementation() and args.out == args.course.reports.resolve():
         sources_file = args.course.sources
         text = sources_file.read_text(encoding="utf-8")
-        sources_file.write_text(with_registry(text, _registry(catalogue, results)), encoding="utf-8")
+        write_atomically(sources_file, with_registry(text, _registry(catalogue, results)).encode("utf-8"))
         print(f"claims verify: registry of claims rewritten in {sources_file}")
     elif run["impl"] == reference_implementation():
         print("claims verify: registry of claims left as it was (only a whole, complete run of the reference into "
@@ -419,7 +450,7 @@ def _lint(args: argparse.Namespace) -> int:
     registry = _registry(catalogue, results)
     if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
         problems.append(f"{sources_file.name}: the generated registry of claims does not match the claim files and "
-                        f"{course.reports.name}/{RESULTS_FILE}; regenerate both with 'claims verify --profile full'")
+                        f"{course.reports.name}/{RESULTS_FILE}; regenerate both with 'claims verify --claims-profile full'")
     schema_path = args.claims_dir / SCHEMA_FILE
     if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
@@ -530,7 +561,7 @@ def _sharpness(args: argparse.Namespace) -> int:
     checks = sum(1 for part in every_part(catalogue) if part.index is not None)
     if uncached == checks:
         print(f"claims sharpness: no observation of the {options.profile} profile is cached in {args.course.cache}/; "
-              f"run 'claims verify --profile {options.profile}' first", file=sys.stderr)
+              f"run 'claims verify --claims-profile {options.profile}' first", file=sys.stderr)
         return 2
     results = build_results([outcome.evidence for outcome in outcomes], lessons_of([catalogue]), options,
                             time.time(), catalogue.root)
@@ -584,7 +615,7 @@ def _mutants(args: argparse.Namespace) -> int:
         results = mutation.measure(course, load_catalogue(args.claims_dir), modules, max(1, args.workers),
                                    reviewed_file, progress, None if args.no_cache else course.cache / "mutants")
     mutation.write_results(results, out)
-    (out / "mutants.md").write_text(mutation.render_markdown(results, course, reviewed_file), encoding="utf-8")
+    write_atomically(out / "mutants.md", mutation.render_markdown(results, course, reviewed_file).encode("utf-8"))
     overall = results["overall"]
     holes = [m for m in results["mutants"] if m["status"] in (mutation.SURVIVED, mutation.NOT_REACHED)]
     for hole in holes:

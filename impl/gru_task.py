@@ -162,7 +162,7 @@ def plot_gru_training(histories: Sequence[dict[str, Any]]) -> Any:
     iterations = np.asarray(histories[0]["eval_iterations"])
     rewards = np.array([h["eval_reward"] for h in histories])
     low, median, high = np.percentile(rewards, [25, 50, 75], axis=0)
-    figure = Figure(figsize=(6, 3.5))
+    figure = Figure(figsize=(6, 3.5), layout="constrained")
     axes = figure.subplots()
     axes.fill_between(iterations, low, high, alpha=0.3, label="interquartile range")
     axes.plot(iterations, median, label=f"median of {len(histories)} seeds")
@@ -170,5 +170,4 @@ def plot_gru_training(histories: Sequence[dict[str, Any]]) -> Any:
     axes.set_ylabel("verifiable reward")
     axes.set_title("GRU policy, RLOO advantages, token-level clipped objective")
     axes.legend(loc="lower right")
-    figure.tight_layout()
     return figure

@@ -303,7 +303,7 @@ def learning_curve_figure(runs: list[PPORun], title: str = "PPO on CartPole") ->
     evaluated_somewhere = ~np.all(np.isnan(curves), axis=0)
     steps, curves = steps[evaluated_somewhere], curves[:, evaluated_somewhere]
     low, median, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
-    figure = Figure(figsize=(6.4, 4.0))
+    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
     axes = figure.add_subplot()
     axes.fill_between(steps, low, high, step="post", alpha=0.3, label="interquartile range")
     axes.plot(steps, median, drawstyle="steps-post", label=f"median of {len(runs)} seeds")
@@ -313,5 +313,4 @@ def learning_curve_figure(runs: list[PPORun], title: str = "PPO on CartPole") ->
     axes.set_ylabel(f"greedy evaluation return ({runs[0].config.eval_episodes} episodes)")
     axes.set_title(title)
     axes.legend(loc="lower right")
-    figure.tight_layout()
     return figure

@@ -151,7 +151,7 @@ def plot_group_estimators(summaries: dict[str, Summary], setting: BernoulliGroup
     gradient = summaries["no_baseline"].exact_mean
     shrunk = summaries["group_mean"].exact_mean
     with matplotlib.rc_context({"svg.hashsalt": "module4", "svg.fonttype": "none"}):
-        figure = Figure(figsize=(6.4, 4.0))
+        figure = Figure(figsize=(6.4, 4.0), layout="constrained")
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
         axes.axhline(float(gradient), color="tab:blue", linestyle="--", linewidth=1,
@@ -168,7 +168,6 @@ def plot_group_estimators(summaries: dict[str, Summary], setting: BernoulliGroup
         axes.set_title(f"Group estimators, p = {float(setting.p):g}, G = {setting.group_size}: "
                        f"means of {n_groups} groups, {CONFIDENCE:.1%} intervals", fontsize=9)
         axes.legend(loc="lower left", fontsize=8)
-        figure.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(path, format="svg", metadata={"Date": None})
 

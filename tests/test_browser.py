@@ -48,7 +48,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
         "says: With positive values a running sum never decreases.",
         "says: With positive values, a running sum never decreases."), encoding="utf-8")
     for arguments, status in ((["verify", "--no-cache"], 0),
-                              (["verify", "--no-cache", "--impl", "broken_toy", "--out", "broken"], 1),
+                              (["verify", "--no-cache", "--claims-impl", "broken_toy", "--claims-report", "broken"], 1),
                               (["text", "html", "--out", "unrun"], 0)):
         # In a process of its own: the toy's verifiers must not join this process's registry.
         done = subprocess.run([sys.executable, "-m", "harness.cli", *arguments], cwd=root, capture_output=True,

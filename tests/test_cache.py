@@ -73,10 +73,10 @@ def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
 
-    assert claims_main(["verify", "--profile", "smoke", "--out", "warm"]) == 1  # the unknown source is an error
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "warm"]) == 1  # the unknown source is an error
     assert "pytest not started" in capsys.readouterr().out
     # Any extra pytest argument makes pytest run; every observation is reused there too.
-    assert claims_main(["verify", "--profile", "smoke", "--out", "pytest", "--", "-q"]) == 1
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "pytest", "--", "-q"]) == 1
     assert "pytest not started" not in capsys.readouterr().out
 
     warm, pytest_run = _reports(tmp_path / "warm"), _reports(tmp_path / "pytest")
@@ -87,6 +87,20 @@ def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(
     assert [row["status"] for row in warm[0]["claims"]] == ["passed", "passed", "error"]
 
 
+def test_checks_run_without_pytest_give_the_report_pytest_gives(tmp_path, monkeypatch, capsys):
+    """With nothing cached, the checks run in the command's own workers; pytest, asked to run them all, agrees."""
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path)
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "here"]) == 1
+    assert "ran 2 checks here" in capsys.readouterr().out
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "pytest", "--no-cache"]) == 1
+    assert "pytest not started" not in capsys.readouterr().out
+
+    here, pytest_run = _reports(tmp_path / "here"), _reports(tmp_path / "pytest")
+    assert here == pytest_run
+    assert [check["reused"] for row in here[0]["claims"] for check in row["checks"]] == [False, False]
+
+
 def test_a_student_package_in_the_working_directory_is_reused_without_pytest(tmp_path, monkeypatch, capsys):
     """A copy of the reference beside the claims, as a student makes one, is found where pytest would find it."""
     monkeypatch.chdir(tmp_path)
@@ -94,11 +108,11 @@ def test_a_student_package_in_the_working_directory_is_reused_without_pytest(tmp
     shutil.copytree(Path(__file__).resolve().parents[1] / "impl", tmp_path / "student_copy")
     assert "student_copy" not in sys.modules and str(tmp_path) not in sys.path
 
-    assert claims_main(["verify", "--impl", "student_copy", "--out", "first"]) == 1  # the unknown source
-    assert "pytest not started" not in capsys.readouterr().out
-    assert claims_main(["verify", "--impl", "student_copy", "--out", "again"]) == 1
+    assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "first"]) == 1  # the unknown source
+    assert "ran 2 checks here" in capsys.readouterr().out
+    assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "again"]) == 1
     out = capsys.readouterr().out
-    assert "pytest not started" in out
+    assert "no check had to run" in out
     checks = [check for row in json.loads((tmp_path / "again" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
               for check in row["checks"]]
     assert [check["reused"] for check in checks] == [True, True]
@@ -111,7 +125,7 @@ def test_an_edited_expected_number_is_compared_anew_without_pytest(tmp_path, mon
                                                 encoding="utf-8")
     capsys.readouterr()
 
-    assert claims_main(["verify", "--profile", "smoke"]) == 1
+    assert claims_main(["verify", "--claims-profile", "smoke"]) == 1
     out = capsys.readouterr().out
     assert "pytest not started" in out
     assert "FAILED gradient: expected 0.274" in out
@@ -246,7 +260,7 @@ def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pyt
     _run_every_check(_project(tmp_path))
     (tmp_path / "impl").mkdir()
     (tmp_path / "impl" / "__init__.py").write_text("", encoding="utf-8")
-    claims_main(["verify", "--profile", "smoke", "--out", "shadowed"])
+    claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "shadowed"])
     assert "pytest not started" not in capsys.readouterr().out
 
 
@@ -255,31 +269,58 @@ def _parts(*kinds: str) -> list:
         checks=[types.SimpleNamespace(kind=kind)])), index=0) for n, kind in enumerate(kinds)]
 
 
-@pytest.mark.parametrize(("numprocesses", "kinds", "timed", "given"), [
-    ("2", ("exact", "property", "symbolic"), {}, "0"),  # about 3 s of checks: one process is quicker
-    ("2", ("exact",) * 5, {}, "2"),  # about 5 s: two workers are
-    ("2", ("experiment",), {}, "2"),  # an experiment never timed is assumed long
-    ("2", ("experiment",), {("c0", 0): 0.5}, "0"),  # unless the last report timed it
-    ("1", ("exact",), {}, "1"),
-    (None, ("exact",), {}, None),  # no -n: pytest's own default
+@pytest.mark.parametrize(("numprocesses", "kinds", "timed", "here"), [
+    ("2", ("exact", "property", "symbolic"), {}, True),  # about 3 s of checks: quicker than starting pytest
+    ("2", ("exact",) * 10, {}, True),  # about 10 s: still quicker than pytest's start and two workers
+    ("2", ("exact",) * 20, {}, False),  # about 20 s: two workers are quicker
+    ("auto", ("exact",) * 200, {}, False),
+    ("2", ("experiment",), {}, False),  # an experiment never timed is assumed long
+    ("2", ("experiment",), {("c0", 0): 0.5}, True),  # unless the last report timed it
+    ("1", ("exact",) * 200, {}, True),  # one worker: pytest would run them one by one too
+    (None, ("experiment",) * 20, {}, True),
 ])
-def test_the_checks_left_to_run_start_workers_only_when_they_are_worth_it(tmp_path, numprocesses, kinds, timed,
-                                                                         given):
+def test_the_checks_left_to_run_start_pytest_only_when_its_workers_are_quicker(tmp_path, numprocesses, kinds, timed,
+                                                                              here):
     rows = {}
     for (claim_id, index), seconds in timed.items():
         rows.setdefault(claim_id, []).insert(index, {"seconds": seconds, "reused": False})
     (tmp_path / RESULTS_FILE).write_text(json.dumps({"claims": [{"id": claim_id, "checks": checks}
                                                                  for claim_id, checks in rows.items()]}))
     args = types.SimpleNamespace(numprocesses=numprocesses, out=tmp_path)
-    assert cli._workers_worth_starting(args, _parts(*kinds)) == given
+    assert cli._quicker_here(args, _parts(*kinds)) is here
 
 
-@pytest.mark.parametrize("spelling", [["--impl", "no_such_student_module", "--out", "mine"],
-                                      ["--claims-impl", "no_such_student_module", "--claims-report", "mine"]])
-def test_claims_verify_answers_to_the_plugins_spellings_too(tmp_path, monkeypatch, capsys, spelling):
+@pytest.mark.parametrize(("spelling", "warned"), [
+    (["--claims-impl", "no_such_student_module", "--claims-report", "mine"], []),
+    (["--impl", "no_such_student_module", "--out", "mine"], ["--impl", "--out"]),  # the old spellings: a warning each
+    (["--impl=no_such_student_module", "--claims-report", "mine", "--", "--out"], ["--impl"]),  # not pytest's own
+])
+def test_claims_verify_speaks_the_plugins_vocabulary(tmp_path, monkeypatch, capsys, spelling, warned):
     monkeypatch.chdir(tmp_path)
     _project(tmp_path)
     assert claims_main(["verify", *spelling]) == 2
     error = capsys.readouterr().err
     assert "no_such_student_module" in error and "no report written" in error
     assert not (tmp_path / "mine").exists()
+    assert re.findall(r"warning: (\S+) is the old spelling", error) == warned
+
+
+def test_a_kept_summary_stands_for_its_file_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    source = tmp_path / "module.py"
+    source.write_text("import json\n\ndef f(x):\n    return helper(x)\n", encoding="utf-8")
+    monkeypatch.setattr(_cache, "_kept_summaries", [])
+    _cache.keep_summaries_in(tmp_path / "cache")
+    _cache.forget_sources()
+    parsed = _cache._summary(source)
+
+    def no_parse(*args):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(_cache, "_syntax_tree", no_parse)
+    _cache.forget_sources()
+    assert _cache._summary(source) == parsed  # read back from the cache, not parsed
+    source.write_text("def f(x):\n    return x\n", encoding="utf-8")
+    _cache.forget_sources()
+    with pytest.raises(AssertionError, match="parsed again"):
+        _cache._summary(source)  # an edited file is parsed anew
+    _cache.forget_sources()

@@ -268,7 +268,7 @@ def test_the_warm_path_reports_the_same_coverage_as_pytest(ledger_project, monke
     monkeypatch.chdir(ledger_project.root)
     run_every_check(ledger_project.claims)
 
-    assert claims_main(["verify", "--profile", "smoke", "--out", "warm"]) == 1
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "warm"]) == 1
     assert "pytest not started" in capsys.readouterr().out
     ledger_project.run("--claims-report", "pytest")
     warm, through_pytest = (json.loads((ledger_project.root / name / "claims.json").read_text(encoding="utf-8"))
@@ -345,14 +345,14 @@ def test_verify_fails_on_an_incomplete_ledger_but_pytest_does_not(ledger_project
     monkeypatch.chdir(ledger_project.root)
     run_every_check(ledger_project.claims)
     capsys.readouterr()
-    assert claims_main(["verify", "--profile", "smoke", "--out", "out"]) == 1
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "out"]) == 1
     err = capsys.readouterr().err
     assert "statement '425-nobody-checks-this' (4.2.5) is checked by no claim" in err
     assert "claims verify: the statement ledger is incomplete" in err
 
     ledger_project.write("lesson.yaml", text.replace("covers: [425-misprinted-number]",
                                                      "covers: [425-misprinted-number, 425-nobody-checks-this]"))
-    assert claims_main(["verify", "--profile", "smoke", "--out", "out"]) == 0
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "out"]) == 0
     assert "ledger" not in capsys.readouterr().err
 
 

@@ -217,7 +217,7 @@ def test_verify_survives_an_implementation_that_exits_on_import(project, monkeyp
     monkeypatch.chdir(project.path)
     write(project, claim_file(claim("ok")))
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
-    assert claims_main(["verify", "--no-cache", "--impl", "faults.exits_on_import"]) == 2
+    assert claims_main(["verify", "--no-cache", "--claims-impl", "faults.exits_on_import"]) == 2
     err = capsys.readouterr().err
     assert "exit status 1" in err and "no report written" in err
     assert not (project.path / "reports").exists()

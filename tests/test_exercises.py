@@ -209,7 +209,7 @@ def test_the_command_writes_the_exercises_and_prints_the_next_commands(course_tw
         "'toy_impl')",
         f"next, from {course_two}:",
         "  pytest claims/ --claims-impl toy_exercises",
-        "  claims verify --impl toy_exercises --out toy_exercises-report",
+        "  claims verify --claims-impl toy_exercises --claims-report toy_exercises-report",
     ]
     assert (course_two / "toy_exercises" / "__init__.py").is_file()
 
@@ -265,7 +265,7 @@ def test_the_command_names_the_path_to_the_exercises_when_they_are_elsewhere(tmp
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("claims exercises: ") and " stubs in " in lines[0]
     assert lines[-3:] == [f"next, from {PROJECT}:", f"  PYTHONPATH={tmp_path} pytest claims/ --claims-impl elsewhere",
-                          f"  PYTHONPATH={tmp_path} claims verify --impl elsewhere --out elsewhere-report"]
+                          f"  PYTHONPATH={tmp_path} claims verify --claims-impl elsewhere --claims-report elsewhere-report"]
 
 
 # --------------------------------------------------------------------------- layouts of a function

@@ -171,3 +171,29 @@ def alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.is_file() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
+
+
+def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
+    """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
+    from harness._running.isolation import TIMED_OUT, run_each_isolated
+
+    def task(kind: str) -> str:
+        if kind == "raises":
+            raise ValueError("no")
+        if kind == "exits":
+            os._exit(3)
+        if kind == "hangs":
+            time.sleep(600)
+        return kind
+
+    started = time.monotonic()
+    order: list[int] = []
+    ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers"], task,
+                              lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
+                              done=lambda number, _: order.append(number))
+    assert time.monotonic() - started < 30
+    assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
+    assert "ValueError: no" in ended[1].answer.error
+    assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
+    assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
+    assert sorted(order) == [0, 1, 2, 3, 4]

@@ -431,7 +431,7 @@ def test_lint_exits_2_with_one_line_per_problem(tmp_path, monkeypatch, capsys):
     # Every problem, one line each, then the generated registry of the copied sources file, which
     # does not list the corpus's claims.
     assert lines == [*problems, "Module_4_Sources.md: the generated registry of claims does not match the claim "
-                                "files and reports/claims.json; regenerate both with 'claims verify --profile full'"]
+                                "files and reports/claims.json; regenerate both with 'claims verify --claims-profile full'"]
     for name in CORPUS_FILES:
         for text, _ in expected_problems(name):
             assert any(text in line and line.startswith(f"claims/{name}") for line in lines), (name, text)

@@ -429,3 +429,13 @@ def test_a_view_handed_to_the_implementation_is_recorded_as_itself():
 
     view = ImplementationView(impl, ("kl_k3",), "a.verifier", "a-claim")
     assert copy.deepcopy({"ops": view})["ops"] is view
+
+
+def test_every_assert_of_a_verifier_says_what_it_compared():
+    """``claims verify`` runs the checks left after the cache without pytest, so no assert is rewritten there:
+    a failing assert must carry its own message, or the report would say only that something failed."""
+    verifiers = Path(__file__).resolve().parents[1] / "verifiers"
+    bare = [f"{path.name}:{node.lineno}" for path in sorted(verifiers.glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Assert) and node.msg is None]
+    assert not bare, f"asserts without a message: {bare}"

@@ -328,7 +328,7 @@ def test_a_committed_markdown_that_is_not_its_json_rendering_is_named(tmp_path, 
 
 
 def _verify(*extra: str) -> int:
-    return claims_main(["verify", "--profile", "smoke", "--no-cache", *extra])
+    return claims_main(["verify", "--claims-profile", "smoke", "--no-cache", *extra])
 
 
 def test_check_passes_on_a_current_report_and_fails_on_a_stale_one(tmp_path, monkeypatch, capsys):

@@ -121,7 +121,7 @@ def rewrite(course: Path, old: str, new: str) -> None:
 
 def test_the_command_needs_cached_observations(course_two, capsys):
     assert claims_main(["sharpness"]) == 2
-    assert "run 'claims verify --profile smoke' first" in capsys.readouterr().err
+    assert "run 'claims verify --claims-profile smoke' first" in capsys.readouterr().err
 
 
 def test_the_command_reports_the_score_and_every_survivor_from_the_cache(course_two, capsys):

@@ -192,9 +192,11 @@ def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
             answer = list(tokens[b, lengths[b]:lengths[b] + generated[b]])
             has_eos = params.eos_id in answer
             assert bool(truncated[b]) == (not has_eos and len(answer) == max_tokens), (answer, truncated[b])
-            assert has_eos == (not truncated[b]) and (not has_eos or answer.index(params.eos_id) == len(answer) - 1)
-            assert mask[b].sum() == len(answer) and np.all(mask[b, lengths[b] - 1:lengths[b] - 1 + len(answer)] == 1)
-            assert np.all(tokens[b, lengths[b] + generated[b]:] == params.pad_id)
+            assert has_eos == (not truncated[b]) and (not has_eos or answer.index(params.eos_id) == len(answer) - 1), \
+                ("end of sequence not last, or the answer cut", answer, truncated[b])
+            assert mask[b].sum() == len(answer) and np.all(mask[b, lengths[b] - 1:lengths[b] - 1 + len(answer)] == 1), \
+                ("the mask is not the answer's tokens", answer, mask[b])
+            assert np.all(tokens[b, lengths[b] + generated[b]:] == params.pad_id), ("not padded after", tokens[b])
 
     result = check_property(ctx, sampler_consistent, st.tuples(
         st.integers(0, 2**32 - 1), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4)))

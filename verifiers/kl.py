@@ -52,7 +52,7 @@ def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
         negative = k3 < -rounding
         assert not np.any(negative), f"k3 below zero beyond rounding at log r = {log_ratio[negative]}: {k3[negative]}"
         assert np.all(k3[np.abs(log_ratio) >= 1e-6] > 0), log_ratio
-        assert np.all(ctx.impl.kl_k3(np.zeros(3)) == 0)
+        assert np.all(ctx.impl.kl_k3(np.zeros(3)) == 0), ("k3 at log r = 0", ctx.impl.kl_k3(np.zeros(3)))
 
     return check_property(ctx, nonnegative, _log_ratios)
 

@@ -623,7 +623,8 @@ def return_weights_property(ctx: Context) -> dict[str, object]:
         returns = ctx.impl.discounted_returns(rewards, gamma)
         literal = ctx.impl.discounted_objective_weights(rewards, gamma)
         full = ctx.impl.full_return_weights(rewards, gamma)
-        assert list(ctx.impl.discounted_returns(rewards[:, 0], gamma)) == list(returns[:, 0])
+        assert list(ctx.impl.discounted_returns(rewards[:, 0], gamma)) == list(returns[:, 0]), \
+            ("one trajectory's returns differ from its column of a batch", rewards[:, 0], returns[:, 0])
         for column in range(rewards.shape[1]):
             definition = [sum(gamma ** (k - t) * rewards[k, column] for k in range(t, length)) for t in range(length)]
             assert list(returns[:, column]) == definition, (column, list(returns[:, column]), definition)

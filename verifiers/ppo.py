@@ -776,7 +776,7 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
             assert gradient == 0, (advantage, ratio, epsilon, gradient)
         else:
             assert abs(gradient - ratio * advantage) <= EPS * abs(ratio * advantage), (advantage, ratio, gradient)
-            assert gradient != 0
+            assert gradient != 0, ("the clip blocks a gradient it should pass", advantage, ratio, epsilon)
         assert gradient * advantage >= 0, (advantage, ratio, gradient)
 
     return check_property(ctx, never_blocks, st.tuples(_signed_advantages, _ratios, _epsilons))

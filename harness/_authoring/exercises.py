@@ -172,7 +172,7 @@ class Exercises:
         python_path = "" if parent == self.root.resolve() else f"PYTHONPATH={shlex.quote(str(parent))} "
         lines += [f"next, from {self.root}:",
                   f"  {python_path}pytest {self.claims_dir}/ --claims-impl {self.package}",
-                  f"  {python_path}claims verify --impl {self.package} --out {self.package}-report"]
+                  f"  {python_path}claims verify --claims-impl {self.package} --claims-report {self.package}-report"]
         return "\n".join(lines)
 
 

@@ -11,7 +11,9 @@ where it stands. A second course is a second tree with its own table (``tests/co
 from __future__ import annotations
 
 import functools
+import os
 import re
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,3 +236,20 @@ def _table(path: Path) -> dict[str, Any] | None:
         raise ClaimsError(f"{path}: not valid TOML ({error}); fix the file") from None
     table = data.get("tool", {}).get(TABLE)
     return table if isinstance(table, dict) else None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one rename: a reader sees the old file or the new one, never a part.
+
+    The temporary file has a name of its own (two processes writing one path share none) beside ``path``, so
+    the rename stays on one file system.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

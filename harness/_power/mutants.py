@@ -17,10 +17,10 @@ validates every claim file again. So this module drives the run itself:
    mutmut's call recording on: which functions each check reaches, at any depth, and how long it
    takes; a check that is not green on the unmutated copy is reported and leaves the run (it would
    "kill" every mutant);
-3. each mutant runs in a process forked from this one (claims, verifiers and implementation already
-   loaded), with only the checks that reach its function, fastest first, stopping at the first red
-   one. A mutant that runs past ten times its checks' recorded time (plus a constant) is killed by
-   the supervisor and counts as caught, as in mutmut: the claims noticed that it never finished.
+3. each mutant runs in a worker forked from this one by the checks' own supervisor (claims, verifiers
+   and implementation already loaded), with only the checks that reach its function, fastest first,
+   stopping at the first red one. A mutant that runs past ten times its checks' recorded time (plus a
+   constant) is killed by the supervisor and counts as caught, as in mutmut: the claims noticed that it never finished.
 
 Both steps keep what they found in the course's cache directory (``mutants/``), keyed on what the
 answer depends on: the check's own cache key (its claim, params, seed, verifier sources, the
@@ -36,9 +36,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -49,12 +47,13 @@ from typing import Any
 
 import yaml
 
-from harness._claims.course import Course
+from harness._claims.course import Course, write_atomically
 from harness._claims.errors import ClaimsError
 from harness._claims.loading import Catalogue
 from harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
 from harness._running.cache import cache_key
 from harness._running.engine import Part, evaluate, every_part
+from harness._running.isolation import TIMED_OUT, Ended, run_each_isolated
 from harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
@@ -224,10 +223,7 @@ class ResultCache:
     def store(self, key: str, value: dict[str, Any]) -> None:
         if self.directory is None:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        staged = self.directory / f"{key}.{os.getpid()}.tmp"
-        staged.write_text(json.dumps(value), encoding="utf-8")
-        staged.replace(self.directory / f"{key}.json")
+        write_atomically(self.directory / f"{key}.json", json.dumps(value).encode())
 
 
 def _digest(*parts: object) -> str:
@@ -271,17 +267,19 @@ def measure_baseline(parts: Sequence[Part], catalogue: Catalogue, options: RunOp
         return json.dumps({"reached": sorted(state()._stats), "why": why.strip()[:500]})
 
     limit = 2 * DEFAULT_TIMEOUT[options.profile]
-    for part, (status, answer, seconds) in zip(parts, _forked(parts, child, lambda part: limit, workers), strict=True):
+    for part, ended in zip(parts, run_each_isolated(parts, child, lambda part: limit, workers), strict=True):
         label = check_label(part)
-        baseline.seconds[label] = seconds
-        if status != 0 or not answer:
-            baseline.not_green[label] = f"the check's process ended without an answer ({status})"
+        baseline.seconds[label] = ended.seconds
+        answer = ended.answer.value if ended.answer is not None else None
+        if not answer:
+            why = ended.exit or (ended.answer.error or str(ended.answer.exception) if ended.answer else "")
+            baseline.not_green[label] = f"the check's process ended without an answer ({why.strip()[:500]})"
             continue
         found = json.loads(answer)
         baseline.reached[label] = set(found["reached"])
         if found["why"]:
             baseline.not_green[label] = found["why"]
-        cache.store("baseline-" + keys[label], {**found, "seconds": seconds})
+        cache.store("baseline-" + keys[label], {**found, "seconds": ended.seconds})
     return baseline
 
 
@@ -291,69 +289,6 @@ def _mutant_key(mutant: Mutant, labels: Sequence[str], keys: dict[str, str]) -> 
 
 def _reach_name(mutant: Mutant) -> str:
     return mutant.name.partition("__mutmut_")[0]
-
-
-def _forked(tasks: Sequence[Any], child: Any, limit_of: Any, workers: int, done: Any = None
-            ) -> list[tuple[int | str, str, float]]:
-    """Run ``child(task)`` for each task in a process forked from this one, ``workers`` at a time.
-
-    Each task's answer is ``(exit, text, seconds)``: ``exit`` is 0 when ``child`` returned (``text`` is what it
-    returned), 1 when it raised, ``"timeout"`` when it ran past ``limit_of(task)`` seconds and was killed, or
-    the text of the signal or status that ended the process. ``done(number, answer)`` is called as each ends.
-    """
-    answers: dict[int, tuple[int | str, str, float]] = {}
-    waiting = list(reversed(range(len(tasks))))
-    running: dict[int, tuple[int, float, float, int]] = {}
-    while waiting or running:
-        while waiting and len(running) < workers:
-            number = waiting.pop()
-            read_end, write_end = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the task's process: it never returns
-                os.close(read_end)
-                _child_process(child, tasks[number], write_end)
-            os.close(write_end)
-            running[pid] = (number, time.perf_counter(), limit_of(tasks[number]), read_end)
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:
-            now = time.perf_counter()
-            for other, (_, started, limit, _) in running.items():
-                if now - started > limit:
-                    os.kill(other, signal.SIGKILL)
-            time.sleep(0.005)
-            continue
-        number, started, limit, read_end = running.pop(pid)
-        with os.fdopen(read_end, encoding="utf-8") as pipe:
-            text = pipe.read()
-        seconds = time.perf_counter() - started
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1):
-            code: int | str = os.WEXITSTATUS(status)
-        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and seconds > limit:
-            code = "timeout"
-        else:
-            code = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-                    else f"exit status {os.WEXITSTATUS(status)}")
-        answers[number] = (code, text, seconds)
-        if done:
-            done(number, answers[number])
-    return [answers[number] for number in range(len(tasks))]
-
-
-def _child_process(child: Any, task: Any, write_end: int) -> None:
-    code = 1
-    try:
-        # Whatever the task prints (a mutant's warnings, say) would interleave with the run's own output.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        answer = child(task)
-        # A pipe holds 64 KiB before a write blocks; the parent reads only once the process has ended.
-        os.write(write_end, answer.encode()[:60_000])
-        code = 0
-    except BaseException:  # noqa: BLE001 - whatever the task did, the exit status says it
-        code = 1
-    finally:
-        os._exit(code)
 
 
 def run_mutants(mutants: Sequence[Mutant], parts: Sequence[Part], baseline: Baseline, catalogue: Catalogue,
@@ -389,26 +324,28 @@ def run_mutants(mutants: Sequence[Mutant], parts: Sequence[Part], baseline: Base
                 return check_label(part)
         return ""
 
-    def done(number: int, answer: tuple[int | str, str, float]) -> None:
+    def done(number: int, ended: Ended) -> None:
         task_number, mutant, selected = queued[number]
-        code, killed_by, seconds = answer
-        if code == 0 and not killed_by:
+        answered = ended.answer is not None and ended.answer.error is None and ended.answer.exception is None
+        killed_by, seconds = ended.answer.value if answered else "", ended.seconds
+        if answered and not killed_by:
             result = MutantResult(mutant, SURVIVED, checks=len(selected), seconds=seconds)
-        elif code == "timeout":
+        elif ended.exit == TIMED_OUT:
             result = MutantResult(mutant, TIMEOUT, checks=len(selected), seconds=seconds,
                                   reason=f"ran past {limit_of(queued[number]):.0f} s ({TIME_FACTOR:g} times its "
                                          f"checks' time, plus {TIME_CONSTANT:g} s)")
         else:  # a red check, or a process the mutant crashed: either way the claims saw it
-            result = MutantResult(mutant, KILLED, killed_by or f"the process ended ({code})", len(selected), seconds)
+            result = MutantResult(mutant, KILLED, killed_by or f"the process ended ({ended.exit or 'raised'})",
+                                  len(selected), seconds)
         results[task_number] = result
-        if code != "timeout":  # a timeout may be the machine's load: the next run tries again
+        if ended.exit != TIMED_OUT:  # a timeout may be the machine's load: the next run tries again
             cache.store(_mutant_key(mutant, [check_label(part) for part in selected], keys),
                         {"status": result.status, "killed_by": result.killed_by, "seconds": result.seconds,
                          "reason": result.reason})
         if progress:
             progress(result, len(results), len(mutants))
 
-    _forked(queued, child, limit_of, workers, done)
+    run_each_isolated(queued, child, limit_of, workers, done)
     return [results[number] for number in range(len(mutants))]
 
 
@@ -509,10 +446,7 @@ def reviewed_again(document: dict[str, Any], reviewed: dict[str, dict[str, Any]]
 
 def write_results(results: dict[str, Any], directory: Path) -> None:
     """``mutants.json`` in ``directory``, replaced whole (a reader never sees half of it)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    staged = directory / f"{MUTANTS_JSON}.tmp"
-    staged.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    staged.replace(directory / MUTANTS_JSON)
+    write_atomically(directory / MUTANTS_JSON, (json.dumps(results, indent=1, ensure_ascii=False) + "\n").encode())
 
 
 def render_markdown(results: dict[str, Any], course: Course, reviewed_file: Path) -> str:

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import importlib.util
 import json
-import os
 import pickle
 import sys
 import sysconfig
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness._claims.course import write_atomically
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import figure_paths, library_versions
 from harness._claims.loading import ClaimEntry
@@ -39,6 +39,8 @@ from harness._claims.registry import Verifier
 from harness._running.implementation import contract_names, reference_implementation
 
 _HARNESS = __name__.partition(".")[0]
+# A kept summary is this module's reading of a file: another version of this module reads it anew.
+_SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode()
 
 
 def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
@@ -58,10 +60,14 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
 
 
 class ObservationCache:
-    """Pickled observations and the figures they name, one file per key, in a local directory."""
+    """Pickled observations and the figures they name, one file per key, in a local directory; from the first
+    existing cache a process opens on, the summaries of the source files its keys are made of too
+    (:func:`keep_summaries_in`)."""
 
     def __init__(self, directory: Path):
         self.directory = directory
+        if not _kept_summaries and directory.is_dir():  # a refused run writes nothing: not even a cache
+            keep_summaries_in(directory)
 
     def load(self, key: str, figures_dir: Path) -> dict[str, Any] | None:
         path = self.directory / f"{key}.pickle"
@@ -80,16 +86,7 @@ class ObservationCache:
     def store(self, key: str, observed: dict[str, Any], figures_dir: Path) -> None:
         named = [figures_dir / Path(path).name for path in figure_paths(observed)]
         figures = {path.name: path.read_bytes() for path in named if path.is_file()}
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # A name of its own for each store: two processes storing one key must not share a temporary file.
-        handle, temporary = tempfile.mkstemp(prefix=f"{key}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(pickle.dumps((dict(observed), figures)))
-            os.replace(temporary, self.directory / f"{key}.pickle")
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(self.directory / f"{key}.pickle", pickle.dumps((dict(observed), figures)))
 
 
 def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str | Path | None, **settings: Any
@@ -99,10 +96,10 @@ def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str |
     libraries and ``settings``. A refusal is never stored: it is quick, and it must say what is wrong now."""
     if not cache_dir:
         return check()
+    cache = ObservationCache(Path(cache_dir))
     parts = {"impl": name, "settings": settings, "harness": package_digest(_HARNESS), "versions": library_versions(),
              "sources": [_files_digest(each) for each in (name, reference_implementation())]}
     key = "implementation-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
-    cache = ObservationCache(Path(cache_dir))
     found = cache.load(key, Path(tempfile.gettempdir()))
     if found is not None:
         return found["answer"]
@@ -183,6 +180,16 @@ class _Statement:
     reads: frozenset[str]
 
 
+# Where each source file's summary is kept between runs (the course's cache), by the file's path and content.
+_kept_summaries: list[Path] = []
+
+
+def keep_summaries_in(directory: Path) -> None:
+    """Keep the summary of every source file read from now on in ``directory``, and read it from there again
+    while the file is unchanged: a run with nothing edited then parses no file (half a second here)."""
+    _kept_summaries[:] = [directory / "sources"]
+
+
 @functools.cache
 def _summary(path: Path) -> tuple[tuple[str, ...], tuple[_Statement, ...]]:
     """The modules ``path`` may import and its top-level statements, from one parse.
@@ -191,12 +198,27 @@ def _summary(path: Path) -> tuple[tuple[str, ...], tuple[_Statement, ...]]:
     trees of every file it digested makes each garbage collection, and each worker forked from it, pay for
     them (measured: a full collection took 0.19 s with the trees of the course's files, 0.08 s without).
     """
-    tree = _syntax_tree(path)
-    return _imported_names(tree, _package_of(path)), _statements(path, tree)
+    source = path.read_bytes()
+    kept = None
+    if _kept_summaries:
+        key = hashlib.sha256(b"\0".join([_SUMMARY_FORMAT, str(path).encode(), source])).hexdigest()
+        kept = _kept_summaries[0] / f"{key}.json"
+        try:
+            imports, statements = json.loads(kept.read_text(encoding="utf-8"))
+            return tuple(imports), tuple(_Statement(str(path), line, text, tuple(binds), frozenset(reads))
+                                         for line, text, binds, reads in statements)
+        except (OSError, ValueError, TypeError):
+            pass  # not kept yet, or unreadable: parse it
+    tree = _syntax_tree(source, path)
+    summary = _imported_names(tree, _package_of(path)), _statements(path, source, tree)
+    if kept is not None:
+        write_atomically(kept, json.dumps([summary[0], [[each.line, each.text, each.binds, sorted(each.reads)]
+                                                         for each in summary[1]]]).encode())
+    return summary
 
 
-def _statements(path: Path, tree: ast.Module | None) -> tuple[_Statement, ...]:
-    source = path.read_text(encoding="utf-8", errors="replace")
+def _statements(path: Path, data: bytes, tree: ast.Module | None) -> tuple[_Statement, ...]:
+    source = data.decode("utf-8", errors="replace")
     if tree is None:
         return (_Statement(str(path), 0, source, (), frozenset()),)
     lines = source.splitlines(keepends=True)
@@ -346,11 +368,11 @@ def _package_of(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
-def _syntax_tree(path: Path) -> ast.Module | None:
+def _syntax_tree(source: bytes, path: Path) -> ast.Module | None:
     """The parsed file, or None when it does not parse: importing it will say what is wrong, and a key
     still covers all its text."""
     try:
-        return ast.parse(path.read_bytes(), str(path))
+        return ast.parse(source, str(path))
     except (SyntaxError, ValueError):
         return None
 

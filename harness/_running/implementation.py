@@ -6,7 +6,7 @@ module and why. For any implementation other than the reference, every contract 
 (a function some verifier declares in ``uses=``) must be defined in its own package: a function
 that is the reference's own object, or comes from another package, would be checked in its place
 and pass for code the author never wrote. That is an error unless the author says it is meant: with
-``--claims-allow-reference`` (``claims verify --allow-reference``) or, in the module itself,
+``--claims-allow-reference`` (``claims verify --claims-allow-reference``) or, in the module itself,
 ``__claims_reference_fallback__ = True``, as every module that starts from ``from impl import *``
 and replaces a few functions does (``examples/``, ``zoo/``, ``tests/fixtures/``).
 """
@@ -42,7 +42,7 @@ def import_implementation(name: str) -> ModuleType:
         return importlib.import_module(name)
     except (Exception, SystemExit) as error:
         raise UnimportableImplementation(f"cannot import the implementation '{name}': {_cause(name, error)}; "
-                                  "pass an importable module with --claims-impl (claims verify --impl) or "
+                                  "pass an importable module with --claims-impl (claims verify --claims-impl) or "
                                   "CLAIMS_IMPL") from None
 
 

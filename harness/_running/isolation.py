@@ -28,9 +28,10 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from functools import partial
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from harness._claims.errors import ClaimsError
@@ -81,51 +82,106 @@ def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
       CheckCrashed: the worker died, or ran past the limit and was killed.
       ClaimsError: ``call`` raised: the same ClaimsError, or one holding the worker's traceback of any other error.
     """
-    reader, writer = multiprocessing.Pipe(duplex=False)
-    output = tempfile.TemporaryFile(prefix="claims-worker-")  # noqa: SIM115 (closed in the finally below)
-    context = multiprocessing.get_context("fork")
-    with _quiet_stdio():
-        # Not a daemon: a check's seeds may run in a process pool of the worker's own.
-        process = context.Process(target=_serve, args=(call, writer, output.fileno()))
-        process.start()
-    writer.close()
-    try:
-        answer = _wait(reader, process, limit, what, output)
-    finally:
-        _kill_group(process)
-        reader.close()
-        output.close()
-    if answer.exception is not None:
-        raise answer.exception
-    if answer.error is not None:
-        raise ClaimsError(answer.error)
-    return answer.value
-
-
-def _wait(reader: Connection, process: multiprocessing.process.BaseProcess, limit: float, what: str,
-          output: Any) -> Answer:
     grace = min(max(limit, GRACE_SECONDS[0]), GRACE_SECONDS[1])
-    deadline = time.monotonic() + limit + grace
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise CheckCrashed(f"{what} ran past its time limit of {limit:g} s and did not stop when told to (the "
-                               "implementation blocks the alarm, swallows its exception or waits in native code); "
-                               f"its process was killed after {limit + grace:g} s" + _tail(output))
-        if reader.poll(min(left, 1.0)):
-            try:
-                return reader.recv()
-            except (EOFError, OSError):
-                break  # the worker died while (or instead of) sending its answer
-            except Exception as error:  # an answer that does not unpickle here
-                raise ClaimsError(f"{what}: the worker's answer cannot be read back ({error})") from None
-        if not process.is_alive():
-            if reader.poll(0):
-                continue
-            break
-    process.join(5)
-    raise CheckCrashed(f"{what}: the process running it died ({_describe_exit(process.exitcode)}); the "
-                       "implementation crashed the interpreter, or it was killed from outside" + _tail(output))
+    (ended,) = run_each_isolated([call], lambda task: task(), lambda task: limit + grace, workers=1)
+    tail = f"; its last output:\n{ended.output}" if ended.output else ""
+    if ended.answer is None and ended.exit == TIMED_OUT:
+        raise CheckCrashed(f"{what} ran past its time limit of {limit:g} s and did not stop when told to (the "
+                           "implementation blocks the alarm, swallows its exception or waits in native code); "
+                           f"its process was killed after {limit + grace:g} s" + tail)
+    if ended.answer is None:
+        raise CheckCrashed(f"{what}: the process running it died ({ended.exit}); the implementation crashed the "
+                           "interpreter, or it was killed from outside" + tail)
+    if ended.answer.exception is not None:
+        raise ended.answer.exception
+    if ended.answer.error is not None:
+        raise ClaimsError(f"{what}: {ended.answer.error}" if ended.answer.error.startswith(_UNREADABLE)
+                          else ended.answer.error)
+    return ended.answer.value
+
+
+TIMED_OUT = "killed past its time limit"
+_UNREADABLE = "the worker's answer cannot be read back"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a worker ended: its answer, or (``answer`` None) why there is none; its time, the end of its output."""
+
+    answer: Answer | None
+    exit: str
+    seconds: float
+    output: str
+
+
+def run_each_isolated(tasks: Sequence[Any], call: Callable[[Any], Any], limit_of: Callable[[Any], float],
+                      workers: int, done: Callable[[int, Ended], None] | None = None) -> list[Ended]:
+    """``call(task)`` for each task, each in a worker of its own, ``workers`` at a time: how each ended.
+
+    The one supervisor of worker processes: a check's (through :func:`run_isolated`) and the mutants'.
+    A worker still running ``limit_of(task)`` seconds after it started is killed (``exit`` is
+    :data:`TIMED_OUT`); one that dies without answering has ``exit`` naming its exit status or signal.
+    ``done(number, ended)`` is called as each ends, in the order they end.
+    """
+    ended: dict[int, Ended] = {}
+    waiting = list(reversed(range(len(tasks))))
+    running: dict[int, _Worker] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                number = waiting.pop()
+                running[number] = _Worker(partial(call, tasks[number]), limit_of(tasks[number]))
+            deadline = min(worker.deadline for worker in running.values())
+            handles = [handle for worker in running.values() for handle in (worker.reader, worker.process.sentinel)]
+            ready = wait(handles, timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
+            for number, worker in list(running.items()):
+                if worker.reader in ready or worker.process.sentinel in ready or time.monotonic() > worker.deadline:
+                    ended[number] = worker.end()
+                    del running[number]
+                    if done:
+                        done(number, ended[number])
+    finally:
+        for worker in running.values():
+            worker.end()
+    return [ended[number] for number in range(len(tasks))]
+
+
+class _Worker:
+    """One worker process, forked to run one call, and the means to collect or end it."""
+
+    def __init__(self, call: Callable[[], Any], limit: float):
+        self.reader, writer = multiprocessing.Pipe(duplex=False)
+        self.output = tempfile.TemporaryFile(prefix="claims-worker-")  # noqa: SIM115 (closed in end())
+        with _quiet_stdio():
+            # Not a daemon: a check's seeds may run in a process pool of the worker's own.
+            self.process = multiprocessing.get_context("fork").Process(target=_serve,
+                                                                       args=(call, writer, self.output.fileno()))
+            self.process.start()
+        writer.close()
+        self.started = time.monotonic()
+        self.deadline = self.started + limit
+
+    def end(self) -> Ended:
+        """The answer if it came, else why not; the worker and everything it started are killed."""
+        answer = None
+        try:
+            # A worker that has exited may still have its answer in the pipe; one that is alive has sent it or is late.
+            if self.reader.poll(0):
+                answer = self.reader.recv()
+        except (EOFError, OSError):
+            pass  # the worker died while (or instead of) sending its answer
+        except Exception as error:  # an answer that does not unpickle here
+            answer = Answer(error=f"{_UNREADABLE} ({error})")
+        seconds = time.monotonic() - self.started
+        if answer is None and time.monotonic() <= self.deadline:
+            self.process.join(5)  # it closed the pipe in exiting: wait for its exit status
+        timed_out = answer is None and self.process.is_alive()
+        _kill_group(self.process)
+        exit = "" if answer is not None else TIMED_OUT if timed_out else _describe_exit(self.process.exitcode)
+        output = _tail(self.output)
+        self.reader.close()
+        self.output.close()
+        return Ended(answer, exit, seconds, output)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -146,10 +202,9 @@ def _tail(output: Any, limit: int = 2000) -> str:
     """The end of what the worker printed, for the error row."""
     try:
         output.seek(0)
-        text = output.read().decode("utf-8", "replace").strip()
+        return output.read().decode("utf-8", "replace").strip()[-limit:]
     except (OSError, ValueError):
         return ""
-    return f"; its last output:\n{text[-limit:]}" if text else ""
 
 
 def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:

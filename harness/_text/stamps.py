@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
+from harness._claims.course import write_atomically
 from harness._claims.errors import ClaimsError
 from harness._claims.schema import Anchor, Mark, Statement
 
@@ -160,14 +159,7 @@ def _write(path: Path, lines: list[str], check) -> None:
     except yaml.YAMLError as error:  # a bug of these edits, never the author's: refuse to write it
         raise ClaimsError(f"{path}: the edit would not be valid YAML ({error}); the file is unchanged") from None
     check(data)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text.encode("utf-8"))
 
 
 def _check_statement(data: dict, statement_id: str, anchor: Anchor | None, where: str | None, path: Path) -> None:
