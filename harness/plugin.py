@@ -14,6 +14,7 @@ Options are namespaced ``--claims-*`` so that they cannot collide with other plu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import textwrap
@@ -61,6 +62,7 @@ PAYLOAD = "claims_result"
 _CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
 _PROVENANCE = pytest.StashKey[Provenance | None]()
 _UNIMPORTABLE = pytest.StashKey[str]()
+_OPTIONS = pytest.StashKey[RunOptions]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +97,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def run_options(config: pytest.Config) -> RunOptions:
+    """The run's options: fixed when pytest configures the plugin, before any implementation is imported, so
+    that nothing an implementation does to the environment changes what runs or what the report says."""
+    options = config.stash.get(_OPTIONS, None)
+    if options is None:
+        options = config.stash[_OPTIONS] = _options_asked_for(config)
+    unimportable = _unimportable(config)
+    return options if options.unimportable == unimportable else dataclasses.replace(options, unimportable=unimportable)
+
+
+def _options_asked_for(config: pytest.Config) -> RunOptions:
     workers = config.getoption("claims_workers") or int(os.environ.get("CLAIMS_WORKERS", "0"))
     report_dir = config.getoption("claims_report")
     run_id = config.getoption("claims_run_id")
@@ -110,7 +122,6 @@ def run_options(config: pytest.Config) -> RunOptions:
         isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
         staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
         run_id=run_id,
-        unimportable=_unimportable(config),
         shrink=config.getoption("claims_shrink"),
     )
 
@@ -130,11 +141,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if root is not None:
         # Before the verifiers are imported: a failing property's assertion then shows the values it compared.
         rewrite_asserts_in(load_course(root).verifiers)
+    # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).
+    if not hasattr(config, "workerinput") and config.option.claims_run_id is None:
+        config.option.claims_run_id = uuid.uuid4().hex[:12]
+    run_options(config)  # fixed now, before anything imports the implementation
     if hasattr(config, "workerinput"):
         return
-    # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).
-    if config.option.claims_run_id is None:
-        config.option.claims_run_id = uuid.uuid4().hex[:12]
     evidence = _Evidence()
     config.pluginmanager.register(evidence, "claims-evidence")
     report_dir = config.getoption("claims_report")

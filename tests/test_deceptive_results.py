@@ -202,3 +202,145 @@ def test_a_guarded_view_names_the_argument_changed_inside_a_container_and_an_ung
             view.scale(np.ones(0), params)
     else:
         assert view.scale(x, params).tolist() == [2.0, 2.0] and params["w"].tolist() == [2.0] * 3
+
+
+class AlwaysEqual:
+    """Not a number of any kind, but it answers every comparison and difference as a right result would."""
+
+    def __eq__(self, other):
+        return True
+
+    def __le__(self, other):
+        return True
+
+    def __sub__(self, other):
+        return 0.0
+
+    __rsub__ = __sub__
+
+    def __abs__(self):
+        return 0.0
+
+    def __float__(self):
+        return 0.0
+
+
+class Environment:
+    """An object a contract function may return (a CartPole environment, a figure): no arithmetic of its own."""
+
+    def step(self, action):
+        return action
+
+
+def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_refused():
+    from harness._running.context import NotPlainData
+
+    for pretender in (AlwaysEqual(), [1.0, AlwaysEqual()], {"advantages": AlwaysEqual()},
+                      np.array([AlwaysEqual(), AlwaysEqual()], dtype=object), np.array(["a", "b"], dtype=object)):
+        with pytest.raises(NotPlainData):
+            plain(pretender)
+    environment = Environment()
+    assert plain(environment) is environment
+    exact = np.array([Fraction(1, 2), 3, np.float64(0.5)], dtype=object)
+    assert plain(exact) is exact
+
+
+def test_a_pretending_result_is_an_error_row_naming_the_function_and_the_type(tmp_path, monkeypatch):
+    name = "always_equal"
+    (tmp_path / f"{name}.py").write_text(PRETENDER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = _run_lambda_zero(name)
+    finally:
+        sys.modules.pop(name, None)
+    assert result.status == "error", (result.status, result.observed)
+    assert "gae_advantages returned an object array holding a always_equal.AlwaysEqual, which defines __eq__, " \
+           "__le__" in result.error and "not plain data" in result.error, result.error[-2000:]
+
+
+PRETENDER = '''\
+import numpy as np
+
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __le__(self, other):
+        return True
+
+    def __sub__(self, other):
+        return 0.0
+
+    __rsub__ = __sub__
+
+    def __abs__(self):
+        return 0.0
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *, carry=None):
+    return np.array([AlwaysEqual() for _ in np.ravel(r_t)], dtype=object).reshape(np.shape(r_t))
+'''
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    advantages: np.ndarray
+    extras: dict
+
+
+def _rebinds_entries(batch, params):
+    params["w"] = np.zeros(3)  # a new array under the same key: the old one is untouched
+    object.__setattr__(batch, "advantages", np.zeros(2))  # a frozen dataclass's field, rebound
+    return 0.0
+
+
+def _rebinds_a_nested_entry(batch, params):
+    batch.extras["scale"] = 2.0
+    return 0.0
+
+
+@pytest.mark.parametrize("function", [_rebinds_entries, _rebinds_a_nested_entry])
+def test_rebinding_an_entry_or_a_field_of_an_argument_is_changing_it(function):
+    module = type(sys)("rebinding")
+    module.call = function
+    view = ImplementationView(module, ("call",), "tests.deceptive", "deceptive", inputs_guarded=True)
+    with pytest.raises(ImplementationError, match="call changed its argument 'batch' in place|changed its argument "
+                                                  "'params' in place"):
+        view.call(Batch(np.ones(2), {"scale": 1.0}), {"w": np.ones(3)})
+
+
+NAN_LAST = '''\
+import numpy as np
+
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+import impl
+
+__claims_reference_fallback__ = True
+
+
+def bellman_optimality_operator(P, R, v, gamma):
+    result = np.array(impl.bellman_optimality_operator(P, R, v, gamma), dtype=object)
+    result[-1] = float("nan")
+    return result
+'''
+
+
+def test_a_nan_anywhere_in_a_result_fails_a_check_that_takes_its_largest_entry(tmp_path, monkeypatch):
+    """Python's max keeps a NaN only when it comes first; the verifiers' reductions keep it wherever it is."""
+    name = "nan_in_its_last_entry"
+    (tmp_path / f"{name}.py").write_text(NAN_LAST, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (entry,) = [e for e in _catalogue().entries if e.id == "bellman-operator-contracts"]
+    (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == "tabular.contraction_property"]
+    try:
+        result = run_check(entry, index, _catalogue().verifiers["tabular.contraction_property"], RunOptions(impl=name))
+    finally:
+        sys.modules.pop(name, None)
+    assert result.status == "failed", (result.status, result.error)

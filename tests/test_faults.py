@@ -197,3 +197,14 @@ def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
     assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
     assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
     assert sorted(order) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_what_an_implementation_does_at_import_reaches_no_verdict_and_no_label(project, workers):
+    result, results = run(project, "meddles_at_import", *workers)
+    found = rows(results)
+    assert found["faulty-loo"][0] == "failed", found["faulty-loo"]
+    assert found["symbolic-control"][0] == "passed" and found["property-control"][0] == "passed", found
+    assert (results["run"]["impl"], results["run"]["profile"], results["run"]["seed"]) == (
+        "faults.meddles_at_import", "smoke", 0)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +17,36 @@ def as_written(value: float) -> Fraction:
     ``repr`` gives the shortest decimal that round-trips, i.e. the number as the claim wrote it.
     """
     return Fraction(repr(value))
+
+
+def largest(values: Iterable[Any], default: Any = None) -> Any:
+    """The largest of ``values``, or NaN when any is NaN: Python's ``max`` keeps NaN only when it comes first.
+
+    Works on floats, NumPy scalars and Fractions alike (an exact value stays exact); ``default`` for
+    none (else ``ValueError``, as ``max``).
+    """
+    return _extreme(values, default, max)
+
+
+def smallest(values: Iterable[Any], default: Any = None) -> Any:
+    """The smallest of ``values``, or NaN when any is NaN (:func:`largest`)."""
+    return _extreme(values, default, min)
+
+
+def largest_magnitude(values: Iterable[Any], default: Any = None) -> Any:
+    """max |v| over ``values`` (any array's entries, flattened), NaN when any is NaN (:func:`largest`)."""
+    if isinstance(values, np.ndarray):
+        values = values.flat
+    return largest((abs(value) for value in values), default)
+
+
+def _extreme(values: Iterable[Any], default: Any, pick: Callable[..., Any]) -> Any:
+    items = list(values.flat if isinstance(values, np.ndarray) else values)
+    if any(item != item for item in items):  # NaN is the one value unequal to itself
+        return float("nan")
+    if not items and default is not None:
+        return default
+    return pick(items)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
 from verifiers.tabular import exact_policy_values
 
 
@@ -634,7 +634,7 @@ def improvement_statistics(improvements: list[float]) -> dict[str, float]:
     """What the claim states of the runs' improvements of J: their quartiles, smallest, and the share above 0."""
     lower, median, upper = np.percentile(improvements, [25, 50, 75])
     return {"improvement_lower_quartile": float(lower), "improvement_median": float(median),
-            "improvement_upper_quartile": float(upper), "improvement_min": float(min(improvements)),
+            "improvement_upper_quartile": float(upper), "improvement_min": float(smallest(improvements)),
             "share_improved": float(np.mean(np.array(improvements) > 0))}
 
 
@@ -772,7 +772,7 @@ def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
             "bias_is_the_bootstrapped_critic_error": biases == bootstrap_error,
             "bias_magnitude_decreases_with_n": _strictly([abs(b) for b in biases], "decreasing"),
             "variance_increases_with_n": _strictly(variances, "increasing"),
-            "one_step_variance_is_least": variances[0] == min(variances)}
+            "one_step_variance_is_least": variances[0] == smallest(variances)}
 
 
 def _n_step_paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizon: int

@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import Field
 
 from harness import ClaimsError, Context, NoParams, SeedRun, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import largest, rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
              "actor_critic_backward", "policy_logits", "log_softmax", "softmax_score", "probability_ratios",
@@ -153,13 +153,13 @@ def step_matches_equations_property(ctx: Context) -> dict[str, object]:
         env.state = state.copy()
         dynamics_error = _errors_in_tolerances(ctx.impl.cartpole_dynamics(state, actions[0]),
                                                euler_step(constants, state, actions[0]))
-        worst["dynamics"] = max(worst["dynamics"], dynamics_error)
+        worst["dynamics"] = largest([worst["dynamics"], dynamics_error])
         assert dynamics_error <= 1, f"cartpole_dynamics is {dynamics_error:.3g} tolerances from the equations"
         for action in actions:
             expected = euler_step(constants, state, action)
             step = env.step(action)
             error = _errors_in_tolerances(step.final_observation, expected)
-            worst["final_observation"] = max(worst["final_observation"], error)
+            worst["final_observation"] = largest([worst["final_observation"], error])
             assert error <= 1, f"the final observation is {error:.3g} tolerances from the equations' next state"
             ended = outside_bounds(constants, expected)
             assert np.array_equal(np.asarray(step.terminated, dtype=bool), ended), (step.terminated, expected)
@@ -291,7 +291,7 @@ def matches_gymnasium(ctx: Context) -> dict[str, object]:
     env = ctx.impl.VectorCartPole(constants.one_step_states, np.random.default_rng(ctx.seed))
     env.state = states.copy()
     step = env.step(actions)
-    worst_error = max(worst_error, _errors_in_tolerances(step.final_observation, gym_next))
+    worst_error = largest([worst_error, _errors_in_tolerances(step.final_observation, gym_next)])
     flags = list(zip(np.asarray(step.reward, dtype=float).tolist(),
                      np.asarray(step.terminated, dtype=bool).tolist(), strict=True))
     mismatches += [f"one step from state {states[i].tolist()}, action {actions[i]}: impl's (reward, terminated) "

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, exact_distribution
+from verifiers._numeric import as_written, exact_distribution, largest_magnitude
 
 
 def _exact(values: list[float]) -> np.ndarray:
@@ -110,7 +110,7 @@ def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
     return {"on_policy_largest_bias_by_sample_size": on_policy,
             "off_policy_largest_bias_by_sample_size": off_policy,
             "off_policy_bias": list(off_vector),
-            "off_policy_bias_minus_formula": max(abs(d) for d in off_vector - formula)}
+            "off_policy_bias_minus_formula": largest_magnitude(off_vector - formula)}
 
 
 # --------------------------------------------------------------------------- 4.1.2

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from harness import Context, NoParams, verifier
+from verifiers._numeric import largest_magnitude
 
 _ALPHABET = "$ab"
 
@@ -84,7 +85,7 @@ def _objective(params: CutWitness, outcomes: dict[str, Fraction]) -> tuple[Fract
 
 def _off_direction(vector: np.ndarray, direction: np.ndarray) -> Fraction:
     """The largest coordinate of the component of ``vector`` orthogonal to ``direction`` (0 iff parallel)."""
-    return max(abs(v) for v in vector - (vector @ direction) / (direction @ direction) * direction)
+    return largest_magnitude(vector - (vector @ direction) / (direction @ direction) * direction)
 
 
 @verifier("lesson_4_5.truncation_objective_exact", kind=("exact", "counterexample"), params=CutWitness)
@@ -120,8 +121,8 @@ def truncation_objective_exact(ctx: Context) -> dict[str, object]:
         "full_objective": full_value,
         "cut_objective": cut_value,
         "cut_off_direction": _off_direction(cut_gradient, full_gradient),
-        "cut_gradient_beyond_cut": max((abs(v) for v in cut_gradient[beyond]), default=Fraction(0)),
-        "full_gradient_beyond_cut": max((abs(v) for v in full_gradient[beyond]), default=Fraction(0)),
+        "cut_gradient_beyond_cut": largest_magnitude(cut_gradient[beyond], default=Fraction(0)),
+        "full_gradient_beyond_cut": largest_magnitude(full_gradient[beyond], default=Fraction(0)),
         "alternative_rule_objective": alternative_value,
         "alternative_rule_off_direction": _off_direction(alternative_gradient, cut_gradient),
     }

@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from harness import Context, assume, check_property, verifier
-from verifiers._numeric import rounding_bound
+from verifiers._numeric import largest_magnitude, rounding_bound
 from verifiers.tabular import exact_action_values, exact_optimal_values, exact_policy_values
 
 # --------------------------------------------------------------------------- one final reward, γ = 1
@@ -173,7 +173,7 @@ def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
         terminated = np.zeros(r.shape, dtype=int)
         trace_cut = np.zeros(r.shape, dtype=int)
         trace_cut[-1] = 1
-        magnitude = horizon * float(max(abs(x) for x in R.ravel()) + 2 * max(abs(x) for x in values))
+        magnitude = horizon * float(largest_magnitude(R.ravel()) + 2 * largest_magnitude(values))
         bound = Fraction(rounding_bound(8 * horizon, magnitude))
         for lambda_ in (Fraction(0), drawn_lambda, Fraction(1)):
             estimates = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, lambda_)[0]

@@ -23,7 +23,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
+from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
 from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
@@ -372,7 +372,7 @@ def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
         probability = np.prod(pi[samples], axis=1)
         estimates = ctx.impl.score_function_gradient(values[samples], scores[samples])
         bias = probability @ estimates - gradient
-        largest_bias.append(max(abs(b) for b in bias))
+        largest_bias.append(largest_magnitude(bias))
     return {"largest_bias_by_sample_size": largest_bias, "gradient": list(gradient),
             "gradient_is_nonzero": any(g != 0 for g in gradient)}
 
@@ -746,8 +746,8 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
         causal = ctx.impl.reinforce_gradient(ctx.impl.discounted_objective_weights(paths.r_t, gamma) * importance,
                                              score_t)
         theorem = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, params.horizon, gamma)
-        full_minus_causal.append(max(abs(d) for d in (full - causal).ravel()))
-        causal_minus_theorem.append(max(abs(d) for d in (causal - theorem).ravel()))
+        full_minus_causal.append(largest_magnitude((full - causal).ravel()))
+        causal_minus_theorem.append(largest_magnitude((causal - theorem).ravel()))
         norms.append(sum(g * g for g in theorem.ravel()))
     return {"largest_difference_by_gamma": full_minus_causal,
             "largest_difference_from_theorem_by_gamma": causal_minus_theorem,
@@ -811,7 +811,7 @@ def undiscounted_weighting_is_no_gradient(ctx: Context) -> dict[str, object]:
         return first + second
 
     def asymmetry(matrix: np.ndarray) -> Fraction:
-        return max(abs(matrix[i, j] - matrix[j, i]) for i in range(size) for j in range(size))
+        return largest_magnitude(matrix - matrix.T)
 
     without, with_factor, hessian_agrees = [], [], []
     for gamma in map(as_written, params.gammas):
@@ -1043,7 +1043,7 @@ def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
         pi[s, b] * q[s, b] * (int(a == b) - pi[s, a]) for b in range(n_actions)))
     normalised_expectation = (1 - gamma) * theorem
     ratios = {gradient[i] / normalised_expectation[i] for i in range(len(gradient)) if normalised_expectation[i] != 0}
-    return {"residual": max(abs(g - t) for g, t in zip(gradient, theorem, strict=True)),
+    return {"residual": largest_magnitude([g - t for g, t in zip(gradient, theorem, strict=True)]),
             "visitation_total": sum(visitation),
             "ratio_to_normalised_expectation": ratios.pop() if len(ratios) == 1 else sorted(ratios, key=float),
             "gradient": [float(g) for g in gradient]}

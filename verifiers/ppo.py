@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import Field, model_validator
 
 from harness import Context, NoParams, assume, check_property, verifier
-from verifiers._numeric import EPS, as_written, central_difference, log_softmax, rounding_bound
+from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
 
 # --------------------------------------------------------------------------- 4.4.1 ratios
 
@@ -617,7 +617,7 @@ def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
 
     verdict = check_property(ctx, bound_holds, _random_mdp_and_policies())
     return {**verdict, "draws_where_surrogate_over_promised": sum(over_promised),
-            "largest_share_of_penalty_used": max(shares)}
+            "largest_share_of_penalty_used": largest(shares)}
 
 
 class DiscountedMdp(NoParams):
@@ -881,7 +881,7 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
             report["kl_k3_batch"].append(float(np.mean(ctx.impl.kl_k3(log_pi - log_pi_old))))
             report["kl_exact"].append(float(p_old @ (np.log(p_old) - log_new)))
     kl = report["kl_exact"]
-    lowest = [min(ratios) for ratios in report["ratios"]]
+    lowest = [smallest(ratios) for ratios in report["ratios"]]
     return {**report, "steps": list(params.steps), "min_ratio_last": lowest[-1],
             "min_ratio_keeps_falling": all(b < a for a, b in itertools.pairwise(lowest)),
             "max_ratio_last": max(report["ratios"][-1]), "outside_fraction_last": report["outside_fraction"][-1],

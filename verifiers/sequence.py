@@ -17,7 +17,7 @@ from pydantic import Field
 from scipy.special import log_softmax, softmax
 
 from harness import Context, NoParams, check_property, verifier
-from verifiers._numeric import central_difference, rounding_bound
+from verifiers._numeric import central_difference, largest, rounding_bound, smallest
 
 # --------------------------------------------------------------------------- 4.5.1: mask and causal shift
 
@@ -92,10 +92,10 @@ def masked_gradient_structure(ctx: Context) -> dict[str, object]:
     reference = np.array([sum(log_softmax(logits[row, k - 1])[tokens[row, k]] for k in span)
                           for row, span in enumerate(spans)])
     return {
-        "prompt_logit_gradient": max(prompt_scoring),
-        "outside_answer_logit_gradient": max(outside),
-        "first_answer_token_gradient": min(first_answer),
-        "eos_gradient": min(eos),
+        "prompt_logit_gradient": largest(prompt_scoring),
+        "outside_answer_logit_gradient": largest(outside),
+        "first_answer_token_gradient": smallest(first_answer),
+        "eos_gradient": smallest(eos),
         "log_prob_error": float(np.abs(sequence_log_probs(logits) - reference).max()),
         "log_prob_matches_chain_rule": bool(np.all(np.abs(sequence_log_probs(logits) - reference)
                                                    <= rounding_bound(4 * width * params.vocab_size,

@@ -19,7 +19,7 @@ from pydantic import Field
 from scipy.special import log_softmax, softmax
 
 from harness import Context, NoParams, check_property, verifier
-from verifiers._numeric import central_difference, rounding_bound
+from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
 
 # --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy
 
@@ -112,9 +112,9 @@ def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
         "answers": len(answers),
         "total_probability": sum(probabilities),
         "gradient_norm_squared": gradient @ gradient,
-        "rloo_bias": max(abs(v) for v in expectations["rloo"] - gradient),
+        "rloo_bias": largest_magnitude(expectations["rloo"] - gradient),
         "group_mean_ratio": ratio,
-        "group_mean_residual": max(abs(v) for v in expectations["group_mean"] - ratio * gradient),
+        "group_mean_residual": largest_magnitude(expectations["group_mean"] - ratio * gradient),
     }
 
 
@@ -202,9 +202,9 @@ def equal_rewards_not_stationary(ctx: Context) -> dict[str, object]:
     estimate = ctx.impl.score_function_gradient(advantages, np.array([scores[answers.index(a)] for a in params.group]))
     return {
         "group_rewards_equal": len(set(group_rewards)) == 1,
-        "group_estimate_largest": max(abs(v) for v in estimate),
+        "group_estimate_largest": largest_magnitude(estimate),
         "gradient_norm_squared": gradient @ gradient,
-        "best_reward_minus_group_reward": max(rewards.values()) - group_rewards[0],
+        "best_reward_minus_group_reward": largest(rewards.values()) - group_rewards[0],
     }
 
 
@@ -254,7 +254,7 @@ def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
     gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)), zero)
 
     def off_direction(expectation: np.ndarray) -> Fraction:
-        return max(abs(v) for v in expectation - (expectation @ gradient) / (gradient @ gradient) * gradient)
+        return largest_magnitude(expectation - (expectation @ gradient) / (gradient @ gradient) * gradient)
 
     answer_mean = sum((p * r * s / len(a) for a, p, r, s in zip(answers, probabilities, rewards, scores, strict=True)),
                       zero)
@@ -268,7 +268,7 @@ def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
         "gradient_norm_squared": gradient @ gradient,
         "answer_mean_off_direction": off_direction(answer_mean),
         "token_mean_off_direction": off_direction(token_mean),
-        "off_policy_uncorrected_bias": max(abs(v) for v in uncorrected - gradient),
+        "off_policy_uncorrected_bias": largest_magnitude(uncorrected - gradient),
     }
 
 

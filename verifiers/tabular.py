@@ -22,7 +22,7 @@ from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
 from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
 
 ACTION_NAMES = ("stay", "go")
 S1, S2 = 0, 1
@@ -111,14 +111,14 @@ def fixed_point_two_states(ctx: Context) -> dict[str, object]:
     residual = ctx.impl.bellman_optimality_operator(P, R, optimal, gamma) - optimal
     n = 100
     iterated = ctx.impl.value_iteration(P.astype(float), R.astype(float), float(gamma), n)
-    largest = float(max(abs(x) for x in optimal))
+    largest = float(largest_magnitude(optimal))
     error = float(np.abs(iterated - optimal.astype(float)).max())
     allowed = float(gamma) ** n * largest + rounding_bound(4 * n, largest / (1 - float(gamma)))
     return {
         "optimal_s1": optimal[S1],
         "optimal_s2": optimal[S2],
         "optimal_action_s1": ACTION_NAMES[policy[S1]],
-        "fixed_point_residual": max(abs(x) for x in residual),
+        "fixed_point_residual": largest_magnitude(residual),
         "stay_forever_s1": stay_forever[S1],
         "value_iteration_error": error,
         "value_iteration_within_contraction_bound": error <= allowed,
@@ -158,7 +158,7 @@ _exact_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(lambda siz
 
 
 def _max_norm(x: np.ndarray) -> Fraction:
-    return max(abs(entry) for entry in x)
+    return largest_magnitude(x)
 
 
 @verifier("tabular.contraction_property", kind="property",
@@ -274,7 +274,7 @@ def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple
     for _ in range(n_actions**n_states + 1):
         values = exact_policy_values(P, R, _one_hot(policy, n_actions), gamma)
         q_values = exact_action_values(P, R, values, gamma)
-        best = [max(q_values[s]) for s in range(n_states)]
+        best = [largest(q_values[s]) for s in range(n_states)]
         improved = np.array([policy[s] if q_values[s, policy[s]] == best[s] else list(q_values[s]).index(best[s])
                              for s in range(n_states)])
         if np.array_equal(improved, policy):

@@ -201,62 +201,75 @@ class _PlainResults:
 def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
     """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call."""
-    if guard is None:
-        return plain(function(*args, **kwargs))
-    before = guard.snapshot(args, kwargs)
-    returned = plain(function(*args, **kwargs))
-    guard.verify(function, before, args, kwargs)
-    return returned
+    before = guard.snapshot(function, args, kwargs) if guard is not None else None
+    returned = function(*args, **kwargs)
+    try:
+        result = plain(returned)
+    except NotPlainData as error:
+        name = getattr(function, "__qualname__", None) or repr(function)
+        raise ImplementationError(
+            f"{getattr(function, '__module__', '?')}.{name} returned {error}, not plain data: a contract function "
+            "returns NumPy arrays of numbers, Python or NumPy numbers, Fractions, strings, or tuples, lists, "
+            "dicts and dataclasses of them (docs/implementation-contract.md)") from None
+    if guard is not None:
+        guard.verify(function, before, args, kwargs)
+    return result
 
 
 @dataclass(frozen=True)
 class _InputGuard:
-    """Finds the arrays a call changed among its arguments (and inside their tuples, lists, dicts)."""
+    """Finds the arguments a call changed: an array's contents or shape, anything rebound or added inside a
+    tuple, list, dict or dataclass (a dict entry or a field set to a new array counts), to any depth."""
 
     implementation: str
     function: str
 
-    def snapshot(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[np.ndarray, tuple, bytes]]:
-        return [(array, array.shape, array.tobytes()) for array in _arrays_in((args, kwargs))]
+    def snapshot(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {name: _state(value, set()) for name, value in _bound(function, args, kwargs).items()}
 
-    def verify(self, function: Callable[..., Any], before: list[tuple[np.ndarray, tuple, bytes]],
-               args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        for array, shape, content in before:
-            if array.shape != shape or array.tobytes() != content:
+    def verify(self, function: Callable[..., Any], before: dict[str, Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> None:
+        for name, value in _bound(function, args, kwargs).items():
+            if _state(value, set()) != before[name]:
                 raise ImplementationError(
-                    f"implementation '{self.implementation}': {self.function} changed its argument "
-                    f"{_argument_holding(function, array, args, kwargs)} in place. The verifiers compute what "
-                    "they expect from the arrays they passed, so every function must leave its inputs as they "
-                    "were (docs/implementation-contract.md): compute on a copy, e.g. np.array(x, dtype=float)")
+                    f"implementation '{self.implementation}': {self.function} changed its argument {name} in "
+                    "place. The verifiers compute what they expect from the values they passed, so every function "
+                    "must leave its inputs as they were, arrays, dict entries and fields alike "
+                    "(docs/implementation-contract.md): compute on a copy, e.g. np.array(x, dtype=float)")
 
 
-def _arrays_in(value: Any) -> Iterator[np.ndarray]:
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _arrays_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _arrays_in(item)
-
-
-def _argument_holding(function: Callable[..., Any], array: np.ndarray, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> str:
-    """The name of the parameter whose argument is or holds ``array`` (its position when unnamed)."""
+def _bound(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments by their parameters' names, quoted (by position, ``[0]``, when the signature cannot bind)."""
     try:
         bound = inspect.signature(function).bind(*args, **kwargs).arguments
     except (TypeError, ValueError):
         bound = {f"[{index}]": value for index, value in enumerate(args)} | kwargs
-    for name, value in bound.items():
-        if any(found is array for found in _arrays_in(value)):
-            return repr(name)
-    return "(one of its arrays)"
+    return {repr(name) if not name.startswith("[") else name: value for name, value in bound.items()}
 
 
-# Scalar types whose arithmetic and comparisons are NumPy's or Python's own.
-_PLAIN_SCALARS = frozenset({float, int, bool, complex, str, bytes, type(None), Fraction,
-                            *(np.dtype(code).type for code in "?bhilqBHILQefdgFDG")})
+def _state(value: Any, seen: set[int]) -> Any:
+    """What a call must leave as it was of ``value``: each array's contents, and the identity and order of
+    everything a container, a dict or a dataclass holds, to any depth (a cycle is followed once)."""
+    if isinstance(value, np.ndarray):
+        return ("array", id(value), value.shape, value.dtype.str, value.tobytes())
+    if id(value) in seen:
+        return ("seen", id(value))
+    if isinstance(value, (tuple, list)):
+        seen.add(id(value))
+        return (type(value), id(value), tuple(_state(item, seen) for item in value))
+    if isinstance(value, dict):
+        seen.add(id(value))
+        return (dict, id(value), tuple((key, _state(item, seen)) for key, item in value.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        seen.add(id(value))
+        return (type(value), id(value), tuple((name, _state(getattr(value, name), seen))
+                                              for name in (field.name for field in dataclasses.fields(value))))
+    return (type(value), id(value))
+
+
+# Scalar types whose arithmetic and comparisons are NumPy's or Python's own; the numbers among them.
+_NUMBERS = frozenset({float, int, bool, complex, Fraction, *(np.dtype(code).type for code in "?bhilqBHILQefdgFDG")})
+_PLAIN_SCALARS = _NUMBERS | {str, bytes, type(None)}
 
 
 def plain(value: Any) -> Any:
@@ -267,9 +280,12 @@ def plain(value: Any) -> Any:
     subclass, can redefine those to make any result pass, so the value the implementation
     reported is taken out of it: an array is viewed as a plain ndarray (no copy), a number is
     converted, and an object array's elements, tuples (named ones kept), lists, dicts and
-    dataclass fields are converted in turn. Anything else, and a value that is already plain, is
-    returned as it is, so a correct implementation's results are the same objects. How a type is
-    converted is worked out once per type: a training loop's results pass here at every step.
+    dataclass fields are converted in turn. A value of any other type that defines arithmetic,
+    comparisons, conversions to numbers or arrays, or iteration (``_DATA_PROTOCOL``) only pretends
+    to be data, and so does an object array of anything but numbers and sequences of them: both
+    raise ``NotPlainData``. Anything else (an environment, a figure), and a value that is already
+    plain, is returned as it is, so a correct implementation's results are the same objects. How a
+    type is converted is worked out once per type: a training loop's results pass here at every step.
     """
     kind = type(value)
     if kind is np.ndarray:
@@ -302,7 +318,34 @@ def _converter(kind: type) -> Callable[[Any], Any]:
         return functools.partial(_plain_mapping, kind is dict)
     if dataclasses.is_dataclass(kind):
         return functools.partial(_plain_fields, tuple(field.name for field in dataclasses.fields(kind) if field.init))
+    impersonated = [name for name in _DATA_PROTOCOL if _defines(kind, name)]
+    if impersonated:
+        return functools.partial(_refuse, f"a {kind.__module__}.{kind.__qualname__}, which defines "
+                                          f"{', '.join(impersonated[:4])}")
     return _identity
+
+
+# What a value must define to pass for a number, an array or a sequence of them in a verifier's arithmetic,
+# comparisons and conversions. An object that is none of these (an environment, a figure) passes as it is.
+_DATA_PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__float__", "__int__",
+                  "__index__", "__complex__", "__abs__", "__neg__", "__add__", "__radd__", "__sub__", "__rsub__",
+                  "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__pow__", "__matmul__", "__rmatmul__",
+                  "__array__", "__array_ufunc__", "__array_function__", "__array_interface__", "__len__",
+                  "__iter__", "__getitem__")
+
+
+def _defines(kind: type, name: str) -> bool:
+    """Whether ``kind`` has ``name`` of its own, not object's."""
+    found = getattr(kind, name, None)
+    return found is not None and found is not getattr(object, name, None)
+
+
+class NotPlainData(TypeError):
+    """A result that only pretends to be a number, an array or a sequence: the description of what it is."""
+
+
+def _refuse(what: str, value: Any) -> Any:
+    raise NotPlainData(what)
 
 
 def _plain_sequence(kind: type, keeps_kind: bool, value: Any) -> Any:
@@ -346,8 +389,16 @@ def _plain_fields(names: tuple[str, ...], value: Any) -> Any:
 
 
 def _plain_objects(array: np.ndarray) -> np.ndarray:
-    """An object array whose elements are :func:`plain` (the same array when they already are)."""
-    elements = [plain(element) for element in array.flat]
+    """An object array whose elements are :func:`plain` (the same array when they already are); its elements
+    must be numbers (Fractions, say, for exact arithmetic) or arrays and sequences of them."""
+    try:
+        elements = [plain(element) for element in array.flat]
+    except NotPlainData as error:
+        raise NotPlainData(f"an object array holding {error}") from None
+    strangers = {type(element) for element in elements
+                 if type(element) not in _NUMBERS and not isinstance(element, (np.ndarray, list, tuple))}
+    if strangers:
+        raise NotPlainData(f"an object array of {', '.join(sorted(kind.__qualname__ for kind in strangers))}")
     if all(new is old for new, old in zip(elements, array.flat, strict=True)):
         return array
     converted = np.empty(array.shape, dtype=object)

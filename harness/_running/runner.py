@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -246,7 +248,47 @@ def import_once_isolated(impl: str) -> ModuleType:
         run_isolated(lambda: import_implementation(impl) and None, IMPORT_TIME_LIMIT,
                      f"importing the implementation '{impl}'")
         imported_safely(impl)
-    return import_implementation(impl)
+    if impl in sys.modules:
+        return sys.modules[impl]
+    with _judge_left_as_it_was(impl):
+        return import_implementation(impl)
+
+
+@contextlib.contextmanager
+def _judge_left_as_it_was(impl: str) -> Iterator[None]:
+    """Import the implementation into this process without it changing how this process judges.
+
+    What a module does at import (set ``CLAIMS_IMPL`` or ``CLAIMS_PROFILE`` for some tool of its own, make
+    NumPy raise on every overflow, rebind ``np.abs`` or a harness function) would otherwise stay for
+    every check that runs after it, its own or not: the environment and NumPy's floating-point error
+    handling are put back, and so is every function, class or module that a module loaded before the
+    import had bound to a name (what the import binds in its own modules, and any data, stays).
+    """
+    environment, errors = dict(os.environ), np.geterr()
+    own = impl.partition(".")[0]
+    namespaces = [module for name, module in list(sys.modules.items())
+                  if isinstance(module, ModuleType) and name.partition(".")[0] != own]
+    # The classes a module defines too: rebinding a method (a harness class's, say) is rebinding code.
+    namespaces += [value for module in namespaces for value in list(vars(module).values())
+                   if isinstance(value, type) and value.__module__ == module.__name__]
+    before = [(namespace, {name: value for name, value in list(vars(namespace).items()) if _is_code(value)})
+              for namespace in namespaces]
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        np.seterr(**errors)
+        for namespace, bindings in before:
+            now = vars(namespace)
+            for name, value in bindings.items():
+                if now.get(name) is not value:
+                    with contextlib.suppress(AttributeError, TypeError):  # a built-in type's are read-only
+                        setattr(namespace, name, value)
+
+
+def _is_code(value: Any) -> bool:
+    return callable(value) or isinstance(value, (ModuleType, staticmethod, classmethod, property))
 
 
 def imported_safely(impl: str) -> None:
