@@ -29,7 +29,7 @@ from harness._claims.sources import registry_section, render_registry, with_regi
 from harness._running.cache import checked_implementation
 from harness._running.context import PROFILES
 from harness._running.implementation import PYTEST_FLAG, check_implementation, reference_implementation
-from harness._running.isolation import run_isolated
+from harness._running.isolation import interrupt_on_termination, run_isolated
 from harness._running.isolation import supported as isolation_supported
 from harness._running.progress import run_showing_progress
 from harness._running.runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     audit = commands.add_parser("audit", help="measure Monte Carlo checks' false-failure rate and power")
     audit.add_argument("--runs", type=int, default=20, help="runs per check and series (default 20)")
     audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
-    audit.add_argument("--claims-impl", "--impl", dest="impl", default=None, help="implementation module under test (default: the reference)")
+    audit.add_argument("--claims-impl", "--impl", dest="impl", default=None,
+                       help="implementation module under test (default: the reference)")
     audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
@@ -153,10 +154,15 @@ def _warn_of_old_spellings(argv: list[str]) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     from harness._reporting.gate import compare_snapshots, snapshot  # the reports' code: not needed to lint or list
+    from harness._reporting.report import report_directory_problem
 
     course: Course = args.course
     args.out = (args.out or course.reports).resolve()
     text_overrides(args.text)  # a malformed --text is refused before anything runs
+    unwritable = report_directory_problem(args.out)
+    if unwritable:
+        print(f"claims verify: {unwritable}\nclaims verify: no check run, no report written", file=sys.stderr)
+        return 2
     refused = _implementation_refused(args)
     if refused:
         print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
@@ -320,12 +326,15 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
     if to_run and not _quicker_here(args, to_run):
         return None
     completeness = {"id": run_id, "complete": True, "incomplete": None, "selection": "all"}
+    undo = interrupt_on_termination()
     try:
         for done, part in enumerate(to_run, 1):
             outcome = outcomes[part.key] = evaluate(part, catalogue, options)
             print(f"claims verify: [{done}/{len(to_run)}] {part.key} {outcome.status}", flush=True)
     except KeyboardInterrupt:
         completeness.update(complete=False, incomplete="interrupted")
+    finally:
+        undo()
     evidence = [outcome.evidence if outcome is not None else
                 never_reported(part, catalogue, options, "the run was interrupted before this check reported")
                 for part, outcome in zip(parts, outcomes.values(), strict=True)]
@@ -450,7 +459,8 @@ def _lint(args: argparse.Namespace) -> int:
     registry = _registry(catalogue, results)
     if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
         problems.append(f"{sources_file.name}: the generated registry of claims does not match the claim files and "
-                        f"{course.reports.name}/{RESULTS_FILE}; regenerate both with 'claims verify --claims-profile full'")
+                        f"{course.reports.name}/{RESULTS_FILE}; regenerate both with "
+                        "'claims verify --claims-profile full'")
     schema_path = args.claims_dir / SCHEMA_FILE
     if not schema_path.is_file() or schema_path.read_text(encoding="utf-8") != json_schema_text():
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
@@ -519,12 +529,13 @@ def _new(args: argparse.Namespace) -> int:
     claim_id = ask(args.claim_id, "id (kebab-case)")
     module = args.module or "lesson_" + step.replace(".", "_").replace("/", "_").rsplit("_", 1)[0]
     request = NewClaim(step, kind, claim_id, module)
-    errors = validate(request, catalogue)
+    verifiers_dir = catalogue.root / catalogue.course.verifiers.replace(".", "/")
+    errors = validate(request, catalogue, verifiers_dir)
     for error in errors:
         print(f"claims new: {error}", file=sys.stderr)
     if errors:
         return 2
-    for line in write(request, catalogue, catalogue.root / catalogue.course.verifiers.replace(".", "/")):
+    for line in write(request, catalogue, verifiers_dir):
         print(line)
     return 0
 

@@ -20,6 +20,7 @@ import os
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,13 @@ from harness._claims.errors import ClaimsError, UnimportableImplementation
 from harness._claims.formats import scoreboard_line
 from harness._claims.loading import Catalogue, load_catalogue
 from harness._claims.schema import KIND_DESCRIPTIONS
-from harness._reporting.report import function_scoreboard, lessons_of, staging_dir_for, write_reports
+from harness._reporting.report import (
+    function_scoreboard,
+    lessons_of,
+    report_directory_problem,
+    staging_dir_for,
+    write_reports,
+)
 from harness._running.cache import checked_implementation
 from harness._running.context import PROFILES
 from harness._running.engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
@@ -44,7 +51,7 @@ from harness._running.implementation import (
     find_in_directory,
     reference_implementation,
 )
-from harness._running.isolation import CheckCrashed, run_isolated
+from harness._running.isolation import CheckCrashed, interrupt_on_termination, run_isolated
 from harness._running.isolation import supported as isolation_supported
 from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
 from harness._running.property import rewrite_asserts_in
@@ -63,6 +70,7 @@ _CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
 _PROVENANCE = pytest.StashKey[Provenance | None]()
 _UNIMPORTABLE = pytest.StashKey[str]()
 _OPTIONS = pytest.StashKey[RunOptions]()
+_UNDO_TERMINATION = pytest.StashKey[Callable[[], None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -147,10 +155,14 @@ def pytest_configure(config: pytest.Config) -> None:
     run_options(config)  # fixed now, before anything imports the implementation
     if hasattr(config, "workerinput"):
         return
+    config.stash[_UNDO_TERMINATION] = interrupt_on_termination()
     evidence = _Evidence()
     config.pluginmanager.register(evidence, "claims-evidence")
     report_dir = config.getoption("claims_report")
     if report_dir:
+        unwritable = report_directory_problem(Path(report_dir))
+        if unwritable:  # before any check runs: at the end of the run its results would be lost
+            raise pytest.UsageError(unwritable)
         config.pluginmanager.register(_ReportWriter(Path(report_dir), config, evidence), "claims-report")
     if progress_dir():
         config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
@@ -262,6 +274,7 @@ def _collects_claims(config: pytest.Config) -> bool:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutdown_executors()
+    config.stash.get(_UNDO_TERMINATION, lambda: None)()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import re
 import shutil
 import sys
 import types
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
@@ -73,7 +76,8 @@ def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
 
-    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "warm"]) == 1  # the unknown source is an error
+    # The unknown source is an error.
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "warm"]) == 1
     assert "pytest not started" in capsys.readouterr().out
     # Any extra pytest argument makes pytest run; every observation is reused there too.
     assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "pytest", "--", "-q"]) == 1
@@ -108,7 +112,8 @@ def test_a_student_package_in_the_working_directory_is_reused_without_pytest(tmp
     shutil.copytree(Path(__file__).resolve().parents[1] / "impl", tmp_path / "student_copy")
     assert "student_copy" not in sys.modules and str(tmp_path) not in sys.path
 
-    assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "first"]) == 1  # the unknown source
+    # The unknown source is an error.
+    assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "first"]) == 1
     assert "ran 2 checks here" in capsys.readouterr().out
     assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "again"]) == 1
     out = capsys.readouterr().out
@@ -324,3 +329,41 @@ def test_a_kept_summary_stands_for_its_file_while_the_file_is_unchanged(tmp_path
     with pytest.raises(AssertionError, match="parsed again"):
         _cache._summary(source)  # an edited file is parsed anew
     _cache.forget_sources()
+
+
+def test_a_cache_entry_the_harness_did_not_write_is_ignored_and_the_run_says_so(tmp_path):
+    cache = _cache.ObservationCache(tmp_path / "cache")
+    cache.store("key", {"holds": True, "value": np.float64(0.5)}, tmp_path / "figures")
+    assert cache.load("key", tmp_path / "figures") == {"holds": True, "value": 0.5}
+    entry = tmp_path / "cache" / "key.pickle"
+    # What an implementation could write under a key it computed: observations of its choosing, unsigned.
+    entry.write_bytes(pickle.dumps(({"holds": True, "value": 1.0}, {})))
+    with pytest.warns(UserWarning, match="did not write"):
+        assert cache.load("key", tmp_path / "figures") is None
+    # Signed with another project's secret: the same.
+    other = _cache.ObservationCache(tmp_path / "other")
+    other.store("key", {"holds": False}, tmp_path / "figures")
+    shutil.copy(tmp_path / "other" / "key.pickle", entry)
+    with pytest.warns(UserWarning, match="did not write"):
+        assert cache.load("key", tmp_path / "figures") is None
+
+
+class _Executes:
+    def __reduce__(self):
+        return (print, ("ran code while the judge read the cache",))
+
+
+def test_nothing_but_plain_data_is_read_back_from_a_worker_or_the_cache(tmp_path, capsys):
+    from harness._claims.errors import ClaimsError
+    from harness._running.isolation import run_isolated
+    from harness._running.plain_data import NotPlain, plain_loads
+
+    value = {"array": np.arange(3.0), "exact": Fraction(1, 3), "flag": np.bool_(True), "items": (1, [2.5, "x"])}
+    back = plain_loads(pickle.dumps(value))
+    assert back["exact"] == Fraction(1, 3) and back["array"].tolist() == [0.0, 1.0, 2.0]
+    assert back["items"] == (1, [2.5, "x"])
+    with pytest.raises(NotPlain, match="builtins.print is not plain data"):
+        plain_loads(pickle.dumps(_Executes()))
+    with pytest.raises(ClaimsError, match="only plain data"):
+        run_isolated(lambda: {"observed": _Executes()}, 10.0, "a check")
+    assert "ran code" not in capsys.readouterr().out

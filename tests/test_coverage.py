@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_plugin import MODELINE, Project
 
-from harness._authoring.new import NewClaim, claim_skeleton
+from harness._authoring.new import NewClaim, claim_skeleton, validate
 from harness._claims.loading import load_catalogue
 from harness._claims.schema import SHAPE_DESCRIPTIONS, json_schema_text
 from harness._reporting.gate import compare_snapshots, snapshot
@@ -385,6 +385,27 @@ def test_a_report_written_before_the_ledger_compares_as_stale_without_crashing(r
 
 
 # --------------------------------------------------------------------------- authoring
+
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("claim_id", "module", "refused"), [
+    ("class", "lesson_4_2", "a Python keyword"),
+    ("match", "lesson_4_2", "a Python keyword"),  # a soft keyword
+    ("42-is-the-answer", "lesson_4_2", "beginning with a letter"),
+    ("loo-identity-again\n", "lesson_4_2", "not kebab-case"),
+    ("loo-identity-again ", "lesson_4_2", "not kebab-case"),
+    ("loo-identity-again", "lesson_4_2\n", "not a Python module name"),
+    ("loo-identity-again", "import", "not a Python module name"),
+    ("corridor", "actor_critic", "defines 'corridor' already"),  # a helper the stub would replace
+])
+def test_claims_new_refuses_what_would_write_invalid_python_or_shadow_a_helper(claim_id, module, refused):
+    catalogue = load_catalogue(PROJECT / "claims")
+    errors = validate(NewClaim("4.2.4", "exact", claim_id, module), catalogue, PROJECT / "verifiers")
+    assert any(refused in error for error in errors), errors
+    fine = NewClaim("4.2.4", "exact", "loo-identity-again", "lesson_4_2")
+    assert not validate(fine, catalogue, PROJECT / "verifiers")
 
 
 def test_a_new_claim_skeleton_asks_for_covers_and_rejects(ledger_project):

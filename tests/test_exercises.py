@@ -265,7 +265,8 @@ def test_the_command_names_the_path_to_the_exercises_when_they_are_elsewhere(tmp
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("claims exercises: ") and " stubs in " in lines[0]
     assert lines[-3:] == [f"next, from {PROJECT}:", f"  PYTHONPATH={tmp_path} pytest claims/ --claims-impl elsewhere",
-                          f"  PYTHONPATH={tmp_path} claims verify --claims-impl elsewhere --claims-report elsewhere-report"]
+                          f"  PYTHONPATH={tmp_path} claims verify --claims-impl elsewhere "
+                          "--claims-report elsewhere-report"]
 
 
 # --------------------------------------------------------------------------- layouts of a function

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -208,3 +210,39 @@ def test_what_an_implementation_does_at_import_reaches_no_verdict_and_no_label(p
     assert (results["run"]["impl"], results["run"]["profile"], results["run"]["seed"]) == (
         "faults.meddles_at_import", "smoke", 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("command", [
+    ("-m", "pytest", "claims", *PLUGINS_OFF),
+    ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
+    ("-m", "harness.cli", "verify", "--", *PLUGINS_OFF),  # through pytest, which the command must not leave running
+])
+def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_worker_behind(project, tmp_path, command):
+    """What CI and job schedulers send: the report is labelled interrupted, and the hung check's worker is killed."""
+    import subprocess
+
+    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", "120"), encoding="utf-8")
+    shutil.copy(PROJECT / "pyproject.toml", project.path)
+    pid_file = tmp_path / "worker.pid"
+    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(pid_file)}
+    options = ("--claims-impl", "faults.hangs_recording_pid", "--claims-report", "out")
+    arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
+    run = subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        worker = int(pid_file.read_text())
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == (2 if "pytest" in command else 1)  # interrupted; the command: not green
+    finally:
+        run.kill()
+    for _ in range(50):
+        if not alive(worker):
+            break
+        time.sleep(0.1)
+    assert not alive(worker)
+    found = json.loads((project.path / "out" / "claims.json").read_text(encoding="utf-8"))
+    assert found["run"]["complete"] is False and "interrupted" in found["run"]["incomplete"]

@@ -431,7 +431,8 @@ def test_lint_exits_2_with_one_line_per_problem(tmp_path, monkeypatch, capsys):
     # Every problem, one line each, then the generated registry of the copied sources file, which
     # does not list the corpus's claims.
     assert lines == [*problems, "Module_4_Sources.md: the generated registry of claims does not match the claim "
-                                "files and reports/claims.json; regenerate both with 'claims verify --claims-profile full'"]
+                                "files and reports/claims.json; regenerate both with "
+                                "'claims verify --claims-profile full'"]
     for name in CORPUS_FILES:
         for text, _ in expected_problems(name):
             assert any(text in line and line.startswith(f"claims/{name}") for line in lines), (name, text)
@@ -444,3 +445,21 @@ def test_lint_exits_2_with_one_line_per_problem(tmp_path, monkeypatch, capsys):
     assert re.search(rf"claims lint: {usable} usable claims in {len(CORPUS_FILES)} files, "
                      rf"{len(problems) + 1 + uncited + unledgered} problems",
                      err)
+
+
+def test_deep_flow_nesting_is_refused_before_the_slow_parser_reads_it(tmp_path, monkeypatch):
+    """libyaml refuses 100,000 nested brackets at once; PyYAML's Python parser would take minutes over them."""
+    import yaml
+
+    claims = make_claims_dir(tmp_path, [])
+    (claims / "deep.yaml").write_text(valid_claim_file("deep", expect="residual: " + "[" * 100_000 + "]" * 100_000),
+                                      encoding="utf-8")
+    parse = yaml.parse
+
+    def libyaml_only(stream, Loader):  # noqa: N803 (PyYAML's own spelling)
+        assert Loader is not yaml.SafeLoader, "the Python parser was reached"
+        return parse(stream, Loader=Loader)
+
+    monkeypatch.setattr(yaml, "parse", libyaml_only)
+    (problem,) = [p for p in load_catalogue(claims).problems() if p.file == "claims/deep.yaml"]
+    assert "flow collections nested 101 deep" in str(problem)

@@ -287,6 +287,21 @@ def test_a_missing_claim_and_a_changed_statement_are_named(committed):
     assert not any("passed -> passed" in d for d in differences)
 
 
+@pytest.mark.parametrize(("field", "edit"), [
+    ("checks.passed", lambda summary: summary["checks"].update(passed=summary["checks"]["passed"] + 1)),
+    ("sharpness.score", lambda summary: summary["sharpness"].update(score=0.5)),
+    ("mutation.score", lambda summary: summary["mutation"].update(score=0.5)),
+    ("mutation.current", lambda summary: summary["mutation"].update(current=not summary["mutation"]["current"])),
+    ("statements.missing", lambda summary: summary["statements"].update(missing=3)),
+])
+def test_what_the_report_says_of_itself_is_compared_too(committed, field, edit):
+    """A summary edited by hand (and the report rendered again from it) is not the report a run writes."""
+    changed = copy.deepcopy(committed)
+    edit(changed["summary"])
+    differences = stated_differences(committed, changed)
+    assert len(differences) == 1 and differences[0].startswith(f"summary: {field} "), differences
+
+
 def test_timings_revision_versions_and_figures_are_not_compared(committed):
     changed = copy.deepcopy(committed)
     changed["run"].update(started="2030-01-01T00:00:00Z", seconds=1.0, revision="0" * 12, id="another",

@@ -12,6 +12,7 @@ characters shown escaped.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -328,3 +329,36 @@ def test_library_versions_are_python_then_each_library():
     assert list(versions)[:3] == ["python", "numpy", "scipy"]
     assert "pytest" in versions and all(isinstance(version, str) for version in versions.values())
     json.dumps(versions)
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "/dev/null"])
+def test_a_report_directory_that_cannot_be_one_is_refused_before_any_check_runs(tmp_path, monkeypatch, capsys, where):
+    from harness.cli import main as claims_main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    (tmp_path / "a file").write_text("not a directory", encoding="utf-8")
+    out = {"a file": tmp_path / "a file", "under a file": tmp_path / "a file" / "reports",
+           "/dev/null": Path(os.devnull)}
+    assert claims_main(["verify", "--claims-report", str(out[where]), "--", "-k", "no-such-claim"]) == 2
+    error = capsys.readouterr().err
+    assert "is not a directory" in error and "no check run, no report written" in error
+    assert (tmp_path / "a file").read_text(encoding="utf-8") == "not a directory"
+
+
+def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_path, monkeypatch):
+    from harness._reporting import report
+
+    target = tmp_path / "reports"
+    target.mkdir()
+    real_stat = Path.stat
+
+    def mounted(path, *args, **kwargs):  # the target as a mount point: another device than its parent's
+        found = real_stat(path, *args, **kwargs)
+        if path == target:
+            return os.stat_result((*found[:2], found.st_dev + 1, *found[3:]))
+        return found
+
+    monkeypatch.setattr(Path, "stat", mounted)
+    assert report.staging_dir_for(target, "abc").parent == target
+    monkeypatch.undo()
+    assert report.staging_dir_for(target, "abc").parent == tmp_path

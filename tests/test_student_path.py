@@ -269,7 +269,8 @@ def test_claims_verify_refuses_an_unimportable_implementation_and_writes_nothing
     monkeypatch.chdir(tmp_path)
     claims_dir(tmp_path, {"a.yaml": claim_file(claim("bernoulli-gradient"))})
     sources = (tmp_path / "Module_4_Sources.md").read_text(encoding="utf-8")
-    assert claims_main(["verify", "--claims-impl", "nonexistent", "--claims-profile", "smoke", "--claims-report", "tmp"]) == 2
+    assert claims_main(["verify", "--claims-impl", "nonexistent", "--claims-profile", "smoke",
+                        "--claims-report", "tmp"]) == 2
     error = capsys.readouterr().err
     assert "claims verify: cannot import the implementation 'nonexistent'" in error
     assert "no report written" in error
@@ -283,7 +284,8 @@ def test_claims_verify_refuses_undeclared_reference_fallbacks(tmp_path, monkeypa
     claims_dir(tmp_path, {"a.yaml": claim_file(claim("bernoulli-gradient"))})
     write_module(tmp_path, "lazy_rl", RE_EXPORTS.format(declaration=""))
     try:
-        assert claims_main(["verify", "--claims-impl", "lazy_rl", "--claims-profile", "smoke", "--claims-report", "tmp"]) == 2
+        assert claims_main(["verify", "--claims-impl", "lazy_rl", "--claims-profile", "smoke",
+                            "--claims-report", "tmp"]) == 2
     finally:
         sys.modules.pop("lazy_rl", None)
     error = capsys.readouterr().err

@@ -283,7 +283,8 @@ def test_the_release_gate_fails_on_a_revised_text_and_the_reports_carry_its_stat
     assert claims(["verify"]) == 0 and claims(["verify", "--check"]) == 0
     given = revised(toy, "revised", text.read_text(encoding="utf-8").replace("Gauss is said", "Gauss, it is said,"))
     capsys.readouterr()
-    assert claims(["verify", "--check", "--claims-text", given]) == 1  # a revised copy, read in the configured one's stead
+    # A revised copy, read in the configured one's stead.
+    assert claims(["verify", "--check", "--claims-text", given]) == 1
     assert "text: marks of nothing checkable that no longer stand on their block: 1 reworded" in capsys.readouterr().err
 
 

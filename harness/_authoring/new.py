@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import keyword
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,8 +12,10 @@ from harness._claims.expect import Condition, Expectation
 from harness._claims.loading import Catalogue
 from harness._claims.schema import KINDS
 
-_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
+# Matched whole (fullmatch: ``$`` alone would let a trailing newline through). An id becomes a Python function
+# name (dashes to underscores), so it starts with a letter; neither it nor the module may be a keyword.
+_ID = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+_MODULE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -30,23 +34,48 @@ class NewClaim:
         return self.id.replace("-", "_")
 
 
-def validate(new: NewClaim, catalogue: Catalogue) -> list[str]:
+def validate(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]:
     """What is wrong with the request, one sentence each; empty when it can be written."""
     errors = []
-    if not _ID.match(new.id):
-        errors.append(f"id '{new.id}' is not kebab-case (e.g. 'loo-identity')")
+    if not _ID.fullmatch(new.id):
+        errors.append(f"id {new.id!r} is not kebab-case beginning with a letter (e.g. 'loo-identity')")
+    elif keyword.iskeyword(new.function) or keyword.issoftkeyword(new.function):
+        errors.append(f"id {new.id!r} would name its verifier function {new.function!r}, a Python keyword; "
+                      "choose a longer id")
     if any(entry.id == new.id for entry in catalogue.entries):
         errors.append(f"id '{new.id}' exists already")
     if new.kind not in KINDS:
         errors.append(f"kind '{new.kind}' is not one of {', '.join(KINDS)}")
-    if not _MODULE.match(new.module):
-        errors.append(f"verifier module '{new.module}' is not a Python module name")
+    if not _MODULE.fullmatch(new.module) or keyword.iskeyword(new.module):
+        errors.append(f"verifier module {new.module!r} is not a Python module name (lower case, a letter first, "
+                      "not a keyword)")
     if new.verifier in catalogue.verifiers:
         errors.append(f"verifier '{new.verifier}' exists already")
+    elif _MODULE.fullmatch(new.module) and new.function in _defined_in(verifiers_dir / f"{new.module}.py"):
+        errors.append(f"{new.module}.py defines {new.function!r} already (a helper, say): the stub would replace "
+                      "it; choose another id")
     if not lesson_file(new.step, catalogue):
         steps = ", ".join(step for steps in catalogue.steps.values() for step in steps)
         errors.append(f"no claim file has step '{new.step}'; steps: {steps}")
     return errors
+
+
+def _defined_in(module: Path) -> set[str]:
+    """The names a verifier module binds at its top level (none when it does not exist or does not parse)."""
+    try:
+        tree = ast.parse(module.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        else:
+            names.update(target.id for target in ast.walk(node) if isinstance(target, ast.Name)
+                         and isinstance(target.ctx, ast.Store))
+    return names
 
 
 def lint_warnings(catalogue: Catalogue, impl_module: str) -> list[str]:

@@ -356,6 +356,33 @@ def _observed_number(value: Any) -> Fraction | None:
     return _sympy_rational(value)
 
 
+def as_plain_observation(value: Any) -> Any:
+    """An observation with every sympy value in it as the plain data the comparisons and the report make of it:
+    a boolean as ``bool``, a number as :func:`_sympy_rational`'s Fraction, any other expression as its text.
+
+    A verifier's observations cross from its worker to the judge as plain data only
+    (``harness._running.plain_data``); a sympy object's pickle can name constructors that parse text.
+    """
+    sympy = sys.modules.get("sympy")
+    if sympy is None:
+        return value
+    if isinstance(value, dict):
+        return {key: as_plain_observation(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        items = [as_plain_observation(item) for item in value]
+        return type(value)(items) if type(value) in (list, tuple) else items
+    if isinstance(value, np.ndarray) and value.dtype.kind == "O":
+        converted = np.empty(value.shape, dtype=object)
+        converted.flat[:] = [as_plain_observation(item) for item in value.flat]
+        return converted
+    if isinstance(value, sympy.logic.boolalg.BooleanAtom):
+        return bool(value)
+    if isinstance(value, sympy.Basic | sympy.MatrixBase):
+        number = _sympy_rational(value) if isinstance(value, sympy.Basic) else None
+        return number if number is not None else str(value)
+    return value
+
+
 def _sympy_rational(value: Any) -> Fraction | None:
     """A sympy number as a Fraction: exact for rationals, 60 significant digits otherwise."""
     import sympy

@@ -404,8 +404,10 @@ def _load_file(path: Path, display: str, root: Path
     except yaml.reader.ReaderError as error:
         return file_problem(f"not valid YAML: character {error.character!r} is not allowed",
                             text[: error.position].count("\n") + 1, hint="remove control characters")
-    except RecursionError:
-        return file_problem("not valid YAML: nested too deeply", hint="claim files need only a few levels")
+    except RecursionError as error:
+        found = str(error) if str(error).startswith("flow collections") else "nested too deeply"
+        return file_problem(f"not valid YAML: {found}",
+                            hint=f"claim files need only a few levels (at most {MAX_FLOW_DEPTH} are read)")
     finally:
         if loader is not None:
             loader.dispose()
@@ -662,6 +664,11 @@ class _Events:
                 raise yaml.YAMLError("libyaml is not installed")
             events = list(yaml.parse(stream, Loader=yaml.CSafeLoader))
         except yaml.YAMLError:
+            # The Python parser takes about a millisecond per level of flow nesting: a file of a hundred
+            # thousand brackets would take minutes. Deeper than any claim file needs is refused first.
+            depth, line = _flow_depth(stream)
+            if depth > MAX_FLOW_DEPTH:
+                raise RecursionError(f"flow collections nested {depth} deep at line {line}") from None
             events = list(yaml.parse(stream, Loader=yaml.SafeLoader))
         self._events = deque(events)
 
@@ -676,6 +683,42 @@ class _Events:
 
     def dispose(self) -> None:
         self._events.clear()
+
+
+# Claim files nest a few levels ([..] in {..} in a check); a hundred is far beyond any and quick to refuse.
+MAX_FLOW_DEPTH = 100
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """The deepest nesting of flow brackets in ``text`` outside quotes and comments (an upper bound on YAML's
+    flow nesting), and the line where it is first reached; stops counting past ``MAX_FLOW_DEPTH``."""
+    depth = deepest = 0
+    line = where = 1
+    quote = None
+    previous = "\n"
+    for character in text:
+        if character == "\n":
+            line += 1
+            if quote is None:
+                previous = character
+                continue
+        if quote is not None:
+            if character == quote:
+                quote = None
+        elif character in "'\"":
+            quote = character
+        elif character == "#" and previous in " \t\n":
+            quote = "\n"  # a comment ends at the line's end
+        elif character in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, line
+                if deepest > MAX_FLOW_DEPTH:
+                    break
+        elif character in "]}":
+            depth = max(depth - 1, 0)
+        previous = character
+    return deepest, where
 
 
 class _ClaimLoader(_Events, yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):

@@ -137,7 +137,19 @@ def stated_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             differences.append(f"{where}: {before.get('status')} -> {after.get('status')}")
     if old.get("coverage_criterion") != new.get("coverage_criterion"):
         differences.append("the coverage criterion changed")
+    # What the report says of itself: its counts, the sharpness and mutation scores, whether those are current.
+    old_summary, new_summary = _leaves(old.get("summary", {})), _leaves(new.get("summary", {}))
+    differences += [_changed("summary", field, old_summary.get(field), new_summary.get(field))
+                    for field in dict.fromkeys([*old_summary, *new_summary])
+                    if old_summary.get(field) != new_summary.get(field)]
     return differences + _text_differences(old.get("text"), new.get("text"))
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"a.b": leaf}``."""
+    if isinstance(value, dict) and value:
+        return {key: leaf for name, item in value.items() for key, leaf in _leaves(item, f"{prefix}{name}.").items()}
+    return {prefix.removesuffix("."): value}
 
 
 def _text_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:

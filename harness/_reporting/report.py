@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -375,8 +376,30 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
 
 
 def staging_dir_for(directory: Path, run_id: str) -> Path:
-    """Where a run writes its report and figures before they replace ``directory``'s (same filesystem)."""
-    return directory.resolve().parent / f".{directory.resolve().name}.staging-{run_id}"
+    """Where a run writes its report and figures before they replace ``directory``'s: beside it, or inside it
+    when it is a mount point of its own (a rename never crosses file systems)."""
+    target = directory.resolve()
+    try:
+        own_mount = target.is_dir() and target.stat().st_dev != target.parent.stat().st_dev
+    except OSError:
+        own_mount = False
+    return target / f".staging-{run_id}" if own_mount else target.parent / f".{target.name}.staging-{run_id}"
+
+
+def report_directory_problem(directory: Path) -> str | None:
+    """Why a report cannot be written to ``directory`` (checked before a run, so that no result is lost at its
+    end), or None: it must be a directory, or one that can be made, where this process can write."""
+    target = directory.resolve()
+    existing = next(path for path in (target, *target.parents) if path.exists())
+    if not existing.is_dir():
+        return (f"{directory} cannot hold a report: {existing} is not a directory; give --claims-report a "
+                "directory (made if it does not exist)")
+    try:
+        probe = tempfile.NamedTemporaryFile(dir=existing, prefix=".claims-probe-")  # noqa: SIM115
+        probe.close()
+    except OSError as error:
+        return f"{directory} cannot hold a report: {existing} cannot be written ({error.strerror or error})"
+    return None
 
 
 def _move_together(staging: Path, directory: Path, names: list[str]) -> None:

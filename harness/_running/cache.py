@@ -20,12 +20,16 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import hmac
 import importlib.util
 import json
+import os
 import pickle
+import secrets
 import sys
 import sysconfig
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,7 @@ from harness._claims.formats import figure_paths, library_versions
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
 from harness._running.implementation import contract_names, reference_implementation
+from harness._running.plain_data import plain_loads
 
 _HARNESS = __name__.partition(".")[0]
 # A kept summary is this module's reading of a file: another version of this module reads it anew.
@@ -70,23 +75,61 @@ class ObservationCache:
             keep_summaries_in(directory)
 
     def load(self, key: str, figures_dir: Path) -> dict[str, Any] | None:
+        """The observations stored under ``key``, their figures restored into ``figures_dir``; None for a miss.
+
+        An entry this harness did not write (its signature does not match: tampered with, or another
+        project's) or one that is not plain data is a miss too, and a warning says so: the check runs again.
+        """
         path = self.directory / f"{key}.pickle"
         if not path.is_file():
             return None
         try:
-            # The cache is written only by this harness on this machine; claim files never reach it.
-            observed, figures = pickle.loads(path.read_bytes())
-        except Exception:  # a truncated or foreign file is a miss, not an error
+            data = path.read_bytes()
+        except OSError:
+            return None
+        signature, content = data[:_SIGNATURE_BYTES], data[_SIGNATURE_BYTES:]
+        if not hmac.compare_digest(signature, self._sign(key, content)):
+            warnings.warn(f"{path}: a cache entry this harness did not write (tampered with, or foreign): ignored, "
+                          "its check runs again", stacklevel=2)
+            return None
+        try:
+            observed, figures = plain_loads(content)
+        except Exception:  # a truncated file, or one of another version's format: a miss, not an error
             return None
         figures_dir.mkdir(parents=True, exist_ok=True)
-        for name, data in figures.items():
-            (figures_dir / name).write_bytes(data)
+        for name, figure in figures.items():
+            (figures_dir / Path(name).name).write_bytes(figure)
         return observed
 
     def store(self, key: str, observed: dict[str, Any], figures_dir: Path) -> None:
         named = [figures_dir / Path(path).name for path in figure_paths(observed)]
         figures = {path.name: path.read_bytes() for path in named if path.is_file()}
-        write_atomically(self.directory / f"{key}.pickle", pickle.dumps((dict(observed), figures)))
+        content = pickle.dumps((dict(observed), figures))
+        write_atomically(self.directory / f"{key}.pickle", self._sign(key, content) + content)
+
+    def _sign(self, key: str, content: bytes) -> bytes:
+        """HMAC-SHA256 of the entry under the project's secret: only the judging process signs (workers never
+        write the cache), so an entry written by anything else does not verify."""
+        return hmac.new(_secret(self.directory), key.encode() + b"\0" + content, hashlib.sha256).digest()
+
+
+_SIGNATURE_BYTES = hashlib.sha256().digest_size
+
+
+def _secret(directory: Path) -> bytes:
+    """The cache's own secret: made once, readable by its owner only (read at each use: a cache may be removed)."""
+    path = directory / "secret"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another run made it first
+            return path.read_bytes()
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(secrets.token_bytes(32))
+        return path.read_bytes()
 
 
 def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str | Path | None, **settings: Any

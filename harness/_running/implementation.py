@@ -167,6 +167,8 @@ class Provenance:
         function of the reference bound to this name) is under test.
     """
 
+    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
+
     impl: str
     own: tuple[str, ...]
     borrowed: dict[str, tuple[str, ...]] = field(default_factory=dict)

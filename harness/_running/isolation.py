@@ -19,6 +19,8 @@ readable timeout; the supervisor's limit is the backstop for code that defeats i
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -26,6 +28,7 @@ import resource
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +38,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from harness._claims.errors import ClaimsError
+from harness._running.plain_data import NotPlain, plain_loads
 
 # How long past its stated limit a check may take before the supervisor kills it: enough for the
 # worker's own alarm to fire and the answer to come back (as long as the limit, from 2 s up to 10 s).
@@ -52,9 +56,27 @@ class CheckCrashed(ClaimsError):
 class Answer:
     """What a worker sends back: the value, or the text of the exception the call raised."""
 
+    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
+
     value: Any = None
     error: str | None = None
-    exception: ClaimsError | None = None
+    # A harness error the call raised, as plain data: its class's module and name, its args and attributes (an
+    # exception's own pickle may name any reducer a library installed, tblib's for one, and is not read).
+    raised: tuple[str, str, tuple, dict] | None = None
+
+    @property
+    def exception(self) -> ClaimsError | None:
+        """The harness error the call raised, rebuilt here, or None."""
+        if self.raised is None:
+            return None
+        module, name, args, attributes = self.raised
+        kind = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(kind, type) and issubclass(kind, ClaimsError)):
+            return ClaimsError(f"the check raised {module}.{name}{args!r}")
+        error = kind.__new__(kind)
+        error.args = tuple(args)
+        error.__dict__.update(attributes)
+        return error
 
 
 _IN_WORKER = False
@@ -167,9 +189,12 @@ class _Worker:
         try:
             # A worker that has exited may still have its answer in the pipe; one that is alive has sent it or is late.
             if self.reader.poll(0):
-                answer = self.reader.recv()
+                answer = plain_loads(self.reader.recv_bytes())
         except (EOFError, OSError):
             pass  # the worker died while (or instead of) sending its answer
+        except NotPlain as error:
+            answer = Answer(error=f"the check's answer holds {error}: only plain data (numbers, strings, arrays, "
+                                  "Fractions and containers of them) crosses back from its worker")
         except Exception as error:  # an answer that does not unpickle here
             answer = Answer(error=f"{_UNREADABLE} ({error})")
         seconds = time.monotonic() - self.started
@@ -212,6 +237,8 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
     global _IN_WORKER
     _IN_WORKER = True
     os.setpgrp()
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's handler is not the worker's
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     # Fresh text streams over the new descriptors: a lock another thread held at the fork stays behind.
@@ -222,8 +249,8 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
         answer = Answer(value=call())
     except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
         # The harness's own errors cross back as they are (their type says what happened); any other as its text.
-        answer = (Answer(exception=error) if isinstance(error, ClaimsError)
-                  else Answer(error=traceback.format_exc(limit=-8)))
+        answer = (Answer(raised=(type(error).__module__, type(error).__qualname__, error.args, dict(vars(error))))
+                  if isinstance(error, ClaimsError) else Answer(error=traceback.format_exc(limit=-8)))
     try:
         data = pickle.dumps(answer)
     except Exception as error:
@@ -236,6 +263,34 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when the process that started it dies, however it dies (Linux only):
+    a supervisor killed outright (SIGKILL, the OOM killer) must not leave a hung check running for ever."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def interrupt_on_termination() -> Callable[[], None]:
+    """From now on, SIGTERM (what CI and job schedulers send) stops this process as Ctrl-C does: the run ends
+    with its report labelled interrupted, and every worker is killed on the way out. Returns what undoes it.
+    A handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"terminated (signal {signum})")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _limit_memory() -> None:

@@ -14,14 +14,17 @@ another machine has no such directory and writes nothing, and no check ever fail
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -167,14 +170,15 @@ def run_showing_progress(command: list[str], out: TextIO | None = None, err: Tex
     out, err = out or sys.stdout, err or sys.stderr
     # A debugger's prompt has no newline: copied line by line, it would never show.
     if not shows_progress(out, err) or any(argument in _INTERACTIVE for argument in command):
-        with subprocess.Popen(command, cwd=cwd, env=env) as process:
+        with subprocess.Popen(command, cwd=cwd, env=env) as process, _passing_termination_to(process):
             return _wait_through_interrupt(process)
     line = _StatusLine(out, err)
     with tempfile.TemporaryDirectory(prefix="claims-progress-") as directory:
         env = {**(os.environ if env is None else env), PROGRESS_DIR: directory, "COLUMNS": str(line.width)}
         if "PY_COLORS" not in env and "NO_COLOR" not in env:
             env["PY_COLORS"] = "1"
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd) as process:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd) as process, \
+                _passing_termination_to(process):
             reader = threading.Thread(target=_copy_lines, args=(process.stdout, line), daemon=True)
             reader.start()
             try:
@@ -195,6 +199,20 @@ def _wait_through_interrupt(process: subprocess.Popen) -> int:
             return process.wait()
         except KeyboardInterrupt:
             continue
+
+
+@contextlib.contextmanager
+def _passing_termination_to(process: subprocess.Popen) -> Iterator[None]:
+    """While ``process`` runs, a SIGTERM to this command goes to it as well: pytest ends the run as at Ctrl-C,
+    labels its report, and this command returns its exit status instead of leaving it running alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: process.send_signal(signal.SIGTERM))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _ended(process: subprocess.Popen, seconds: float) -> bool:

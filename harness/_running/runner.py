@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness._claims.errors import ClaimsError, NotImplementedYet
-from harness._claims.expect import Comparison, compare, to_jsonable
+from harness._claims.expect import Comparison, as_plain_observation, compare, to_jsonable
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
@@ -224,7 +224,7 @@ def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, optio
 
     def observe() -> dict[str, Any]:
         with time_limit(limit):
-            return dict(_observe(entry, index, verifier, options, seed, limit))
+            return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit)))
 
     if not (options.isolation and isolation_supported()):
         return observe()
