@@ -169,21 +169,36 @@ def _verify(args: argparse.Namespace) -> int:
         return 2
     before = snapshot(args.out) if args.check else None
     catalogue = load_catalogue(args.claims_dir)
-    run_id = uuid.uuid4().hex[:12]
+    run_id, earlier = uuid.uuid4().hex[:12], _run_id_in(args.out)
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
     reusable = not (args.no_cache or args.pytest_args)
     status = _verify_without_pytest(args, catalogue, run_id) if reusable else None
+    writer = "this command"
     if status is None:
-        status = _verify_with_pytest(args, run_id)
+        status, writer = _verify_with_pytest(args, run_id), "pytest"
     results = _this_runs_results(args.out, run_id)
     if results is None:
-        print(f"claims verify: pytest wrote no report (exit status {status}); the reports in {args.out}/ are "
-              "unchanged and are not this run's", file=sys.stderr)
+        other = _run_id_in(args.out)
+        if other not in (None, earlier):
+            why = f"another run's report (run {other}) replaced this one's in {args.out}/: run again for this run's"
+        else:
+            why = (f"{writer} wrote no report (exit status {status}); the reports in {args.out}/ are unchanged and "
+                   "are not this run's")
+        print(f"claims verify: {why}", file=sys.stderr)
         return status or 1
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
     status = _registry_and_gate(args, catalogue, results, before, compare_snapshots, snapshot) or status
     incomplete = _ledger_gate(catalogue)
     return status or incomplete
+
+
+def _run_id_in(out: Path) -> str | None:
+    """The run id of the report in ``out``, or None when there is none or it cannot be read."""
+    try:
+        found = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8")).get("run", {}).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(found) if found else None
 
 
 def _this_runs_results(out: Path, run_id: str) -> dict | None:

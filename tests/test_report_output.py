@@ -362,3 +362,21 @@ def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_
     assert report.staging_dir_for(target, "abc").parent == target
     monkeypatch.undo()
     assert report.staging_dir_for(target, "abc").parent == tmp_path
+
+
+def test_the_mutation_digest_reads_only_regular_claim_files(tmp_path):
+    """A directory, a pipe or a link to a device named *.yaml is the loader's to report: the digest neither hangs
+    on it nor crashes (and blames mutants.json)."""
+    from harness._claims.course import find_course
+    from harness._reporting.report import mutation_inputs_digest
+
+    course_dir = tmp_path / "course"
+    shutil.copytree(Path(__file__).resolve().parent / "course_two", course_dir,
+                    ignore=shutil.ignore_patterns("__pycache__", ".claims-cache", "reports"))
+    course = find_course(course_dir)
+    before = mutation_inputs_digest(course)
+    (course.claims / "a-directory.yaml").mkdir()
+    os.mkfifo(course.claims / "a-pipe.yaml")
+    (course.claims / "zeros.yaml").symlink_to("/dev/zero")
+    after = mutation_inputs_digest(course)
+    assert after != before  # the names count, as the loader's problems with them do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 from harness._claims.course import Course, find_course
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import UNCOVERED, library_versions
-from harness._claims.loading import Catalogue, ClaimEntry
+from harness._claims.loading import MAX_FILE_BYTES, Catalogue, ClaimEntry
 from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from harness._reporting.html import HTML_FILE, render_html
 from harness._reporting.markdown import render_markdown
@@ -294,7 +295,12 @@ def mutation_inputs_digest(course: Course) -> str:
     reference = course.root / course.implementation
     digest = hashlib.sha256(package_digest("harness").encode())
     for path in sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")]):
-        digest.update(str(path.relative_to(course.root)).encode() + b"\0" + path.read_bytes())
+        digest.update(str(path.relative_to(course.root)).encode() + b"\0")
+        # Only regular files, and as much of them as the loader reads: a directory, a pipe or a link to a
+        # device named *.yaml is the loader's to report, and must neither hang nor crash this digest.
+        if path.is_file():
+            with contextlib.suppress(OSError), path.open("rb") as file:
+                digest.update(file.read(MAX_FILE_BYTES + 1))
     return digest.hexdigest()[:16]
 
 

@@ -230,7 +230,7 @@ _kept_summaries: list[Path] = []
 def keep_summaries_in(directory: Path) -> None:
     """Keep the summary of every source file read from now on in ``directory``, and read it from there again
     while the file is unchanged: a run with nothing edited then parses no file (half a second here)."""
-    _kept_summaries[:] = [directory / "sources"]
+    _kept_summaries[:] = [directory.resolve() / "sources"]  # where it is now, whatever the working directory becomes
 
 
 @functools.cache
