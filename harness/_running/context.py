@@ -224,13 +224,15 @@ class _InputGuard:
     implementation: str
     function: str
 
-    def snapshot(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {name: _state(value, set()) for name, value in _bound(function, args, kwargs).items()}
+    def snapshot(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> dict[str, tuple[Any, Any]]:
+        """Each argument by name, with its state before the call."""
+        return {name: (value, _state(value, set())) for name, value in _bound(function, args, kwargs).items()}
 
-    def verify(self, function: Callable[..., Any], before: dict[str, Any], args: tuple[Any, ...],
+    def verify(self, function: Callable[..., Any], before: dict[str, tuple[Any, Any]], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> None:
-        for name, value in _bound(function, args, kwargs).items():
-            if _state(value, set()) != before[name]:
+        for name, (value, state) in before.items():
+            if _state(value, set()) != state:
                 raise ImplementationError(
                     f"implementation '{self.implementation}': {self.function} changed its argument {name} in "
                     "place. The verifiers compute what they expect from the values they passed, so every function "
@@ -241,10 +243,16 @@ class _InputGuard:
 def _bound(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The arguments by their parameters' names, quoted (by position, ``[0]``, when the signature cannot bind)."""
     try:
-        bound = inspect.signature(function).bind(*args, **kwargs).arguments
+        bound = _signature(function).bind(*args, **kwargs).arguments
     except (TypeError, ValueError):
         bound = {f"[{index}]": value for index, value in enumerate(args)} | kwargs
     return {repr(name) if not name.startswith("[") else name: value for name, value in bound.items()}
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(function: Callable[..., Any]) -> inspect.Signature:
+    """``inspect.signature``, once per function: a property calls one function thousands of times."""
+    return inspect.signature(function)
 
 
 def _state(value: Any, seen: set[int]) -> Any:
