@@ -322,7 +322,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
     only what pytest adds is missing: its rewriting of a failing verifier's ``assert`` (every verifier's
     assert gives its own message, so a failure still says what it compared).
     """
-    from harness._reporting.report import lessons_of, staging_dir_for, write_reports
+    from harness._reporting.report import ReportNotWritten, lessons_of, staging_dir_for, write_reports
     from harness._running.engine import evaluate, every_part, never_reported
     from harness._text.summary import text_report
 
@@ -353,8 +353,12 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
     evidence = [outcome.evidence if outcome is not None else
                 never_reported(part, catalogue, options, "the run was interrupted before this check reported")
                 for part, outcome in zip(parts, outcomes.values(), strict=True)]
-    write_reports(args.out, evidence, lessons_of([catalogue]), options, started, catalogue.root, completeness,
-                  args.given, text_report(catalogue, text_overrides(args.text)))
+    try:
+        write_reports(args.out, evidence, lessons_of([catalogue]), options, started, catalogue.root, completeness,
+                      args.given, text_report(catalogue, text_overrides(args.text)))
+    except ReportNotWritten as error:
+        print(f"claims verify: {error}", file=sys.stderr)
+        return 1
     failures = [outcome.message for outcome in outcomes.values()
                 if outcome is not None and outcome.status in ("failed", "error")]
     for failure in failures:

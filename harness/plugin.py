@@ -33,6 +33,7 @@ from harness._claims.formats import scoreboard_line
 from harness._claims.loading import Catalogue, load_catalogue
 from harness._claims.schema import KIND_DESCRIPTIONS
 from harness._reporting.report import (
+    ReportNotWritten,
     function_scoreboard,
     lessons_of,
     report_directory_problem,
@@ -504,9 +505,12 @@ class _ReportWriter:
         every = sum(len(every_part(catalogue)) for catalogue in catalogues)
         completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
                         "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
-        write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
-                      completeness, _given(self.config),
-                      text_report(catalogues[0], self.text_overrides))
+        try:
+            write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
+                          completeness, _given(self.config), text_report(catalogues[0], self.text_overrides))
+        except ReportNotWritten as error:  # the run's end: say where its results are, and fail the run
+            session.config.get_terminal_writer().line(f"claims: {error}", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
         """Every selected item's part, by node id, in collection order."""

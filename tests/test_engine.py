@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import shutil
 import sys
 import threading
@@ -190,11 +191,16 @@ def test_a_full_disk_leaves_the_previous_report_whole(project, monkeypatch):
 
     monkeypatch.setattr(Path, "write_text", full_disk)
     write(project, claim_file(claim("ok"), claim("new-claim")))
-    project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
+    result = project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
     monkeypatch.undo()
     after = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
     assert after == before
     assert not [path for path in project.path.iterdir() if ".staging-" in path.name]
+    # The run fails, and says where this run's results are kept instead of losing them.
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    (kept,) = re.findall(r"this run's results are in (\S+\.json)", result.stdout.str())
+    assert {row["id"] for row in json.loads(Path(kept).read_text(encoding="utf-8"))["claims"]} == {"ok", "new-claim"}
+    Path(kept).unlink()
 
 
 # --------------------------------------------------------------------------- claims verify: this run's report only

@@ -365,10 +365,10 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     """
     results = build_results(payloads, lessons, options, started, root, given, text.section if text else None)
     results["run"].update(completeness)
-    directory.mkdir(parents=True, exist_ok=True)
     staging = Path(options.staging_dir) if options.staging_dir else staging_dir_for(directory, str(os.getpid()))
-    staging.mkdir(parents=True, exist_ok=True)
     try:
+        directory.mkdir(parents=True, exist_ok=True)
+        staging.mkdir(parents=True, exist_ok=True)
         texts = {RESULTS_FILE: json.dumps(results, indent=2, ensure_ascii=False) + "\n",
                  MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, staging)}
         if text is not None and text.state is not None:
@@ -376,9 +376,28 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
         _move_together(staging, directory, list(texts))
+    except OSError as error:
+        raise ReportNotWritten(f"the reports could not be written to {directory} ({error}); this run's results are "
+                               f"in {_kept_somewhere(results)}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return results
+
+
+class ReportNotWritten(ClaimsError):
+    """The reports could not be written at the end of a run; the message says where its results were kept."""
+
+
+def _kept_somewhere(results: dict[str, Any]) -> str:
+    """The results, written where this process can write (the temporary directory): the file, or why none."""
+    handle, name = tempfile.mkstemp(prefix=f"claims-results-{results['run'].get('id') or os.getpid()}-",
+                                    suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    except OSError as error:
+        return f"no file either ({error})"
+    return name
 
 
 def staging_dir_for(directory: Path, run_id: str) -> Path:
