@@ -28,6 +28,7 @@ from harness._claims.schema import KINDS, json_schema_text
 from harness._claims.sources import registry_section, render_registry, with_registry
 from harness._running.cache import checked_implementation
 from harness._running.context import PROFILES
+from harness._running.executor import default_workers
 from harness._running.implementation import PYTEST_FLAG, check_implementation, reference_implementation
 from harness._running.isolation import interrupt_on_termination, run_isolated
 from harness._running.isolation import supported as isolation_supported
@@ -330,9 +331,11 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
         return None
     started = time.time()
     # The cached figures are restored into the staging directory, which write_reports moves into place.
+    # One checking process: an experiment's seeds may use every core, as in pytest without xdist.
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
                               cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id,
-                              staging_dir=str(staging_dir_for(args.out, run_id)))
+                              staging_dir=str(staging_dir_for(args.out, run_id)), scheduler=args.scheduler,
+                              workers=default_workers(1))
     parts = every_part(catalogue)
     if not parts:
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")

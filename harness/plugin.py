@@ -116,7 +116,6 @@ def run_options(config: pytest.Config) -> RunOptions:
 
 
 def _options_asked_for(config: pytest.Config) -> RunOptions:
-    workers = config.getoption("claims_workers") or int(os.environ.get("CLAIMS_WORKERS", "0"))
     report_dir = config.getoption("claims_report")
     run_id = config.getoption("claims_run_id")
     return resolve_options(
@@ -124,7 +123,7 @@ def _options_asked_for(config: pytest.Config) -> RunOptions:
         report_dir=report_dir,
         cache_dir=config.getoption("claims_cache"),
         scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
-        workers=workers or default_workers(_xdist_workers(config)),
+        workers=default_workers(_xdist_workers(config), config.getoption("claims_workers")),
         progress_dir=progress_dir(),
         allow_reference=config.getoption("claims_allow_reference"),
         # A debugger must stop in the process it talks to: --pdb and --trace run checks in this one.

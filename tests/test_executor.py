@@ -149,7 +149,10 @@ def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_modul
 
 def test_the_pool_size_leaves_the_cores_to_xdist_workers(monkeypatch):
     monkeypatch.setattr("harness._running.executor.available_cores", lambda: 8)
+    monkeypatch.delenv("CLAIMS_WORKERS", raising=False)
     assert [default_workers(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    monkeypatch.setenv("CLAIMS_WORKERS", "3")  # a shared machine's setting, or --claims-workers before it
+    assert (default_workers(1), default_workers(1, asked=5)) == (3, 5)
 
 
 def test_a_cluster_with_other_numerics_or_no_workers_is_refused_by_name():

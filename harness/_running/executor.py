@@ -72,13 +72,14 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def default_workers(xdist_workers: int) -> int:
-    """Processes per pytest process for experiment seeds: the cores left to it by the other pytest-xdist workers.
+def default_workers(xdist_workers: int, asked: int | None = None) -> int:
+    """Processes per checking process for experiment seeds: ``asked`` (``--claims-workers``), else
+    ``$CLAIMS_WORKERS``, else the cores left to it by the other pytest-xdist workers.
 
     With xdist on every core already (``-n 2`` on 2 cores) this is 1, i.e. the seeds run in the
     checking process: a pool per xdist worker would add processes but no core (docs/performance.md).
     """
-    return max(1, available_cores() // max(1, xdist_workers))
+    return asked or int(os.environ.get("CLAIMS_WORKERS", "0")) or max(1, available_cores() // max(1, xdist_workers))
 
 
 class SeedRun:
