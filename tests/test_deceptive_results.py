@@ -242,6 +242,9 @@ def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_ref
             plain(pretender)
     environment = Environment()
     assert plain(environment) is environment
+    for builtin in ({1, 2}, frozenset({0.5}), range(3)):  # Python's own containers: as they are
+        assert plain(builtin) is builtin
+    assert type(plain({LyingFloat(1.0)}).pop()) is float
     exact = np.array([Fraction(1, 2), 3, np.float64(0.5)], dtype=object)
     assert plain(exact) is exact
 

@@ -157,11 +157,7 @@ def _files_digest(name: str) -> str:
         files = _source_closure(name)
     except ClaimsError:
         return "not found"
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return _contents_digest(files, str)
 
 
 def forget_sources() -> None:
@@ -329,9 +325,14 @@ def package_digest(name: str) -> str:
     if spec is None or spec.origin is None:
         raise ClaimsError(f"cannot find the source of package '{name}'")
     directory = Path(spec.origin).resolve().parent
+    return _contents_digest(sorted(directory.rglob("*.py")), lambda path: path.relative_to(directory).as_posix())
+
+
+def _contents_digest(paths: list[Path], name: Callable[[Path], str]) -> str:
+    """A digest of each file's name (as ``name`` gives it) and whole content, in order."""
     digest = hashlib.sha256()
-    for path in sorted(directory.rglob("*.py")):
-        digest.update(path.relative_to(directory).as_posix().encode())
+    for path in paths:
+        digest.update(name(path).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

@@ -324,6 +324,10 @@ def _converter(kind: type) -> Callable[[Any], Any]:
         return functools.partial(_plain_sequence, kind, kind in (tuple, list) or hasattr(kind, "_make"))
     if issubclass(kind, dict):
         return functools.partial(_plain_mapping, kind is dict)
+    if issubclass(kind, (set, frozenset)):
+        return functools.partial(_plain_set, set if issubclass(kind, set) else frozenset, kind in (set, frozenset))
+    if kind is range:  # Python's own integers, and its own comparisons
+        return _identity
     if dataclasses.is_dataclass(kind):
         return functools.partial(_plain_fields, tuple(field.name for field in dataclasses.fields(kind) if field.init))
     impersonated = [name for name in _DATA_PROTOCOL if _defines(kind, name)]
@@ -365,6 +369,13 @@ def _plain_sequence(kind: type, keeps_kind: bool, value: Any) -> Any:
     if hasattr(kind, "_make"):
         return kind._make(items)
     return tuple(items) if isinstance(value, tuple) else items
+
+
+def _plain_set(base: type, keeps_kind: bool, value: Any) -> Any:
+    items = [plain(item) for item in value]
+    if keeps_kind and all(new is old for new, old in zip(items, value, strict=True)):
+        return value
+    return base(items)
 
 
 def _plain_mapping(keeps_kind: bool, value: dict[Any, Any]) -> dict[Any, Any]:
