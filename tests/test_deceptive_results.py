@@ -125,10 +125,10 @@ def _catalogue():
 
 
 @pytest.fixture
-def liar(tmp_path, monkeypatch):
-    def write(returns: str) -> str:
-        name = f"agreeable_{len(list(tmp_path.iterdir()))}"
-        (tmp_path / f"{name}.py").write_text(LIAR.replace("{returns}", returns), encoding="utf-8")
+def module(tmp_path, monkeypatch):
+    """Write an implementation module importable by name; it is forgotten (sys.modules) after the test."""
+    def write(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
         names.append(name)
         return name
 
@@ -137,6 +137,12 @@ def liar(tmp_path, monkeypatch):
     yield write
     for name in names:
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def liar(module):
+    count = iter(range(100))
+    return lambda returns: module(f"agreeable_{next(count)}", LIAR.replace("{returns}", returns))
 
 
 def _run_lambda_zero(implementation: str):
@@ -172,14 +178,9 @@ def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *
 '''
 
 
-def test_an_implementation_that_changes_its_inputs_is_an_error_not_a_pass(tmp_path, monkeypatch):
-    name = "zeroes_its_inputs"
-    (tmp_path / f"{name}.py").write_text(ZEROES_ITS_INPUTS, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        result = _run_lambda_zero(name)
-    finally:
-        sys.modules.pop(name, None)
+def test_an_implementation_that_changes_its_inputs_is_an_error_not_a_pass(module):
+    name = module("zeroes_its_inputs", ZEROES_ITS_INPUTS)
+    result = _run_lambda_zero(name)
     assert result.status == "error", (result.status, result.observed)
     assert f"implementation '{name}': gae_advantages changed its argument 'r_t' in place" in result.error
 
@@ -249,14 +250,8 @@ def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_ref
     assert plain(exact) is exact
 
 
-def test_a_pretending_result_is_an_error_row_naming_the_function_and_the_type(tmp_path, monkeypatch):
-    name = "always_equal"
-    (tmp_path / f"{name}.py").write_text(PRETENDER, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        result = _run_lambda_zero(name)
-    finally:
-        sys.modules.pop(name, None)
+def test_a_pretending_result_is_an_error_row_naming_the_function_and_the_type(module):
+    result = _run_lambda_zero(module("always_equal", PRETENDER))
     assert result.status == "error", (result.status, result.observed)
     assert "gae_advantages returned an object array holding a always_equal.AlwaysEqual, which defines __eq__, " \
            "__le__" in result.error and "not plain data" in result.error, result.error[-2000:]
@@ -322,15 +317,10 @@ def bellman_optimality_operator(P, R, v, gamma):
 '''
 
 
-def test_a_nan_anywhere_in_a_result_fails_a_check_that_takes_its_largest_entry(tmp_path, monkeypatch):
+def test_a_nan_anywhere_in_a_result_fails_a_check_that_takes_its_largest_entry(module):
     """Python's max keeps a NaN only when it comes first; the verifiers' reductions keep it wherever it is."""
-    name = "nan_in_its_last_entry"
-    (tmp_path / f"{name}.py").write_text(NAN_LAST, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    name = module("nan_in_its_last_entry", NAN_LAST)
     (entry,) = [e for e in _catalogue().entries if e.id == "bellman-operator-contracts"]
     (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == "tabular.contraction_property"]
-    try:
-        result = run_check(entry, index, _catalogue().verifiers["tabular.contraction_property"], RunOptions(impl=name))
-    finally:
-        sys.modules.pop(name, None)
+    result = run_check(entry, index, _catalogue().verifiers["tabular.contraction_property"], RunOptions(impl=name))
     assert result.status == "failed", (result.status, result.error)
