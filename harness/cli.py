@@ -33,7 +33,7 @@ from harness._running.implementation import PYTEST_FLAG, check_implementation, r
 from harness._running.isolation import interrupt_on_termination, run_isolated
 from harness._running.isolation import supported as isolation_supported
 from harness._running.progress import run_showing_progress
-from harness._running.runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, resolve_options
+from harness._running.runner import DEFAULT_PROFILE, IMPORT_TIME_LIMIT, check_names, close_zygotes, resolve_options
 from harness._text.summary import text_overrides
 
 SCHEMA_FILE = "schema.json"
@@ -353,6 +353,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
         completeness.update(complete=False, incomplete="interrupted")
     finally:
         undo()
+        close_zygotes()
     evidence = [outcome.evidence if outcome is not None else
                 never_reported(part, catalogue, options, "the run was interrupted before this check reported")
                 for part, outcome in zip(parts, outcomes.values(), strict=True)]

@@ -61,7 +61,7 @@ from harness._running.runner import (
     IMPORT_TIME_LIMIT,
     SHRINK_FLAG,
     RunOptions,
-    imported_safely,
+    close_zygotes,
     resolve_options,
 )
 from harness._text.summary import text_overrides, text_report
@@ -187,7 +187,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.stash[_PROVENANCE] = checked_implementation(
             options.impl, isolated if options.isolation and isolation_supported() else check, options.cache_dir,
             allow_reference=options.allow_reference)
-        imported_safely(options.impl)
     except (UnimportableImplementation, CheckCrashed) as error:
         # One error item says why (ImplementationImport); the checks that need no implementation still run.
         config.stash[_UNIMPORTABLE] = str(error)
@@ -274,6 +273,7 @@ def _collects_claims(config: pytest.Config) -> bool:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutdown_executors()
+    close_zygotes()
     config.stash.get(_UNDO_TERMINATION, lambda: None)()
 
 

@@ -13,9 +13,12 @@ import shutil
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
+
+from harness import ClaimsError
 
 PROJECT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -175,30 +178,66 @@ def alive(pid: int) -> bool:
     return not (stat.is_file() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
 
 
-def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
+def supervised_task(kind: str) -> str:
+    """A worker's task that answers, raises, dies or hangs (module level: a zygote's worker gets it pickled)."""
+    if kind == "raises":
+        raise ValueError("no")
+    if kind == "exits":
+        os._exit(3)
+    if kind == "hangs":
+        time.sleep(600)
+    return kind
+
+
+def prepared_in_zygote() -> None:
+    os.environ["CLAIMS_TEST_PREPARED"] = "yes"
+
+
+@pytest.mark.parametrize("forked_from", ["this process", "a zygote"])
+def test_the_supervisor_runs_several_workers_and_says_how_each_ended(forked_from):
     """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
-    from harness._running.isolation import TIMED_OUT, run_each_isolated
+    from harness._running.isolation import TIMED_OUT, Zygote, run_each_isolated
 
-    def task(kind: str) -> str:
-        if kind == "raises":
-            raise ValueError("no")
-        if kind == "exits":
-            os._exit(3)
-        if kind == "hangs":
-            time.sleep(600)
-        return kind
+    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60) if forked_from == "a zygote" else None
+    try:
+        started = time.monotonic()
+        order: list[int] = []
+        ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers"], supervised_task,
+                                  lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
+                                  done=lambda number, _: order.append(number), zygote=zygote)
+        assert time.monotonic() - started < 30
+        assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
+        assert "ValueError: no" in ended[1].answer.error
+        assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
+        assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
+        assert sorted(order) == [0, 1, 2, 3, 4]
+        assert "CLAIMS_TEST_PREPARED" not in os.environ  # prepared in the zygote, not here
+    finally:
+        if zygote is not None:
+            zygote.close()
 
-    started = time.monotonic()
-    order: list[int] = []
-    ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers"], task,
-                              lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
-                              done=lambda number, _: order.append(number))
-    assert time.monotonic() - started < 30
-    assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
-    assert "ValueError: no" in ended[1].answer.error
-    assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
-    assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
-    assert sorted(order) == [0, 1, 2, 3, 4]
+
+def fails_to_prepare() -> None:
+    raise ValueError("cannot import")
+
+
+def test_a_zygote_that_fails_or_dies_is_a_check_error_and_the_next_zygote_works():
+    from harness._running.isolation import CheckCrashed, Zygote, run_isolated
+
+    with pytest.raises(ClaimsError, match="ValueError: cannot import"):
+        Zygote(fails_to_prepare, "the test's zygote", 60)
+    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60)
+    assert run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote) == "answers"
+    os.kill(zygote.process.pid, signal.SIGKILL)
+    zygote.process.join(5)
+    assert not zygote.alive
+    with pytest.raises(CheckCrashed, match="died"):
+        run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote)
+    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60)
+    try:
+        assert run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote) == "answers"
+    finally:
+        zygote.close()
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
@@ -210,6 +249,29 @@ def test_what_an_implementation_does_at_import_reaches_no_verdict_and_no_label(p
     assert (results["run"]["impl"], results["run"]["profile"], results["run"]["seed"]) == (
         "faults.meddles_at_import", "smoke", 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("command", [
+    ("-m", "pytest", "claims", *PLUGINS_OFF),
+    ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
+])
+def test_the_process_that_judges_never_imports_the_implementation(project, tmp_path, command):
+    """Only workers import it (the zygote every check's worker is forked from, and the one that checks it at
+    the start): whatever it does at import cannot reach a verdict, the options or the report."""
+    import subprocess
+
+    shutil.copy(PROJECT / "pyproject.toml", project.path)
+    pid_file = tmp_path / "importers"
+    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(pid_file)}
+    options = ("--claims-impl", "faults.records_importers", "--claims-report", "out")
+    arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
+    judge = subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert judge.wait(timeout=600) == (1 if "verify" in command else 0)  # verify: these claims cover no statement
+    importers = {int(line) for line in pid_file.read_text().split()}
+    assert importers and judge.pid not in importers
+    assert {row["status"] for row in json.loads((project.path / "out" / "claims.json").read_text())["claims"]} == {
+        "passed"}
 
 
 @pytest.mark.parametrize("command", [

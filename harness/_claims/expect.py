@@ -56,6 +56,9 @@ class FloatLiteral(float):
         literal.text = text
         return literal
 
+    def __getnewargs__(self) -> tuple[float, str]:  # a claim crosses to the worker that runs its check
+        return float(self), self.text
+
 
 @dataclass(frozen=True)
 class Condition:

@@ -1,19 +1,22 @@
-"""The implementation under test runs in a supervised worker process, never in the process that reports.
+"""The implementation under test runs in a supervised worker process, never in the process that judges.
 
 A student's implementation may crash the interpreter (``os._exit``, a segfault in an extension),
 block forever, cancel the alarm that limits a check, swallow the exception that alarm raises, or
-allocate without bound. None of that may cost more than the check's own row. So every check's
-verifier runs in a worker: a process forked from the checking process (so it has the claims, the
-verifiers and the implementation already loaded, and registers nothing anew), in a process group
-of its own (so a kill reaches the seed pools it starts, and a terminal's Ctrl-C reaches only the
-supervisor), with an address-space limit. The supervisor waits for the answer with a hard limit
-of its own, from outside: past it, the group is killed and the check is an ``error`` saying why;
-a worker that dies is an ``error`` naming the exit status or signal. The next check gets a new
-worker. No library does this for one call with a result (``concurrent.futures`` cannot kill a
-hung task, and a broken pool takes every pending task with it), hence this module.
-
-Inside the worker the check's own alarm (``_executor.time_limit``) still fires first and gives a
-readable timeout; the supervisor's limit is the backstop for code that defeats it.
+allocate without bound, and whatever it does at import (set environment variables, rebind a
+function of NumPy or of the harness) stays in the process that imported it. None of that may cost
+more than the check's own row, or reach a verdict. So every check's verifier runs in a worker, and
+the judging process never imports the implementation: a check that calls it runs in a worker forked
+from a :class:`Zygote`, a process forked from the judge that imported the implementation once (so
+no check pays for the import, and the claims and verifiers are already loaded); a check that calls
+none runs in a worker forked from the judge itself. Each worker is in a process group of its own
+(so a kill reaches the seed pools it starts, and a terminal's Ctrl-C reaches only the supervisor),
+with an address-space limit, and dies with its parent. The supervisor waits for the answer with a
+hard limit of its own, from outside: past it, the group is killed and the check is an ``error``
+saying why; a worker that dies is an ``error`` naming the exit status or signal. The next check gets
+a new worker. Only plain data comes back (``harness._running.plain_data``). No library does this for
+one call with a result (``concurrent.futures`` cannot kill a hung task, a broken pool takes every
+pending task with it, and multiprocessing's forkserver would import the claims and verifiers anew
+in its server), hence this module.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
 
 from harness._claims.errors import ClaimsError
@@ -92,20 +96,22 @@ def supported() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and hasattr(os, "setpgrp")
 
 
-def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
+def run_isolated(call: Callable[[], Any], limit: float, what: str, zygote: Zygote | None = None) -> Any:
     """``call()`` in a new worker process; its value, or the exception it raised re-raised as ClaimsError.
 
     Args:
-      call: what to run; it and its value must pickle only on the way back (the worker is a fork).
+      call: what to run; forked from this process it need not pickle, from ``zygote`` it must (its value
+        must pickle either way, on the way back).
       limit: the check's stated time limit in seconds; the worker is killed a grace period (``GRACE_SECONDS``) after it.
       what: the check, as messages name it ("claim 'x' check 2").
+      zygote: the process to fork the worker from; None for this one.
 
     Raises:
       CheckCrashed: the worker died, or ran past the limit and was killed.
       ClaimsError: ``call`` raised: the same ClaimsError, or one holding the worker's traceback of any other error.
     """
     grace = min(max(limit, GRACE_SECONDS[0]), GRACE_SECONDS[1])
-    (ended,) = run_each_isolated([call], lambda task: task(), lambda task: limit + grace, workers=1)
+    (ended,) = run_each_isolated([call], _call, lambda task: limit + grace, workers=1, zygote=zygote)
     tail = f"; its last output:\n{ended.output}" if ended.output else ""
     if ended.answer is None and ended.exit == TIMED_OUT:
         raise CheckCrashed(f"{what} ran past its time limit of {limit:g} s and did not stop when told to (the "
@@ -120,6 +126,10 @@ def run_isolated(call: Callable[[], Any], limit: float, what: str) -> Any:
         raise ClaimsError(f"{what}: {ended.answer.error}" if ended.answer.error.startswith(_UNREADABLE)
                           else ended.answer.error)
     return ended.answer.value
+
+
+def _call(task: Callable[[], Any]) -> Any:
+    return task()
 
 
 TIMED_OUT = "killed past its time limit"
@@ -137,8 +147,10 @@ class Ended:
 
 
 def run_each_isolated(tasks: Sequence[Any], call: Callable[[Any], Any], limit_of: Callable[[Any], float],
-                      workers: int, done: Callable[[int, Ended], None] | None = None) -> list[Ended]:
-    """``call(task)`` for each task, each in a worker of its own, ``workers`` at a time: how each ended.
+                      workers: int, done: Callable[[int, Ended], None] | None = None,
+                      zygote: Zygote | None = None) -> list[Ended]:
+    """``call(task)`` for each task, each in a worker of its own (forked from ``zygote`` if given, else from this
+    process), ``workers`` at a time: how each ended.
 
     The one supervisor of worker processes: a check's (through :func:`run_isolated`) and the mutants'.
     A worker still running ``limit_of(task)`` seconds after it started is killed (``exit`` is
@@ -152,9 +164,10 @@ def run_each_isolated(tasks: Sequence[Any], call: Callable[[Any], Any], limit_of
         while waiting or running:
             while waiting and len(running) < workers:
                 number = waiting.pop()
-                running[number] = _Worker(partial(call, tasks[number]), limit_of(tasks[number]))
+                running[number] = _Worker(partial(call, tasks[number]), limit_of(tasks[number]), zygote)
             deadline = min(worker.deadline for worker in running.values())
-            handles = [handle for worker in running.values() for handle in (worker.reader, worker.process.sentinel)]
+            handles = [handle for worker in running.values() for handle in (worker.reader, worker.process.sentinel)
+                       if handle is not None]
             ready = wait(handles, timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
             for number, worker in list(running.items()):
                 if worker.reader in ready or worker.process.sentinel in ready or time.monotonic() > worker.deadline:
@@ -171,15 +184,25 @@ def run_each_isolated(tasks: Sequence[Any], call: Callable[[Any], Any], limit_of
 class _Worker:
     """One worker process, forked to run one call, and the means to collect or end it."""
 
-    def __init__(self, call: Callable[[], Any], limit: float):
+    def __init__(self, call: Callable[[], Any], limit: float, zygote: Zygote | None = None):
         self.reader, writer = multiprocessing.Pipe(duplex=False)
         self.output = tempfile.TemporaryFile(prefix="claims-worker-")  # noqa: SIM115 (closed in end())
-        with _quiet_stdio():
-            # Not a daemon: a check's seeds may run in a process pool of the worker's own.
-            self.process = multiprocessing.get_context("fork").Process(target=_serve,
-                                                                       args=(call, writer, self.output.fileno()))
-            self.process.start()
-        writer.close()
+        self.process: multiprocessing.process.BaseProcess | _ForkedByZygote
+        try:
+            if zygote is not None:
+                self.process = zygote.fork(call, writer, self.output)
+            else:
+                with _quiet_stdio():
+                    # Not a daemon: a check's seeds may run in a process pool of the worker's own.
+                    self.process = multiprocessing.get_context("fork").Process(
+                        target=_serve, args=(call, writer, self.output.fileno()))
+                    self.process.start()
+        except BaseException:
+            self.reader.close()
+            self.output.close()
+            raise
+        finally:
+            writer.close()
         self.started = time.monotonic()
         self.deadline = self.started + limit
 
@@ -207,6 +230,171 @@ class _Worker:
         self.reader.close()
         self.output.close()
         return Ended(answer, exit, seconds, output)
+
+
+class Zygote:
+    """A process that prepared once (imported the implementation under test) and forks each check's worker from
+    itself, so that the process that judges never imports it, and no check pays for the import.
+
+    It is forked from the judge, with everything the judge has loaded; ``prepare()`` runs in it once. A request
+    carries the call (pickled: a check's claim, verifier and options are plain enough) and the worker's two
+    descriptors (its answer pipe and its output), passed over a Unix socket; the zygote forks the worker and
+    sends back its pid, and later, on request, how it exited (it is the worker's parent, so only it can tell).
+    What the zygote sends is read as plain data: the implementation runs in it.
+    """
+
+    def __init__(self, prepare: Callable[[], None], what: str, limit: float):
+        self.what = what
+        self._connection, theirs = multiprocessing.Pipe(duplex=True)
+        with _quiet_stdio():
+            # Not a daemon: the workers it forks are its children, and may start seed pools of their own.
+            self.process = multiprocessing.get_context("fork").Process(target=_zygote, args=(prepare, theirs))
+            self.process.start()
+        theirs.close()
+        try:
+            ready = self._receive(limit)
+        except CheckCrashed:
+            self.close()
+            raise
+        if not isinstance(ready, Answer):
+            self.close()
+            raise CheckCrashed(f"{what}: the process that imports it answered {type(ready).__name__}")
+        if ready.exception is not None or ready.error is not None:
+            self.close()
+            raise ready.exception or ClaimsError(f"{what}: {ready.error}")
+
+    @property
+    def alive(self) -> bool:
+        return not self._connection.closed and self.process.is_alive()
+
+    def fork(self, call: Callable[[], Any], writer: Connection, output: Any) -> _ForkedByZygote:
+        """A worker forked from the zygote, running ``call()`` and answering on ``writer``, printing to ``output``."""
+        try:
+            payload = pickle.dumps(("fork", pickle.dumps(call)))
+        except Exception as error:
+            raise ClaimsError(f"{self.what}: the check cannot be handed to its worker ({error})") from None
+        try:
+            self._connection.send_bytes(payload)
+            for descriptor in (writer.fileno(), output.fileno()):
+                send_handle(self._connection, descriptor, self.process.pid)
+        except OSError:
+            self._receive(_REPLY_SECONDS)  # why it died, as CheckCrashed
+            raise
+        pid = self._receive(_REPLY_SECONDS)
+        if not isinstance(pid, int):
+            self.close()
+            raise CheckCrashed(f"{self.what}: the process that forks the checks' workers answered {pid!r}")
+        return _ForkedByZygote(self, pid)
+
+    def exit_status(self, pid: int, wait: float) -> int | None:
+        """The exit code (negative: the signal) of the worker ``pid``, waiting up to ``wait`` s; None if it runs."""
+        try:
+            self._connection.send_bytes(pickle.dumps(("exit", pid, wait)))
+            code = self._receive(wait + _REPLY_SECONDS)
+        except (OSError, CheckCrashed):  # the zygote is gone, and its workers with it
+            return None
+        return code if isinstance(code, int) else None
+
+    def _receive(self, limit: float) -> Any:
+        try:
+            if self._connection.poll(limit):
+                return plain_loads(self._connection.recv_bytes())
+        except (EOFError, OSError):
+            self.process.join(5)
+            self.close()
+            raise CheckCrashed(f"{self.what}: the process that imported it died "
+                               f"({_describe_exit(self.process.exitcode)})") from None
+        except NotPlain as error:
+            self.close()
+            raise CheckCrashed(f"{self.what}: the process that imported it answered {error}") from None
+        self.close()
+        raise CheckCrashed(f"{self.what}: the process that imported it did not answer within {limit:g} s; it was "
+                           "killed")
+
+    def close(self) -> None:
+        """End the zygote; the workers it forked die with it (``PR_SET_PDEATHSIG``)."""
+        self._connection.close()
+        _kill_group(self.process)
+
+
+# How long the zygote may take to fork a worker or to say how one exited: it does nothing else.
+_REPLY_SECONDS = 30.0
+
+
+class _ForkedByZygote:
+    """A worker forked by a :class:`Zygote`: what the supervisor uses of a multiprocessing Process."""
+
+    sentinel = None  # its death shows as the end of its answer pipe, which only it holds
+
+    def __init__(self, zygote: Zygote, pid: int):
+        self._zygote, self.pid = zygote, pid
+        self.exitcode: int | None = None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.exitcode is None:
+            self.exitcode = self._zygote.exit_status(self.pid, timeout or 0.0)
+
+    def is_alive(self) -> bool:
+        self.join(0)
+        return self.exitcode is None and self._zygote.alive
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _zygote(prepare: Callable[[], None], connection: Connection) -> None:
+    """The zygote: prepare once, then fork a worker per request until the judge closes the connection."""
+    os.setpgrp()
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    try:
+        prepare()
+        ready = Answer()
+    except BaseException as error:
+        ready = _answer_to(error)
+    connection.send_bytes(pickle.dumps(ready))
+    while ready.error is None and ready.raised is None:
+        try:
+            request = pickle.loads(connection.recv_bytes())  # from the judge
+            if request[0] == "fork":
+                writer, output = recv_handle(connection), recv_handle(connection)
+                pid = os.fork()
+                if pid == 0:
+                    connection.close()
+                    _serve(partial(_unpickled, request[1]), Connection(writer, readable=False), output)
+                os.close(writer)
+                os.close(output)
+                connection.send_bytes(pickle.dumps(pid))
+            else:
+                connection.send_bytes(pickle.dumps(_exit_code(*request[1:])))
+        except (EOFError, OSError):
+            break
+    os._exit(0)
+
+
+def _unpickled(payload: bytes) -> Any:
+    return pickle.loads(payload)()
+
+
+def _exit_code(pid: int, wait: float) -> int | None:
+    """As multiprocessing reports it: the exit status, or minus the signal; None while ``pid`` runs."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -248,9 +436,7 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
     try:
         answer = Answer(value=call())
     except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
-        # The harness's own errors cross back as they are (their type says what happened); any other as its text.
-        answer = (Answer(raised=(type(error).__module__, type(error).__qualname__, error.args, dict(vars(error))))
-                  if isinstance(error, ClaimsError) else Answer(error=traceback.format_exc(limit=-8)))
+        answer = _answer_to(error)
     try:
         data = pickle.dumps(answer)
     except Exception as error:
@@ -263,6 +449,14 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _answer_to(error: BaseException) -> Answer:
+    """The answer of a call that raised ``error``: a harness error as plain data (its type says what happened), any
+    other as its traceback's text."""
+    if isinstance(error, ClaimsError):
+        return Answer(raised=(type(error).__module__, type(error).__qualname__, error.args, dict(vars(error))))
+    return Answer(error=traceback.format_exc(limit=-8))
 
 
 def _die_with_parent() -> None:
@@ -306,7 +500,7 @@ def _limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
-def _kill_group(process: multiprocessing.process.BaseProcess) -> None:
+def _kill_group(process: multiprocessing.process.BaseProcess | _ForkedByZygote) -> None:
     """Kill the worker and everything it started (its seed pools share its process group)."""
     if process.pid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

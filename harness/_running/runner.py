@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -9,8 +10,9 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +29,7 @@ from harness._running.cache import ObservationCache, cache_key
 from harness._running.context import Context, ImplementationView
 from harness._running.executor import SeedRunner, time_limit
 from harness._running.implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
-from harness._running.isolation import run_isolated
+from harness._running.isolation import Zygote, run_isolated
 from harness._running.isolation import supported as isolation_supported
 from harness._running.sharpness import perturbations
 
@@ -220,49 +222,57 @@ def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: Run
 
 def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
                         limit: float) -> dict[str, Any]:
-    """The verifier's observations, computed in a supervised worker process (``harness._running.isolation``)."""
-
-    def observe() -> dict[str, Any]:
-        with time_limit(limit):
-            return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit)))
-
+    """The verifier's observations, computed in a supervised worker process (``harness._running.isolation``):
+    forked from the implementation's zygote when the verifier calls the implementation, else from this process."""
+    observe = partial(_observe_plain, entry, index, verifier, options, seed, limit)
     if not (options.isolation and isolation_supported()):
         return observe()
-    if verifier.uses:
-        import_once_isolated(options.impl)
-    return run_isolated(observe, limit, f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})")
+    what = f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})"
+    return run_isolated(observe, limit, what, implementation_zygote(options.impl) if verifier.uses else None)
 
 
-_IMPORTED: set[str] = set()
+def _observe_plain(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
+                   ) -> dict[str, Any]:
+    with time_limit(limit):
+        return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit)))
+
+
 IMPORT_TIME_LIMIT = 120.0
+_ZYGOTES: dict[tuple[str, str, tuple[str, ...]], Zygote] = {}
 
 
-def import_once_isolated(impl: str) -> ModuleType:
-    """The implementation, imported in this process after a worker imported it without dying.
+def implementation_zygote(impl: str) -> Zygote:
+    """The process that imported ``impl`` and forks the workers of the checks that call it (one per run).
 
-    Each check's worker is a fork of this process, so an implementation imported here once costs no
-    import per check; trying it in a worker first keeps an implementation that kills the interpreter
-    on import (``os._exit`` at module level) from taking this process, and so the report, with it.
+    This process never imports the implementation: what the module does at import stays in the zygote, and
+    even there it is put back (:func:`_import_leaving_the_rest_as_it_was`), so that the verifier's own
+    computations in the worker see NumPy and the harness as they are.
     """
-    if impl not in _IMPORTED:
-        run_isolated(lambda: import_implementation(impl) and None, IMPORT_TIME_LIMIT,
-                     f"importing the implementation '{impl}'")
-        imported_safely(impl)
-    if impl in sys.modules:
-        return sys.modules[impl]
-    with _judge_left_as_it_was(impl):
-        return import_implementation(impl)
+    key = (impl, os.getcwd(), tuple(sys.path))
+    zygote = _ZYGOTES.get(key)
+    if zygote is None or not zygote.alive:
+        if not _ZYGOTES:
+            atexit.register(close_zygotes)  # before multiprocessing's own, which would wait for them
+        zygote = _ZYGOTES[key] = Zygote(partial(_import_leaving_the_rest_as_it_was, impl),
+                                        f"importing the implementation '{impl}'", IMPORT_TIME_LIMIT)
+    return zygote
 
 
-@contextlib.contextmanager
-def _judge_left_as_it_was(impl: str) -> Iterator[None]:
-    """Import the implementation into this process without it changing how this process judges.
+def close_zygotes() -> None:
+    """End every zygote of this process: at the end of a run (an implementation edited since is imported anew)."""
+    for zygote in _ZYGOTES.values():
+        zygote.close()
+    _ZYGOTES.clear()
+
+
+def _import_leaving_the_rest_as_it_was(impl: str) -> None:
+    """Import the implementation without it changing the code and settings the verifiers compute with.
 
     What a module does at import (set ``CLAIMS_IMPL`` or ``CLAIMS_PROFILE`` for some tool of its own, make
     NumPy raise on every overflow, rebind ``np.abs`` or a harness function) would otherwise stay for
-    every check that runs after it, its own or not: the environment and NumPy's floating-point error
-    handling are put back, and so is every function, class or module that a module loaded before the
-    import had bound to a name (what the import binds in its own modules, and any data, stays).
+    every check forked after it: the environment and NumPy's floating-point error handling are put back,
+    and so is every function, class or module that a module loaded before the import had bound to a name
+    (what the import binds in its own modules, and any data, stays).
     """
     environment, errors = dict(os.environ), np.geterr()
     own = impl.partition(".")[0]
@@ -274,7 +284,7 @@ def _judge_left_as_it_was(impl: str) -> Iterator[None]:
     before = [(namespace, {name: value for name, value in list(vars(namespace).items()) if _is_code(value)})
               for namespace in namespaces]
     try:
-        yield
+        import_implementation(impl)
     finally:
         os.environ.clear()
         os.environ.update(environment)
@@ -289,11 +299,6 @@ def _judge_left_as_it_was(impl: str) -> Iterator[None]:
 
 def _is_code(value: Any) -> bool:
     return callable(value) or isinstance(value, (ModuleType, staticmethod, classmethod, property))
-
-
-def imported_safely(impl: str) -> None:
-    """Record that a worker imported ``impl`` without dying (``pytest_sessionstart`` checks it so)."""
-    _IMPORTED.add(impl)
 
 
 def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
