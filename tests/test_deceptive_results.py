@@ -246,6 +246,10 @@ def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_ref
     for builtin in ({1, 2}, frozenset({0.5}), range(3)):  # Python's own containers: as they are
         assert plain(builtin) is builtin
     assert type(plain({LyingFloat(1.0)}).pop()) is float
+    entries = {"a": np.float64(1.0), "b": LyingFloat(2.0)}
+    assert [plain(entries.keys()), plain(entries.values()), plain(entries.items())] == [
+        ["a", "b"], [1.0, 2.0], [("a", 1.0), ("b", 2.0)]]  # a dict's views: lists of its plain entries
+    assert type(plain(entries.values())[1]) is float
     exact = np.array([Fraction(1, 2), 3, np.float64(0.5)], dtype=object)
     assert plain(exact) is exact
 

@@ -307,6 +307,7 @@ def plain(value: Any) -> Any:
 
 
 _CONVERTERS: dict[type, Callable[[Any], Any]] = {}
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
 def _converter(kind: type) -> Callable[[Any], Any]:
@@ -328,6 +329,8 @@ def _converter(kind: type) -> Callable[[Any], Any]:
         return functools.partial(_plain_set, set if issubclass(kind, set) else frozenset, kind in (set, frozenset))
     if kind is range:  # Python's own integers, and its own comparisons
         return _identity
+    if kind in _DICT_VIEWS:  # a dict's keys, values or items: a list of its entries, in order (a view cannot cross)
+        return functools.partial(_plain_sequence, list, False)
     if dataclasses.is_dataclass(kind):
         return functools.partial(_plain_fields, tuple(field.name for field in dataclasses.fields(kind) if field.init))
     impersonated = [name for name in _DATA_PROTOCOL if _defines(kind, name)]
