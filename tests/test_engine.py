@@ -203,6 +203,27 @@ def test_a_full_disk_leaves_the_previous_report_whole(project, monkeypatch):
     Path(kept).unlink()
 
 
+def test_the_report_directory_is_replaced_in_one_step_and_keeps_what_the_run_does_not_write(project, tmp_path):
+    write(project, claim_file(claim("ok")))
+    project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
+    out = project.path / "out"
+    (out / "mutants.json").write_text("{}\n", encoding="utf-8")  # another command's file, and the author's
+    (out / "notes").mkdir()
+    (out / "notes" / "why.md").write_text("kept\n", encoding="utf-8")
+    replaced = out.stat().st_ino
+    write(project, claim_file(claim("ok"), claim("new-claim")))
+    project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
+    assert {row["id"] for row in results(out)["claims"]} == {"ok", "new-claim"}
+    assert (out / "mutants.json").read_text(encoding="utf-8") == "{}\n"
+    assert (out / "notes" / "why.md").read_text(encoding="utf-8") == "kept\n"
+    assert not [path for path in project.path.iterdir() if ".staging-" in path.name]
+    (first, second) = (tmp_path / "first", tmp_path / "second")
+    first.mkdir()
+    second.mkdir()
+    if _report._exchange(first, second):  # where the system can, the directory itself was swapped in
+        assert out.stat().st_ino != replaced
+
+
 # --------------------------------------------------------------------------- claims verify: this run's report only
 
 

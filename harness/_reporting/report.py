@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -356,8 +358,9 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     never committed (it quotes the text).
 
     Everything is first written where the run staged its figures (``options.staging_dir``, or a new
-    directory beside ``directory``), then moved over the old files together with signals held, so
-    a full disk or a Ctrl-C leaves the previous report whole and a new one is never half there.
+    directory beside ``directory``), which then replaces ``directory`` in one step with signals held
+    (:func:`_move_together`), so a full disk or a Ctrl-C leaves the previous report whole and a new
+    one is never half there.
     ``completeness`` (``id``, ``complete``, ``incomplete``, ``selection``: the run's, from the plugin or the
     warm path of ``claims verify``) goes into ``run``, and every format shows it; ``given`` is as
     :func:`build_results` takes it.
@@ -428,20 +431,72 @@ def report_directory_problem(directory: Path) -> str | None:
 
 
 def _move_together(staging: Path, directory: Path, names: list[str]) -> None:
-    """Replace ``directory``'s report files and figures with ``staging``'s, with SIGINT and SIGTERM held."""
+    """Replace ``directory``'s report files and figures with ``staging``'s, with SIGINT and SIGTERM held.
+
+    In one step where the system can: what this run does not write (``mutants.*``, a file of the author's) is
+    linked into ``staging``, and the two directories are exchanged (:func:`_exchange`), so there is never a
+    moment with part of one report and part of another. Where it cannot (not Linux, a file system without the
+    exchange, or a report directory that is a mount point of its own, whose staging directory is inside it),
+    ``figures/`` and then each file are replaced in turn, so that only a kill between two leaves them mixed.
+    """
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        old_figures = directory / f".figures-replaced-{os.getpid()}"
-        if (directory / "figures").exists():
-            os.replace(directory / "figures", old_figures)
+        target = directory.resolve()
+        if staging.resolve().parent != target:
+            for entry in target.iterdir():
+                if entry.name not in names and entry.name != "figures" and not entry.name.startswith(".staging-") \
+                        and not (staging / entry.name).exists():
+                    _link(entry, staging / entry.name)
+            if _exchange(staging, target):
+                return  # the old report is now at ``staging``, which the caller removes
+        old_figures = target / f".figures-replaced-{os.getpid()}"
+        if (target / "figures").exists():
+            os.replace(target / "figures", old_figures)
         if (staging / "figures").exists():
-            os.replace(staging / "figures", directory / "figures")
+            os.replace(staging / "figures", target / "figures")
         for name in names:
-            os.replace(staging / name, directory / name)
+            os.replace(staging / name, target / name)
         shutil.rmtree(old_figures, ignore_errors=True)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _link(source: Path, destination: Path) -> None:
+    """``source`` at ``destination`` too, without copying where a hard link can be made."""
+    if source.is_symlink():
+        os.symlink(os.readlink(source), destination)
+    elif source.is_dir():
+        shutil.copytree(source, destination, symlinks=True, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, destination)
+
+
+def _link_or_copy(source: str | Path, destination: str | Path) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # a file system without hard links, or a file this user may not link
+        shutil.copy2(source, destination)
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two directories in one atomic rename (Linux's ``renameat2`` with ``RENAME_EXCHANGE``, which Python's
+    ``os`` does not offer, hence ctypes); False where the system or the file system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
 
 
 # Where and when it ran, not what it found: results that depend on them differ visibly in the claims.
