@@ -16,7 +16,8 @@ from conftest import write_course
 
 from harness import RegistryError, verifier
 from harness._claims.expect import FloatLiteral
-from harness._claims.loading import _ClaimLoader, load_catalogue
+from harness._claims.loading import load_catalogue
+from harness._claims.reading import ClaimLoader
 from harness._claims.registry import lookup
 from harness._claims.schema import json_schema_text
 from harness.cli import main
@@ -111,7 +112,7 @@ def test_exponent_without_a_dot_is_a_number(tmp_path):
 
 
 def test_claim_loader_reads_exponents_as_floats_that_remember_their_text():
-    data = yaml.load("alpha: 1e-6\nbeta: -3E2\nplain: 0.2730\nname: 1e-6x\n", Loader=_ClaimLoader)
+    data = yaml.load("alpha: 1e-6\nbeta: -3E2\nplain: 0.2730\nname: 1e-6x\n", Loader=ClaimLoader)
     assert isinstance(data["alpha"], FloatLiteral) and data["alpha"] == 1e-6 and data["alpha"].text == "1e-6"
     assert data["beta"] == -300.0 and data["beta"].text == "-3E2"
     assert data["plain"].text == "0.2730"
@@ -314,7 +315,7 @@ def test_schema_check_reports_the_real_schema_current(capsys):
     assert capsys.readouterr().out.strip().endswith(": current")
 
 
-def _node_tree(node: yaml.Node, loader: _ClaimLoader) -> object:
+def _node_tree(node: yaml.Node, loader: ClaimLoader) -> object:
     """A node as plain data: kind, tag, value, position, whether its tag was written, where it is aliased."""
     own = (type(node).__name__, node.tag, node.start_mark.line, node.start_mark.column,
            id(node) in loader.explicit_tags, tuple(loader.alias_lines.get(id(node), ())))
@@ -326,7 +327,7 @@ def _node_tree(node: yaml.Node, loader: _ClaimLoader) -> object:
 
 
 def _composed(text: str) -> object:
-    loader = _ClaimLoader(text)
+    loader = ClaimLoader(text)
     try:
         return _node_tree(loader.get_single_node(), loader)
     finally:
@@ -363,7 +364,7 @@ def test_a_file_libyaml_refuses_gets_the_python_parsers_message():
     with pytest.raises(yaml.MarkedYAMLError) as libyaml_alone:
         list(yaml.parse(text, Loader=yaml.CSafeLoader))
     with pytest.raises(yaml.MarkedYAMLError) as with_libyaml:
-        _ClaimLoader(text)
+        ClaimLoader(text)
     with pytest.raises(yaml.MarkedYAMLError) as python_only:
         list(yaml.parse(text, Loader=yaml.SafeLoader))
     assert str(with_libyaml.value) == str(python_only.value) != str(libyaml_alone.value)

@@ -21,7 +21,8 @@ from typing import Any
 from harness._claims.course import Course, find_course
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import UNCOVERED, library_versions
-from harness._claims.loading import MAX_FILE_BYTES, Catalogue, ClaimEntry
+from harness._claims.loading import Catalogue, ClaimEntry
+from harness._claims.reading import Unreadable, read_claim_file
 from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from harness._reporting.html import HTML_FILE, render_html
 from harness._reporting.markdown import render_markdown
@@ -298,11 +299,10 @@ def mutation_inputs_digest(course: Course) -> str:
     digest = hashlib.sha256(package_digest("harness").encode())
     for path in sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")]):
         digest.update(str(path.relative_to(course.root)).encode() + b"\0")
-        # Only regular files, and as much of them as the loader reads: a directory, a pipe or a link to a
-        # device named *.yaml is the loader's to report, and must neither hang nor crash this digest.
-        if path.is_file():
-            with contextlib.suppress(OSError), path.open("rb") as file:
-                digest.update(file.read(MAX_FILE_BYTES + 1))
+        # Only what the loader reads: a directory, a pipe or a link to a device named *.yaml is the loader's to
+        # report, and must neither hang nor crash this digest.
+        with contextlib.suppress(Unreadable):
+            digest.update(read_claim_file(path, course.root))
     return digest.hexdigest()[:16]
 
 
