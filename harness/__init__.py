@@ -4,7 +4,9 @@ Which course, and where its claims, sources and reference implementation are, is
 ``[tool.claims]`` table in pyproject.toml (``harness._claims.course``).
 
 Verifiers use :func:`verifier` to register, receive a :class:`Context`, and return a mapping
-of observed values; the harness compares those with what the claim file expects.
+of observed values; the harness compares those with what the claim file expects. A program (a
+notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
+:func:`run_check`, configured by :class:`RunOptions`.
 """
 
 from harness._running.rewriting import leave_libraries_unrewritten
@@ -13,13 +15,18 @@ leave_libraries_unrewritten()  # first: the imports below bring in Hypothesis
 
 from harness import stats  # noqa: E402
 from harness._claims.errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError  # noqa: E402
-from harness._claims.registry import NoParams, verifier  # noqa: E402
+from harness._claims.loading import Catalogue, ClaimEntry, load_catalogue  # noqa: E402
+from harness._claims.registry import NoParams, lookup, verifier  # noqa: E402
 from harness._running.context import Context, ImplementationView  # noqa: E402
 from harness._running.executor import SeedRun  # noqa: E402
 from harness._running.property import assume, check_property  # noqa: E402
+from harness._running.runner import CheckResult, RunOptions, check_names, run_check  # noqa: E402
 from harness.stats import MeanEstimate  # noqa: E402
 
 __all__ = [
+    "Catalogue",
+    "CheckResult",
+    "ClaimEntry",
     "ClaimsError",
     "Context",
     "ImplementationError",
@@ -28,10 +35,15 @@ __all__ = [
     "NoParams",
     "Problem",
     "RegistryError",
+    "RunOptions",
     "SeedRun",
     "VerifierError",
     "assume",
+    "check_names",
     "check_property",
+    "load_catalogue",
+    "lookup",
+    "run_check",
     "stats",
     "verifier",
 ]

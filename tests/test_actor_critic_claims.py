@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, run_check
+from harness import RunOptions, load_catalogue, lookup, run_check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, run_check
+from harness import RunOptions, load_catalogue, lookup, run_check
 from verifiers import baseline_optimal, baseline_state, bernoulli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

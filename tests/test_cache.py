@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
-from harness import cli
-from harness._claims.loading import load_catalogue
+from harness import cli, load_catalogue
 from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from harness._running import cache as _cache
 from harness._running.engine import evaluate, every_part
@@ -354,7 +353,7 @@ class _Executes:
 
 
 def test_nothing_but_plain_data_is_read_back_from_a_worker_or_the_cache(tmp_path, capsys):
-    from harness._claims.errors import ClaimsError
+    from harness import ClaimsError
     from harness._running.isolation import run_isolated
     from harness._running.plain_data import NotPlain, plain_loads
 

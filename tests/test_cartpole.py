@@ -12,8 +12,7 @@ import pytest
 
 import impl
 import impl.cartpole
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
+from harness import load_catalogue, lookup
 from harness._running.runner import RunOptions, close_zygotes, run_check
 from impl.cartpole import MAX_EPISODE_STEPS, RESET_BOUND, THETA_THRESHOLD, X_THRESHOLD
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness._claims.loading import load_catalogue
+from harness import load_catalogue
 from harness._claims.registry import registered
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,9 +31,7 @@ import pytest
 from test_plugin import Project
 
 import impl
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, check_names, run_check
+from harness import RunOptions, check_names, load_catalogue, lookup, run_check
 from verifiers._numeric import rounding_bound
 
 ROOT = Path(__file__).resolve().parent.parent

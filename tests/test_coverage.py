@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 from test_plugin import MODELINE, Project
 
+from harness import RunOptions, load_catalogue, run_check
 from harness._authoring.new import NewClaim, claim_skeleton, validate
-from harness._claims.loading import load_catalogue
 from harness._claims.schema import SHAPE_DESCRIPTIONS, json_schema_text
 from harness._reporting.gate import compare_snapshots, snapshot
 from harness._reporting.report import STATEMENT_STATUSES, _statement_status
-from harness._running.runner import RunOptions, run_check
 from harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root

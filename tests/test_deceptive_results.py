@@ -25,10 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness._claims.errors import ImplementationError
-from harness._claims.loading import load_catalogue
+from harness import ImplementationError, RunOptions, load_catalogue, run_check
 from harness._running.context import ImplementationView, plain
-from harness._running.runner import RunOptions, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 LAMBDA_ZERO = ("gae-lambda-zero-is-td-error", "gae.lambda_zero_property")

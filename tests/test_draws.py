@@ -20,14 +20,19 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import impl
-from harness import assume
-from harness._claims.errors import ImplementationError, VerifierError
-from harness._claims.loading import load_catalogue
+from harness import (
+    Context,
+    ImplementationError,
+    ImplementationView,
+    RunOptions,
+    VerifierError,
+    assume,
+    check_property,
+    load_catalogue,
+    run_check,
+)
 from harness._running import property as _property
-from harness._running.context import Context, ImplementationView
 from harness._running.draws import CannotDraw, Rejected, draw
-from harness._running.property import check_property
-from harness._running.runner import RunOptions, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 

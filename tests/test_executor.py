@@ -21,12 +21,10 @@ from conftest import write_course
 
 import harness
 import impl
-from harness._claims.errors import ClaimsError
+from harness import ClaimsError, ImplementationView, RunOptions, load_catalogue, run_check
 from harness._claims.formats import library_versions
-from harness._claims.loading import load_catalogue
 from harness._claims.schema import json_schema_text
 from harness._reporting.report import RESULTS_FILE, normalized
-from harness._running.context import ImplementationView
 from harness._running.executor import (
     SeedRun,
     SeedRunner,
@@ -36,7 +34,6 @@ from harness._running.executor import (
     run_seed,
     shutdown_executors,
 )
-from harness._running.runner import RunOptions, run_check
 
 PROJECT = Path(__file__).resolve().parents[1]
 PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import Catalogue, ClaimsError, load_catalogue
 from harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
-from harness._claims.errors import ClaimsError
-from harness._claims.loading import Catalogue, load_catalogue
 from harness._running.implementation import check_implementation, contract_functions
 from harness.cli import main as claims_main
 

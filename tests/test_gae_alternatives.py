@@ -19,9 +19,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, run_check
+from harness import RunOptions, load_catalogue, lookup, run_check
 from zoo import VARIANTS
 from zoo._run import _claims_by_function, failing_claims
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from markupsafe import escape
 
-from harness._claims.loading import load_catalogue
+from harness import load_catalogue
 from harness._claims.reading import MAX_FILE_BYTES
 from harness._claims.schema import json_schema_text
 from harness.cli import main as claims_main

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 from test_hostile import CORPUS, MANIFEST, PLUGINS_OFF, corpus_bytes, make_claims_dir, valid_claim_file
 
-from harness import ClaimsError, RegistryError, stats, verifier
+from harness import ClaimsError, RegistryError, load_catalogue, stats, verifier
 from harness._claims.expect import ExpectationError, compare, parse_expectation
-from harness._claims.loading import load_catalogue
 from harness._claims.registry import registered
 from harness._claims.schema import KINDS, check_formula
 from harness._running.context import MAX_SAMPLES, Context
@@ -319,7 +318,7 @@ def test_loading_imports_no_renderer():
     program = """
 import sys
 from pathlib import Path
-from harness._claims.loading import load_catalogue
+from harness import load_catalogue
 catalogue = load_catalogue(Path("claims"))
 assert sum(1 for entry in catalogue.entries if entry.claim and entry.claim.formula) > 100
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in ("jinja2", "latex2mathml", "markupsafe")
@@ -335,7 +334,7 @@ import sys
 sys.modules["latex2mathml"] = None  # import latex2mathml now raises ImportError, as if it were not installed
 sys.modules["latex2mathml.converter"] = None
 from pathlib import Path
-from harness._claims.loading import load_catalogue
+from harness import load_catalogue
 catalogue = load_catalogue(Path("claims"))
 assert not [problem for problem in catalogue.problems() if problem.field == "formula"], catalogue.problems()
 assert sum(1 for entry in catalogue.entries if entry.claim and entry.claim.formula) > 100

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, run_check
+from harness import RunOptions, load_catalogue, lookup, run_check
 from verifiers._numeric import central_difference
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
-from harness._running.runner import RunOptions, run_check
+from harness import RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 HEADER = ("from __future__ import annotations\nimport numpy as np\nimport impl\nfrom impl import *  # noqa: F403\n"

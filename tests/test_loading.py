@@ -14,11 +14,9 @@ import pytest
 import yaml
 from conftest import write_course
 
-from harness import RegistryError, verifier
+from harness import RegistryError, load_catalogue, lookup, verifier
 from harness._claims.expect import FloatLiteral
-from harness._claims.loading import load_catalogue
 from harness._claims.reading import ClaimLoader
-from harness._claims.registry import lookup
 from harness._claims.schema import json_schema_text
 from harness.cli import main
 

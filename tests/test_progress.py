@@ -15,7 +15,7 @@ import pytest
 from test_loading import claim, claim_file, claims_dir
 
 import impl
-from harness._running.executor import SeedRun
+from harness import SeedRun
 from harness._running.progress import (
     CHECKS_RECORD,
     PROGRESS_DIR,

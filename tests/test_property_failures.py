@@ -24,12 +24,10 @@ import pytest
 from hypothesis import strategies as st
 
 import impl
-from harness._claims.errors import VerifierError
+from harness import RunOptions, VerifierError, load_catalogue, run_check
 from harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
-from harness._claims.loading import load_catalogue
 from harness._running.context import Call, Context, ImplementationView, record_calls
 from harness._running.property import CALLS_KEPT, check_property, reproduction
-from harness._running.runner import RunOptions, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 THIS = sys.modules[__name__]
@@ -367,7 +365,7 @@ def test_an_example_cached_as_hypothesis_note_still_renders():
 VERIFIER_MODULE = '''\
 from hypothesis import strategies as st
 
-from harness._running.property import check_property
+from harness import check_property
 
 
 def close_to_itself(ctx):
@@ -395,7 +393,7 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
 
         import plain_verifiers.checks
         import rewritten_verifiers.checks
-        from harness._running.context import Context, ImplementationView
+        from harness import Context, ImplementationView
 
 
         def context():
@@ -425,7 +423,7 @@ def test_a_view_handed_to_the_implementation_is_recorded_as_itself():
     import copy
 
     import impl
-    from harness._running.context import ImplementationView
+    from harness import ImplementationView
 
     view = ImplementationView(impl, ("kl_k3",), "a.verifier", "a-claim")
     assert copy.deepcopy({"ops": view})["ops"] is view

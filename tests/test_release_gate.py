@@ -21,14 +21,12 @@ from typing import Any
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
+from harness import RunOptions, load_catalogue, lookup, run_check
 from harness._claims.expect import Expectation, compare
 from harness._claims.formats import is_interval
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import lookup
 from harness._claims.schema import Check
 from harness._reporting.gate import Snapshot, compare_snapshots, snapshot, stated_differences
 from harness._reporting.report import RESULTS_FILE
-from harness._running.runner import RunOptions, run_check
 from harness.cli import main as claims_main
 from harness.stats import MeanEstimate
 from verifiers import actor_critic, cartpole, gru

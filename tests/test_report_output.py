@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from harness._claims.errors import Problem
+from harness import Problem
 from harness._claims.formats import (
     figure_paths,
     format_interval,

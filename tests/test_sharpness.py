@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import load_catalogue
 from harness._claims.expect import parse_expectation
-from harness._claims.loading import load_catalogue
 from harness._running.cache import forget_sources
 from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from harness.cli import main as claims_main

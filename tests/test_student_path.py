@@ -20,10 +20,8 @@ import pytest
 from test_loading import claim, claim_file, claims_dir
 from test_plugin import Project, real_node_ids
 
-from harness._claims.errors import ImplementationError
-from harness._claims.loading import load_catalogue
+from harness import ImplementationError, RunOptions, load_catalogue, run_check
 from harness._running.implementation import FALLBACK_ATTRIBUTE, check_implementation, provenance
-from harness._running.runner import RunOptions, run_check
 from harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root

@@ -21,11 +21,11 @@ import pytest
 from test_plugin import Project, real_node_ids
 from test_student_path import PLANTED, PROJECT, copy_impl, plant
 
+from harness import load_catalogue
 from harness._authoring.exercises import write_exercises
 from harness._claims.aliases import Alias, parse_aliases, resolve
 from harness._claims.course import load_course
 from harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
-from harness._claims.loading import load_catalogue
 from harness._running.implementation import is_stub
 from harness._running.isolation import run_isolated
 

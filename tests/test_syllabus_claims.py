@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness._claims.loading import Catalogue, load_catalogue
-from harness._running.runner import RunOptions, check_names, run_check
+from harness import Catalogue, RunOptions, check_names, load_catalogue, run_check
 from zoo import action_dependent_baseline
 
 ROOT = Path(__file__).resolve().parent.parent
