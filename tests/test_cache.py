@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
-from harness import cli, load_catalogue
+from harness import _verify, load_catalogue
 from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from harness._running import cache as _cache
 from harness._running.engine import evaluate, every_part
@@ -291,7 +291,7 @@ def test_the_checks_left_to_run_start_pytest_only_when_its_workers_are_quicker(t
     (tmp_path / RESULTS_FILE).write_text(json.dumps({"claims": [{"id": claim_id, "checks": checks}
                                                                  for claim_id, checks in rows.items()]}))
     args = types.SimpleNamespace(numprocesses=numprocesses, out=tmp_path)
-    assert cli._quicker_here(args, _parts(*kinds)) is here
+    assert _verify._quicker_here(args, _parts(*kinds)) is here
 
 
 @pytest.mark.parametrize(("spelling", "warned"), [

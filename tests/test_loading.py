@@ -260,7 +260,7 @@ def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
 
 def linted_project(root: Path) -> Path:
     """A clean project whose generated registry matches its committed reports/claims.json."""
-    from harness import cli
+    from harness import _verify
     from harness._claims.sources import with_registry
 
     root.mkdir()
@@ -268,7 +268,7 @@ def linted_project(root: Path) -> Path:
     results = {"claims": [{"id": "good", "status": "passed"}]}
     (root / "reports").mkdir()
     (root / "reports" / "claims.json").write_text(json.dumps(results), encoding="utf-8")
-    registry = cli._registry(load_catalogue(directory), results)
+    registry = _verify.registry_of(load_catalogue(directory), results)
     (root / "Module_4_Sources.md").write_text(with_registry(SOURCES, registry), encoding="utf-8")
     return directory
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness._claims.course import RESULTS_FILE
 from harness._claims.errors import ClaimsError, did_you_mean
 from harness._claims.formats import visible
 from harness._claims.loading import Catalogue, StatementEntry, load_catalogue
@@ -23,8 +24,6 @@ from harness._text.document import FORMULA, Block, Document, numbers_in, read_do
 from harness._text.drift import CLEAN, STATUSES, Resolution, TextState
 from harness._text.stamps import format_hold, parse_hold, set_marks, set_statement, stamp
 from harness._text.summary import text_overrides, text_state
-
-RESULTS_FILE = "claims.json"
 
 
 def add_parser(commands: Any) -> None:

@@ -24,6 +24,8 @@ from harness._claims.errors import ClaimsError
 
 CONFIG_FILE = "pyproject.toml"
 TABLE = "claims"
+# The results document every run writes into the report directory, beside the Markdown and HTML made from it.
+RESULTS_FILE = "claims.json"
 
 _FIELDS = {
     "title": "the text's title, as the reports print it",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness._claims.course import Course, find_course
+from harness._claims.course import RESULTS_FILE, Course, find_course
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import UNCOVERED, library_versions
 from harness._claims.loading import Catalogue, ClaimEntry
@@ -33,7 +33,6 @@ from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 from harness._text.summary import TextReport
 
 STATUSES = ("passed", "failed", "error", "skipped")
-RESULTS_FILE = "claims.json"
 MARKDOWN_FILE = "claims_report.md"
 
 # What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
