@@ -71,7 +71,7 @@ def verifier(
         if known and _identity(known.function) != _identity(function):
             raise RegistryError(f"verifier name '{name}' is registered twice: {_REGISTRY[name].location} "
                                 f"and {function.__module__}; rename one of them")
-        _, line = inspect.getsourcelines(function)
+        line = inspect.unwrap(function).__code__.co_firstlineno  # the decorator's line, as getsourcelines says
         # The module path, not the absolute file, keeps reports identical across checkouts.
         file = function.__module__.replace(".", "/") + ".py"
         _REGISTRY[name] = Verifier(name, function, kinds, tuple(uses), params, file, line)
