@@ -260,6 +260,7 @@ def test_the_process_that_judges_never_imports_the_implementation(project, tmp_p
     the start): whatever it does at import cannot reach a verdict, the options or the report."""
     import subprocess
 
+    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS)), encoding="utf-8")
     shutil.copy(PROJECT / "pyproject.toml", project.path)
     pid_file = tmp_path / "importers"
     environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(pid_file)}
