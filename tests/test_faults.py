@@ -186,6 +186,10 @@ def supervised_task(kind: str) -> str:
         os._exit(3)
     if kind == "hangs":
         time.sleep(600)
+    if kind == "exits, leaving a child":  # the child holds the answer pipe open: the exit is seen all the same
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(4)
     return kind
 
 
@@ -202,15 +206,16 @@ def test_the_supervisor_runs_several_workers_and_says_how_each_ended(forked_from
     try:
         started = time.monotonic()
         order: list[int] = []
-        ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers"], supervised_task,
-                                  lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
+        ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child"],
+                                  supervised_task, lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
                                   done=lambda number, _: order.append(number), zygote=zygote)
         assert time.monotonic() - started < 30
         assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
         assert "ValueError: no" in ended[1].answer.error
         assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
         assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
-        assert sorted(order) == [0, 1, 2, 3, 4]
+        assert (ended[5].answer, ended[5].exit) == (None, "exit status 4, e.g. os._exit(4) in the implementation")
+        assert sorted(order) == [0, 1, 2, 3, 4, 5]
         assert "CLAIMS_TEST_PREPARED" not in os.environ  # prepared in the zygote, not here
     finally:
         if zygote is not None:

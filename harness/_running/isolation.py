@@ -170,7 +170,9 @@ def run_each_isolated(tasks: Sequence[Any], call: Callable[[Any], Any], limit_of
                        if handle is not None]
             ready = wait(handles, timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
             for number, worker in list(running.items()):
-                if worker.reader in ready or worker.process.sentinel in ready or time.monotonic() > worker.deadline:
+                # A worker's own children (a seed pool) hold its answer pipe open: that it exited is asked too.
+                if worker.reader in ready or worker.process.sentinel in ready or time.monotonic() > worker.deadline \
+                        or not worker.process.is_alive():
                     ended[number] = worker.end()
                     del running[number]
                     if done:
