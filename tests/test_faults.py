@@ -280,6 +280,25 @@ def test_the_process_that_judges_never_imports_the_implementation(project, tmp_p
         "passed"}
 
 
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_path, workers):
+    """The zygote closes the judge's descriptors before importing the implementation: nothing it or a check
+    forked from it writes reaches pytest-xdist's channel or a file the judge holds."""
+    import subprocess
+
+    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS)), encoding="utf-8")
+    marker = tmp_path / "held-by-the-judge"
+    project.makeconftest(f"HELD = open({str(marker)!r}, 'w')\n")
+    named = tmp_path / "named"
+    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(named)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "claims", *PLUGINS_OFF, "--claims-impl",
+                           "faults.lists_descriptors", "--claims-report", "out", *workers], cwd=project.path,
+                          env=environment, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    seen = named.read_text(encoding="utf-8").split("\n")  # from the import check at the start, and the zygote
+    assert "/dev/null" in seen and str(marker) not in seen, seen
+
+
 @pytest.mark.parametrize("command", [
     ("-m", "pytest", "claims", *PLUGINS_OFF),
     ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import importlib
 import multiprocessing
 import os
@@ -197,7 +198,7 @@ class _Worker:
                 with _quiet_stdio():
                     # Not a daemon: a check's seeds may run in a process pool of the worker's own.
                     self.process = multiprocessing.get_context("fork").Process(
-                        target=_serve, args=(call, writer, self.output.fileno()))
+                        target=_serve, args=(call, writer, self.output.fileno(), _open_descriptors()))
                     self.process.start()
         except BaseException:
             self.reader.close()
@@ -250,7 +251,8 @@ class Zygote:
         self._connection, theirs = multiprocessing.Pipe(duplex=True)
         with _quiet_stdio():
             # Not a daemon: the workers it forks are its children, and may start seed pools of their own.
-            self.process = multiprocessing.get_context("fork").Process(target=_zygote, args=(prepare, theirs))
+            self.process = multiprocessing.get_context("fork").Process(
+                target=_zygote, args=(prepare, theirs, _open_descriptors()))
             self.process.start()
         theirs.close()
         try:
@@ -345,16 +347,19 @@ class _ForkedByZygote:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def _zygote(prepare: Callable[[], None], connection: Connection) -> None:
-    """The zygote: prepare once, then fork a worker per request until the judge closes the connection."""
+def _zygote(prepare: Callable[[], None], connection: Connection, judges: frozenset[int]) -> None:
+    """The zygote: prepare once, then fork a worker per request until the judge closes the connection.
+
+    ``judges`` are the descriptors the judge had open when it forked this process (pytest-xdist's channel
+    to its controller, the judge's files): closed before the implementation is imported, so that neither
+    its import nor any check forked from here can write to them. What the import itself opens stays open.
+    """
     os.setpgrp()
     _die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
-    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    _redirect_output(null)
+    _close(judges - {0, 1, 2, connection.fileno()})
     try:
         prepare()
         ready = Answer()
@@ -422,18 +427,21 @@ def _tail(output: Any, limit: int = 2000) -> str:
         return ""
 
 
-def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
-    """The worker: run ``call`` once and send the answer; never returns normally into the parent's code."""
+def _serve(call: Callable[[], Any], writer: Connection, output_fd: int, judges: frozenset[int] = frozenset()
+           ) -> None:
+    """The worker: run ``call`` once and send the answer; never returns normally into the parent's code.
+
+    ``judges`` are the descriptors the judge had open when it forked this worker: closed first, so that the
+    implementation cannot write to pytest-xdist's channel or to the judge's files (the zygote's workers
+    inherit none: the zygote closed them).
+    """
     global _IN_WORKER
     _IN_WORKER = True
     os.setpgrp()
     _die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's handler is not the worker's
-    os.dup2(output_fd, 1)
-    os.dup2(output_fd, 2)
-    # Fresh text streams over the new descriptors: a lock another thread held at the fork stays behind.
-    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
-    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    _redirect_output(output_fd)
+    _close(judges - {0, 1, 2, writer.fileno(), output_fd})
     _limit_memory()
     try:
         answer = Answer(value=call())
@@ -451,6 +459,31 @@ def _serve(call: Callable[[], Any], writer: Connection, output_fd: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _redirect_output(descriptor: int) -> None:
+    """Standard output and error (and a crash's traceback, when faulthandler is on) go to ``descriptor``."""
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+    # Fresh text streams over the new descriptors: a lock another thread held at the fork stays behind.
+    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    if faulthandler.is_enabled():  # pytest's writes to a copy of its own stderr, which is not this process's
+        faulthandler.enable(file=sys.stderr)
+
+
+def _close(descriptors: frozenset[int]) -> None:
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
+def _open_descriptors() -> frozenset[int]:
+    """This process's open file descriptors (from Linux's /proc; elsewhere none are known)."""
+    try:
+        return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:
+        return frozenset()
 
 
 def _answer_to(error: BaseException) -> Answer:
