@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from functools import partial
@@ -152,8 +153,6 @@ def test_a_worker_is_killed_together_with_what_it_started(project):
     pid_file = project.path / "child.pid"
 
     def start_a_sleeper_and_hang() -> None:
-        import subprocess
-
         child = subprocess.Popen(["sleep", "600"])
         pid_file.write_text(str(child.pid))
         time.sleep(600)
@@ -256,6 +255,19 @@ def test_what_an_implementation_does_at_import_reaches_no_verdict_and_no_label(p
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def start_run(project: pytest.Pytester, command: tuple[str, ...], fault: str, record: Path, timeout: float
+              ) -> subprocess.Popen:
+    """``python *command`` in its own process, on the fault claims (each check limited to ``timeout`` s) against
+    ``faults.<fault>``, which writes what it records to ``record`` ($CLAIMS_TEST_PID_FILE); the report goes to out/."""
+    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(timeout)), encoding="utf-8")
+    shutil.copy(PROJECT / "pyproject.toml", project.path)
+    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(record)}
+    options = ("--claims-impl", f"faults.{fault}", "--claims-report", "out")
+    arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
+    return subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 @pytest.mark.parametrize("command", [
     ("-m", "pytest", "claims", *PLUGINS_OFF),
     ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
@@ -263,16 +275,8 @@ def test_what_an_implementation_does_at_import_reaches_no_verdict_and_no_label(p
 def test_the_process_that_judges_never_imports_the_implementation(project, tmp_path, command):
     """Only workers import it (the zygote every check's worker is forked from, and the one that checks it at
     the start): whatever it does at import cannot reach a verdict, the options or the report."""
-    import subprocess
-
-    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS)), encoding="utf-8")
-    shutil.copy(PROJECT / "pyproject.toml", project.path)
     pid_file = tmp_path / "importers"
-    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(pid_file)}
-    options = ("--claims-impl", "faults.records_importers", "--claims-report", "out")
-    arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
-    judge = subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    judge = start_run(project, command, "records_importers", pid_file, ANSWERS)
     assert judge.wait(timeout=600) == (1 if "verify" in command else 0)  # verify: these claims cover no statement
     importers = {int(line) for line in pid_file.read_text().split()}
     assert importers and judge.pid not in importers
@@ -284,17 +288,11 @@ def test_the_process_that_judges_never_imports_the_implementation(project, tmp_p
 def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_path, workers):
     """The zygote closes the judge's descriptors before importing the implementation: nothing it or a check
     forked from it writes reaches pytest-xdist's channel or a file the judge holds."""
-    import subprocess
-
-    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS)), encoding="utf-8")
     marker = tmp_path / "held-by-the-judge"
     project.makeconftest(f"HELD = open({str(marker)!r}, 'w')\n")
     named = tmp_path / "named"
-    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(named)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "claims", *PLUGINS_OFF, "--claims-impl",
-                           "faults.lists_descriptors", "--claims-report", "out", *workers], cwd=project.path,
-                          env=environment, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
+    assert start_run(project, ("-m", "pytest", "claims", *PLUGINS_OFF, *workers), "lists_descriptors", named,
+                     ANSWERS).wait(timeout=600) == 0
     seen = named.read_text(encoding="utf-8").split("\n")  # from the import check at the start, and the zygote
     assert "/dev/null" in seen and str(marker) not in seen, seen
 
@@ -306,16 +304,8 @@ def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_pa
 ])
 def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_worker_behind(project, tmp_path, command):
     """What CI and job schedulers send: the report is labelled interrupted, and the hung check's worker is killed."""
-    import subprocess
-
-    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", "120"), encoding="utf-8")
-    shutil.copy(PROJECT / "pyproject.toml", project.path)
     pid_file = tmp_path / "worker.pid"
-    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(pid_file)}
-    options = ("--claims-impl", "faults.hangs_recording_pid", "--claims-report", "out")
-    arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
-    run = subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = start_run(project, command, "hangs_recording_pid", pid_file, 120)
     try:
         for _ in range(600):
             if pid_file.is_file() and pid_file.read_text():
