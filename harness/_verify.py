@@ -21,8 +21,9 @@ from harness._claims.sources import render_registry, with_registry
 from harness._running.cache import checked_implementation
 from harness._running.executor import default_workers
 from harness._running.implementation import PYTEST_FLAG, check_implementation, reference_implementation
-from harness._running.isolation import interrupt_on_termination, run_isolated
-from harness._running.isolation import supported as isolation_supported
+from harness._running.isolation import run_isolated
+from harness._running.processes import interrupt_on_termination
+from harness._running.processes import supported as isolation_supported
 from harness._running.progress import run_showing_progress
 from harness._running.runner import IMPORT_TIME_LIMIT, close_zygotes, resolve_options
 from harness._text.summary import text_overrides

@@ -52,8 +52,9 @@ from harness._running.implementation import (
     find_in_directory,
     reference_implementation,
 )
-from harness._running.isolation import CheckCrashed, interrupt_on_termination, run_isolated
-from harness._running.isolation import supported as isolation_supported
+from harness._running.isolation import run_isolated
+from harness._running.processes import CheckCrashed, interrupt_on_termination
+from harness._running.processes import supported as isolation_supported
 from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
 from harness._running.property import rewrite_asserts_in
 from harness._running.runner import (

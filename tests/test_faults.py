@@ -148,7 +148,8 @@ def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives
 
 def test_a_worker_is_killed_together_with_what_it_started(project):
     """The supervisor kills the worker's process group: nothing it started outlives the check."""
-    from harness._running.isolation import CheckCrashed, run_isolated
+    from harness._running.isolation import run_isolated
+    from harness._running.processes import CheckCrashed
 
     pid_file = project.path / "child.pid"
 
@@ -199,7 +200,8 @@ def prepared_in_zygote() -> None:
 @pytest.mark.parametrize("forked_from", ["this process", "a zygote"])
 def test_the_supervisor_runs_several_workers_and_says_how_each_ended(forked_from):
     """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
-    from harness._running.isolation import TIMED_OUT, Zygote, run_each_isolated
+    from harness._running.isolation import TIMED_OUT, run_each_isolated
+    from harness._running.zygote import Zygote
 
     zygote = Zygote(prepared_in_zygote, "the test's zygote", 60) if forked_from == "a zygote" else None
     try:
@@ -226,7 +228,9 @@ def fails_to_prepare() -> None:
 
 
 def test_a_zygote_that_fails_or_dies_is_a_check_error_and_the_next_zygote_works():
-    from harness._running.isolation import CheckCrashed, Zygote, run_isolated
+    from harness._running.isolation import run_isolated
+    from harness._running.processes import CheckCrashed
+    from harness._running.zygote import Zygote
 
     with pytest.raises(ClaimsError, match="ValueError: cannot import"):
         Zygote(fails_to_prepare, "the test's zygote", 60)

@@ -31,7 +31,7 @@ from harness._claims.course import find_course
 from harness._claims.errors import ClaimsError, VerifierError
 from harness._claims.formats import library_versions
 from harness._running.context import ImplementationView
-from harness._running.isolation import in_worker
+from harness._running.processes import in_worker
 from harness._running.progress import SeedProgress
 
 

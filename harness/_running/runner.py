@@ -29,9 +29,10 @@ from harness._running.cache import ObservationCache, cache_key
 from harness._running.context import Context, ImplementationView
 from harness._running.executor import SeedRunner, time_limit
 from harness._running.implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
-from harness._running.isolation import Zygote, run_isolated
-from harness._running.isolation import supported as isolation_supported
+from harness._running.isolation import run_isolated
+from harness._running.processes import supported as isolation_supported
 from harness._running.sharpness import perturbations
+from harness._running.zygote import Zygote
 
 # Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
 # minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).

@@ -1,0 +1,246 @@
+"""A check's worker process from the inside, and the means to end one from the outside.
+
+A worker starts apart from the process that forked it (:func:`start_apart`: a process group of its own,
+killed with its parent, its output to a file of the supervisor's, none of the judge's descriptors), runs
+one call (:func:`serve`) under an address-space limit, and sends back an :class:`Answer` as plain data.
+The supervisor (``harness._running.isolation``) and the zygote (``harness._running.zygote``) both fork
+workers; what a worker does is here, once, for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import importlib
+import multiprocessing
+import os
+import pickle
+import resource
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+from harness._claims.errors import ClaimsError
+
+# The worker's address space: half the machine's memory, so that a runaway allocation fails in the
+# worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
+_MEMORY_FRACTION = 0.5
+
+
+class CheckCrashed(ClaimsError):
+    """The process running a check died, or was killed for running past the check's time limit."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a worker sends back: the value, or the text of the exception the call raised."""
+
+    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
+
+    value: Any = None
+    error: str | None = None
+    # A harness error the call raised, as plain data: its class's module and name, its args and attributes (an
+    # exception's own pickle may name any reducer a library installed, tblib's for one, and is not read).
+    raised: tuple[str, str, tuple, dict] | None = None
+
+    @property
+    def exception(self) -> ClaimsError | None:
+        """The harness error the call raised, rebuilt here, or None."""
+        if self.raised is None:
+            return None
+        module, name, args, attributes = self.raised
+        kind = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(kind, type) and issubclass(kind, ClaimsError)):
+            return ClaimsError(f"the check raised {module}.{name}{args!r}")
+        error = kind.__new__(kind)
+        error.args = tuple(args)
+        error.__dict__.update(attributes)
+        return error
+
+
+def answer_to(error: BaseException) -> Answer:
+    """The answer of a call that raised ``error``: a harness error as plain data (its type says what happened), any
+    other as its traceback's text."""
+    if isinstance(error, ClaimsError):
+        return Answer(raised=(type(error).__module__, type(error).__qualname__, error.args, dict(vars(error))))
+    return Answer(error=traceback.format_exc(limit=-8))
+
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a check's worker: a fresh fork with one thread, which may itself fork safely."""
+    return _IN_WORKER
+
+
+def supported() -> bool:
+    """Whether checks can run in a forked worker here (POSIX); elsewhere they run in the checking process."""
+    return "fork" in multiprocessing.get_all_start_methods() and hasattr(os, "setpgrp")
+
+
+def start_apart(output: int, judges: frozenset[int], keep: frozenset[int]) -> None:
+    """Begin a forked process's life apart from the judge: a process group of its own (a kill reaches all it
+    starts), killed with its parent, SIGTERM's default action, its output to ``output``, and ``judges`` (the
+    descriptors the judge had open when it forked this process: pytest-xdist's channel to its controller, the
+    judge's files) closed, but for the standard three and ``keep``, so that nothing run here can write to them."""
+    os.setpgrp()
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's handler is not the worker's
+    _redirect_output(output)
+    for descriptor in judges - {0, 1, 2, output, *keep}:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
+def serve(call: Callable[[], Any], writer: Connection, output: int, judges: frozenset[int] = frozenset()) -> None:
+    """The worker: start apart, run ``call`` once and send the answer on ``writer``; never returns into the
+    parent's code. (The zygote's workers inherit none of the judge's descriptors: the zygote closed them.)"""
+    global _IN_WORKER
+    _IN_WORKER = True
+    start_apart(output, judges, keep=frozenset({writer.fileno()}))
+    _limit_memory()
+    try:
+        answer = Answer(value=call())
+    except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
+        answer = answer_to(error)
+    try:
+        data = pickle.dumps(answer)
+    except Exception as error:
+        data = pickle.dumps(Answer(error=str(answer.exception)) if answer.exception is not None else Answer(
+            error=f"the check's result cannot be sent back from its worker ({error}); a verifier returns plain "
+                  "values: numbers, strings, lists, mappings, arrays"))
+    try:
+        writer.send_bytes(data)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _redirect_output(descriptor: int) -> None:
+    """Standard output and error (and a crash's traceback, when faulthandler is on) go to ``descriptor``."""
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+    # Fresh text streams over the new descriptors: a lock another thread held at the fork stays behind.
+    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    if faulthandler.is_enabled():  # pytest's writes to a copy of its own stderr, which is not this process's
+        faulthandler.enable(file=sys.stderr)
+
+
+def open_descriptors() -> frozenset[int]:
+    """This process's open file descriptors (from Linux's /proc; elsewhere none are known)."""
+    try:
+        return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:
+        return frozenset()
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when the process that started it dies, however it dies (Linux only):
+    a supervisor killed outright (SIGKILL, the OOM killer) must not leave a hung check running for ever."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _limit_memory() -> None:
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return
+    cap = int(pages * size * _MEMORY_FRACTION)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def interrupt_on_termination() -> Callable[[], None]:
+    """From now on, SIGTERM (what CI and job schedulers send) stops this process as Ctrl-C does: the run ends
+    with its report labelled interrupted, and every worker is killed on the way out. Returns what undoes it.
+    A handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"terminated (signal {signum})")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class Process(Protocol):
+    """What the supervisor uses of a worker: a multiprocessing Process, or one a zygote forked."""
+
+    pid: int | None
+    exitcode: int | None
+
+    def join(self, timeout: float | None = None) -> None: ...
+    def is_alive(self) -> bool: ...
+    def kill(self) -> None: ...
+
+
+def kill_group(process: Process) -> None:
+    """Kill the worker and everything it started (its seed pools share its process group)."""
+    if process.pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    # Before its os.setpgrp() the worker is in this process's group: kill it alone.
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.join(5)
+
+
+def exit_code(pid: int, wait: float) -> int | None:
+    """As multiprocessing reports it: the exit status, or minus the signal; None while ``pid`` runs."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
+def describe_exit(code: int | None) -> str:
+    """An exit code, as an error row says it."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {"SIGSEGV": ": a segmentation fault", "SIGKILL": ": killed, e.g. out of memory",
+                "SIGABRT": ": aborted"}.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"exit status {code}, e.g. os._exit({code}) in the implementation"
+
+
+@contextlib.contextmanager
+def quiet_stdio() -> Iterator[None]:
+    """Flush this process's streams before forking, so the worker does not print them a second time."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    yield
