@@ -6,7 +6,8 @@ driver (the verifier itself in a supervised worker process); reporting attaches 
 the test report (``user_properties``), which is how results reach the controller under
 pytest-xdist. The controller writes ``reports/`` from this run's evidence alone: a selected item
 whose evidence never arrived (a crashed xdist worker, an interrupted run) is an error row, and an
-interrupted or stopped run says so in every format.
+interrupted or stopped run says so in every format (``harness._session`` holds the session's
+state and that end of the run).
 
 Options are namespaced ``--claims-*`` so that they cannot collide with other plugins'.
 """
@@ -14,11 +15,7 @@ Options are namespaced ``--claims-*`` so that they cannot collide with other plu
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import os
-import textwrap
-import time
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -29,49 +26,48 @@ import pytest
 
 from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError, UnimportableImplementation
-from harness._claims.formats import scoreboard_line
-from harness._claims.loading import Catalogue, load_catalogue
+from harness._claims.loading import Catalogue
 from harness._claims.schema import KIND_DESCRIPTIONS
 from harness._reporting.report import (
-    ReportNotWritten,
-    function_scoreboard,
-    lessons_of,
     report_directory_problem,
-    staging_dir_for,
-    write_reports,
 )
 from harness._running.cache import checked_implementation
 from harness._running.context import PROFILES
-from harness._running.engine import Outcome, Part, evaluate, every_part, never_reported, parts_of_file
-from harness._running.executor import default_workers, shutdown_executors
+from harness._running.engine import Outcome, Part, evaluate, parts_of_file
+from harness._running.executor import shutdown_executors
 from harness._running.implementation import (
     FALLBACK_ATTRIBUTE,
     PYTEST_FLAG,
-    Provenance,
     check_implementation,
     find_in_directory,
-    reference_implementation,
 )
 from harness._running.isolation import run_isolated
 from harness._running.processes import CheckCrashed, interrupt_on_termination
 from harness._running.processes import supported as isolation_supported
-from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
+from harness._running.progress import progress_dir
 from harness._running.property import rewrite_asserts_in
 from harness._running.runner import (
     DEFAULT_PROFILE,
     IMPORT_TIME_LIMIT,
     SHRINK_FLAG,
-    RunOptions,
     close_zygotes,
-    resolve_options,
 )
-from harness._text.summary import text_overrides, text_report
+from harness._session import (
+    CATALOGUES,
+    PAYLOAD,
+    PROVENANCE,
+    UNIMPORTABLE,
+    UNIMPORTABLE_INPUT,
+    CheckCounter,
+    Evidence,
+    ReportWriter,
+    catalogue_of,
+    claims_dir_of,
+    is_claim_file,
+    run_options,
+    why_unimportable,
+)
 
-PAYLOAD = "claims_result"
-_CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
-_PROVENANCE = pytest.StashKey[Provenance | None]()
-_UNIMPORTABLE = pytest.StashKey[str]()
-_OPTIONS = pytest.StashKey[RunOptions]()
 _UNDO_TERMINATION = pytest.StashKey[Callable[[], None]]()
 
 
@@ -106,46 +102,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--claims-run-id", default=None, metavar="ID", help=argparse.SUPPRESS)
 
 
-def run_options(config: pytest.Config) -> RunOptions:
-    """The run's options: fixed when pytest configures the plugin, before any implementation is imported, so
-    that nothing an implementation does to the environment changes what runs or what the report says."""
-    options = config.stash.get(_OPTIONS, None)
-    if options is None:
-        options = config.stash[_OPTIONS] = _options_asked_for(config)
-    unimportable = _unimportable(config)
-    return options if options.unimportable == unimportable else dataclasses.replace(options, unimportable=unimportable)
-
-
-def _options_asked_for(config: pytest.Config) -> RunOptions:
-    report_dir = config.getoption("claims_report")
-    run_id = config.getoption("claims_run_id")
-    return resolve_options(
-        config.getoption("claims_impl"), config.getoption("claims_profile"), config.getoption("claims_seed"),
-        report_dir=report_dir,
-        cache_dir=config.getoption("claims_cache"),
-        scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
-        workers=default_workers(_xdist_workers(config), config.getoption("claims_workers")),
-        progress_dir=progress_dir(),
-        allow_reference=config.getoption("claims_allow_reference"),
-        # A debugger must stop in the process it talks to: --pdb and --trace run checks in this one.
-        isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
-        staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
-        run_id=run_id,
-        shrink=config.getoption("claims_shrink"),
-    )
-
-
-def _xdist_workers(config: pytest.Config) -> int:
-    """How many pytest-xdist workers share this machine with this process (1 without xdist)."""
-    workerinput = getattr(config, "workerinput", None)
-    return int(workerinput.get("workercount", 1)) if workerinput else 1
-
-
 def pytest_configure(config: pytest.Config) -> None:
     for kind, description in KIND_DESCRIPTIONS.items():
         config.addinivalue_line("markers", f"{kind}: {description}")
     config.addinivalue_line("markers", "claim: a check of a claim")
-    config.stash[_CATALOGUES] = {}
+    config.stash[CATALOGUES] = {}
     root = find_root(Path(config.invocation_params.dir))
     if root is not None:
         # Before the verifiers are imported: a failing property's assertion then shows the values it compared.
@@ -157,16 +118,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     config.stash[_UNDO_TERMINATION] = interrupt_on_termination()
-    evidence = _Evidence()
+    evidence = Evidence()
     config.pluginmanager.register(evidence, "claims-evidence")
     report_dir = config.getoption("claims_report")
     if report_dir:
         unwritable = report_directory_problem(Path(report_dir))
         if unwritable:  # before any check runs: at the end of the run its results would be lost
             raise pytest.UsageError(unwritable)
-        config.pluginmanager.register(_ReportWriter(Path(report_dir), config, evidence), "claims-report")
+        config.pluginmanager.register(ReportWriter(Path(report_dir), config, evidence), "claims-report")
     if progress_dir():
-        config.pluginmanager.register(_CheckCounter(progress_dir()), "claims-progress")
+        config.pluginmanager.register(CheckCounter(progress_dir()), "claims-progress")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -185,31 +146,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     try:
         # In a worker: an implementation that kills the interpreter on import must not take pytest with it.
         isolated = partial(run_isolated, check, IMPORT_TIME_LIMIT, f"importing the implementation '{options.impl}'")
-        config.stash[_PROVENANCE] = checked_implementation(
+        config.stash[PROVENANCE] = checked_implementation(
             options.impl, isolated if options.isolation and isolation_supported() else check, options.cache_dir,
             allow_reference=options.allow_reference)
     except (UnimportableImplementation, CheckCrashed) as error:
         # One error item says why (ImplementationImport); the checks that need no implementation still run.
-        config.stash[_UNIMPORTABLE] = str(error)
+        config.stash[UNIMPORTABLE] = str(error)
     except ClaimsError as error:
         raise pytest.UsageError(str(error)) from None
-
-
-def _unimportable(config: pytest.Config) -> str | None:
-    """Why the implementation could not be imported at session start (in pytest-xdist's workers too), or None."""
-    workerinput = getattr(config, "workerinput", None)
-    return workerinput.get(_UNIMPORTABLE_INPUT) if workerinput is not None else config.stash.get(_UNIMPORTABLE, None)
-
-
-_UNIMPORTABLE_INPUT = "claims_unimportable"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: a worker learns that the implementation did not import (workers parse only the arguments)."""
-    why = _unimportable(node.config)
+    why = why_unimportable(node.config)
     if why:
-        node.workerinput[_UNIMPORTABLE_INPUT] = why
+        node.workerinput[UNIMPORTABLE_INPUT] = why
 
 
 @pytest.hookimpl(trylast=True)
@@ -217,7 +169,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if hasattr(config, "workerinput"):
         items[:] = _longest_first(items)
     # After -k and -m: whatever is selected, a run whose implementation does not import has this one error.
-    why = _unimportable(config)
+    why = why_unimportable(config)
     if why:
         items.insert(0, ImplementationImport.from_parent(session, name="claims-implementation", why=why))
 
@@ -245,29 +197,19 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    found = config.stash.get(_PROVENANCE, None)
+    found = config.stash.get(PROVENANCE, None)
     return [found.summary()] if found is not None and found.borrowed else []
-
-
-def _claims_dir_of(path: Path) -> Path | None:
-    """The claims directory of the course whose tree holds ``path``, or None outside any course."""
-    root = find_root(path)
-    return load_course(root).claims.resolve() if root is not None else None
-
-
-def _is_claim_file(path: Path) -> bool:
-    return path.suffix in (".yaml", ".yml") and _claims_dir_of(path.parent) == path.parent.resolve()
 
 
 def _collects_claims(config: pytest.Config) -> bool:
     """Whether the arguments name claim files: a course's claims directory, a directory above it, or a file in it."""
     for arg in config.args:
         path = Path(config.invocation_params.dir, arg.split("::")[0])
-        claims = _claims_dir_of(path)
+        claims = claims_dir_of(path)
         if claims is None:
             continue
         resolved = path.resolve()
-        if resolved == claims or claims.is_relative_to(resolved) or _is_claim_file(path):
+        if resolved == claims or claims.is_relative_to(resolved) or is_claim_file(path):
             return True
     return False
 
@@ -281,7 +223,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     # Only the course's claims directory: a YAML file elsewhere (a fixture, a CI config) is not a claim file.
-    if path.resolve() == _claims_dir_of(path):
+    if path.resolve() == claims_dir_of(path):
         return ClaimsDirectory.from_parent(parent, path=path)
     return None
 
@@ -294,16 +236,9 @@ class ClaimsDirectory(pytest.Directory):
     """
 
     def collect(self):
-        catalogue = _catalogue(self.config, self.path.resolve())
+        catalogue = catalogue_of(self.config, self.path.resolve())
         for display in catalogue.files:
             yield ClaimFileNode.from_parent(self, path=catalogue.root / display)
-
-
-def _catalogue(config: pytest.Config, claims_dir: Path) -> Catalogue:
-    catalogues = config.stash[_CATALOGUES]
-    if claims_dir not in catalogues:
-        catalogues[claims_dir] = load_catalogue(claims_dir)
-    return catalogues[claims_dir]
 
 
 class ImplementationImport(pytest.Item):
@@ -327,7 +262,7 @@ class ClaimFileNode(pytest.File):
     """One claim file: a node per claim, plus one error item for problems of the file itself."""
 
     def collect(self):
-        catalogue = _catalogue(self.config, self.path.parent.resolve())
+        catalogue = catalogue_of(self.config, self.path.parent.resolve())
         display = catalogue.display_of(self.path)
         claims: dict[str, ClaimNode] = {}
         for part in parts_of_file(catalogue, display):
@@ -349,7 +284,7 @@ class ClaimNode(pytest.Collector):
         self.parts: list[Part] = []
 
     def collect(self):
-        catalogue = _catalogue(self.config, self.path.parent.resolve())
+        catalogue = catalogue_of(self.config, self.path.parent.resolve())
         for part in self.parts:
             yield PartItem.from_parent(self, name=part.names[-1], part=part, catalogue=catalogue)
 
@@ -407,150 +342,3 @@ class PartItem(pytest.Item):
             return self.path, entry.line - 1, f"{entry.id} (cannot be loaded)"
         line = entry.check_lines[index]
         return self.path, line - 1, f"{entry.file}:{line}: {entry.id}::{self.name} ({entry.where})"
-
-
-class _Evidence:
-    """Every item's evidence as it reaches the controlling process (from xdist's workers too), by node id.
-
-    The report is written from it, and the terminal summary opens with it: for an implementation
-    other than the reference, one row per function it offers, and the functions still to be written.
-    """
-
-    def __init__(self) -> None:
-        self.by_node: dict[str, dict[str, Any]] = {}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == PAYLOAD:
-                self.by_node[report.nodeid] = json.loads(value)
-
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if run_options(config).impl == reference_implementation() or _unimportable(config):
-            return
-        rows = function_scoreboard(list(self.by_node.values()), _given(config))
-        if not rows:
-            return
-        writer = terminalreporter
-        writer.section(f"functions of {run_options(config).impl}")
-        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows if not row["given"]))
-        # Only the functions under test get a row: the stubs and the reference's are one line each.
-        tested = [row for row in rows if row["implemented"] and not row["given"]]
-        if tested:
-            width = max(len("function"), *(len(row["function"]) for row in tested))
-            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
-            for row in tested:
-                writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
-                            f"{row['not implemented']:>15}  {row['not run']:>7}")
-        for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
-                             ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
-            if names:
-                writer.line(textwrap.fill(f"{label} ({len(names)}): {', '.join(names)}", 100, subsequent_indent="  "))
-
-
-def _given(config: pytest.Config) -> tuple[str, ...]:
-    """The functions this run takes from the reference (checked at session start), not under test."""
-    found = config.stash.get(_PROVENANCE, None)
-    return found.as_reference if found is not None else ()
-
-
-class _ReportWriter:
-    """Gathers every item's evidence in the controlling process and writes ``reports/`` at the end of the run.
-
-    The rows are every selected part: its evidence if it arrived, else an error row saying that it never
-    did. The run is complete only when every selected part reported and pytest was not interrupted.
-    """
-
-    def __init__(self, directory: Path, config: pytest.Config, evidence: _Evidence):
-        self.directory = directory
-        self.config = config
-        self.evidence = evidence.by_node
-        self.selected: list[str] | None = None
-        self.started = time.time()
-        try:  # a malformed --claims-text stops the run before any check: a usage error
-            self.text_overrides = text_overrides(config.getoption("--claims-text"))
-        except ClaimsError as error:
-            raise pytest.UsageError(str(error)) from None
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not session.config.pluginmanager.hasplugin("dsession"):
-            self.selected = [item.nodeid for item in session.items]
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.selected = list(ids)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        options = run_options(self.config)
-        parts = self._selected_parts(session)
-        if not parts:
-            return  # nothing of a course was collected: there is no report to write
-        missing = [key for key in parts if key not in self.evidence]
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        stopped = bool(session.shouldstop or session.shouldfail) and not interrupted
-        why = ("the run was interrupted before this check reported" if interrupted else
-               "the run stopped early (-x or --maxfail) before this check ran" if stopped else
-               "its result never reached the report: the process running it died")
-        rows = [self.evidence[key] if key in self.evidence else never_reported(part, catalogue, options, why)
-                for key, (part, catalogue) in parts.items()]
-        problems = []
-        if interrupted:
-            problems.append("interrupted")
-        if stopped:
-            problems.append("stopped early")
-        if missing:
-            problems.append(f"{len(missing)} of {len(parts)} selected checks never reported")
-        if options.unimportable:
-            problems.append(f"the implementation '{options.impl}' could not be imported, so no check that calls it ran")
-        catalogues = list({id(catalogue): catalogue for _, catalogue in parts.values()}.values())
-        every = sum(len(every_part(catalogue)) for catalogue in catalogues)
-        completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
-                        "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
-        try:
-            write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
-                          completeness, _given(self.config), text_report(catalogues[0], self.text_overrides))
-        except ReportNotWritten as error:  # the run's end: say where its results are, and fail the run
-            session.config.get_terminal_writer().line(f"claims: {error}", red=True, bold=True)
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-
-    def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
-        """Every selected item's part, by node id, in collection order."""
-        rootdir = Path(session.config.rootpath)
-        by_file: dict[Path, tuple[Catalogue, dict[str, Part]]] = {}
-        found: dict[str, tuple[Part, Catalogue]] = {}
-        for nodeid in self.selected or []:
-            file, _, names = nodeid.partition("::")
-            path = rootdir / file
-            if path not in by_file:
-                if not _is_claim_file(path):
-                    continue
-                catalogue = _catalogue(self.config, path.parent.resolve())
-                display = catalogue.display_of(path)
-                by_file[path] = (catalogue, {part.key.partition("::")[2]: part
-                                             for part in parts_of_file(catalogue, display)})
-            catalogue, parts = by_file[path]
-            if names in parts:
-                found[nodeid] = (parts[names], catalogue)
-        return found
-
-
-class _CheckCounter:
-    """Writes how many checks are done of how many, in the controlling process, for ``claims verify``'s status line."""
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self.record: dict[str, Any] = {"done": 0, "total": None, "started": time.time()}
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._write(total=len(session.items))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._write(total=len(ids))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            self._write(done=self.record["done"] + 1)
-
-    def _write(self, **changes: Any) -> None:
-        self.record.update(changes)
-        write_record(self.directory, CHECKS_RECORD, self.record)

@@ -28,7 +28,7 @@ from harness._running.progress import (
     status_line,
     write_record,
 )
-from harness.plugin import _CheckCounter
+from harness._session import CheckCounter
 
 NOW = 1_000_000.0
 PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")
@@ -134,7 +134,7 @@ def test_under_xdist_the_total_comes_from_the_workers_collection(tmp_path):
     from xdist import newhooks
 
     assert hasattr(newhooks, "pytest_xdist_node_collection_finished")
-    counter = _CheckCounter(str(tmp_path))
+    counter = CheckCounter(str(tmp_path))
     counter.pytest_xdist_node_collection_finished(node=None, ids=["a", "b"])
     assert json.loads((tmp_path / CHECKS_RECORD).read_text(encoding="utf-8"))["total"] == 2
 

@@ -1,0 +1,247 @@
+"""What a pytest run of the claims knows, and what its controlling process does with the evidence.
+
+The session's state lives in pytest's stash: the run's options (fixed in ``pytest_configure``, before
+anything imports the implementation), the catalogue of each claims directory, the implementation's
+provenance, and why it could not be imported. In the controlling process, :class:`Evidence` gathers
+every item's evidence (from pytest-xdist's workers too) and prints the student's function table,
+:class:`ReportWriter` writes ``reports/`` from this run's evidence alone, and :class:`CheckCounter`
+keeps ``claims verify``'s status line. The hooks and the collection tree are ``harness.plugin``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._claims.course import find_root, load_course
+from harness._claims.errors import ClaimsError
+from harness._claims.formats import scoreboard_line
+from harness._claims.loading import Catalogue, load_catalogue
+from harness._reporting.report import ReportNotWritten, function_scoreboard, lessons_of, staging_dir_for, write_reports
+from harness._running.engine import Part, every_part, never_reported, parts_of_file
+from harness._running.executor import default_workers
+from harness._running.implementation import Provenance, reference_implementation
+from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
+from harness._running.runner import RunOptions, resolve_options
+from harness._text.summary import text_overrides, text_report
+
+PAYLOAD = "claims_result"
+CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()
+PROVENANCE = pytest.StashKey[Provenance | None]()
+UNIMPORTABLE = pytest.StashKey[str]()
+_OPTIONS = pytest.StashKey[RunOptions]()
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """The run's options: fixed when pytest configures the plugin, before any implementation is imported, so
+    that nothing an implementation does to the environment changes what runs or what the report says."""
+    options = config.stash.get(_OPTIONS, None)
+    if options is None:
+        options = config.stash[_OPTIONS] = _options_asked_for(config)
+    unimportable = why_unimportable(config)
+    return options if options.unimportable == unimportable else dataclasses.replace(options, unimportable=unimportable)
+
+
+def _options_asked_for(config: pytest.Config) -> RunOptions:
+    report_dir = config.getoption("claims_report")
+    run_id = config.getoption("claims_run_id")
+    return resolve_options(
+        config.getoption("claims_impl"), config.getoption("claims_profile"), config.getoption("claims_seed"),
+        report_dir=report_dir,
+        cache_dir=config.getoption("claims_cache"),
+        scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
+        workers=default_workers(_xdist_workers(config), config.getoption("claims_workers")),
+        progress_dir=progress_dir(),
+        allow_reference=config.getoption("claims_allow_reference"),
+        # A debugger must stop in the process it talks to: --pdb and --trace run checks in this one.
+        isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
+        staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
+        run_id=run_id,
+        shrink=config.getoption("claims_shrink"),
+    )
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers share this machine with this process (1 without xdist)."""
+    workerinput = getattr(config, "workerinput", None)
+    return int(workerinput.get("workercount", 1)) if workerinput else 1
+
+
+def why_unimportable(config: pytest.Config) -> str | None:
+    """Why the implementation could not be imported at session start (in pytest-xdist's workers too), or None."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput.get(UNIMPORTABLE_INPUT) if workerinput is not None else config.stash.get(UNIMPORTABLE, None)
+
+
+UNIMPORTABLE_INPUT = "claims_unimportable"
+
+
+def claims_dir_of(path: Path) -> Path | None:
+    """The claims directory of the course whose tree holds ``path``, or None outside any course."""
+    root = find_root(path)
+    return load_course(root).claims.resolve() if root is not None else None
+
+
+def is_claim_file(path: Path) -> bool:
+    return path.suffix in (".yaml", ".yml") and claims_dir_of(path.parent) == path.parent.resolve()
+
+
+def catalogue_of(config: pytest.Config, claims_dir: Path) -> Catalogue:
+    catalogues = config.stash[CATALOGUES]
+    if claims_dir not in catalogues:
+        catalogues[claims_dir] = load_catalogue(claims_dir)
+    return catalogues[claims_dir]
+
+
+class Evidence:
+    """Every item's evidence as it reaches the controlling process (from xdist's workers too), by node id.
+
+    The report is written from it, and the terminal summary opens with it: for an implementation
+    other than the reference, one row per function it offers, and the functions still to be written.
+    """
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PAYLOAD:
+                self.by_node[report.nodeid] = json.loads(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if run_options(config).impl == reference_implementation() or why_unimportable(config):
+            return
+        rows = function_scoreboard(list(self.by_node.values()), given_functions(config))
+        if not rows:
+            return
+        writer = terminalreporter
+        writer.section(f"functions of {run_options(config).impl}")
+        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows if not row["given"]))
+        # Only the functions under test get a row: the stubs and the reference's are one line each.
+        tested = [row for row in rows if row["implemented"] and not row["given"]]
+        if tested:
+            width = max(len("function"), *(len(row["function"]) for row in tested))
+            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
+            for row in tested:
+                writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
+                            f"{row['not implemented']:>15}  {row['not run']:>7}")
+        for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
+                             ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
+            if names:
+                writer.line(textwrap.fill(f"{label} ({len(names)}): {', '.join(names)}", 100, subsequent_indent="  "))
+
+
+def given_functions(config: pytest.Config) -> tuple[str, ...]:
+    """The functions this run takes from the reference (checked at session start), not under test."""
+    found = config.stash.get(PROVENANCE, None)
+    return found.as_reference if found is not None else ()
+
+
+class ReportWriter:
+    """Gathers every item's evidence in the controlling process and writes ``reports/`` at the end of the run.
+
+    The rows are every selected part: its evidence if it arrived, else an error row saying that it never
+    did. The run is complete only when every selected part reported and pytest was not interrupted.
+    """
+
+    def __init__(self, directory: Path, config: pytest.Config, evidence: Evidence):
+        self.directory = directory
+        self.config = config
+        self.evidence = evidence.by_node
+        self.selected: list[str] | None = None
+        self.started = time.time()
+        try:  # a malformed --claims-text stops the run before any check: a usage error
+            self.text_overrides = text_overrides(config.getoption("--claims-text"))
+        except ClaimsError as error:
+            raise pytest.UsageError(str(error)) from None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not session.config.pluginmanager.hasplugin("dsession"):
+            self.selected = [item.nodeid for item in session.items]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.selected = list(ids)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        options = run_options(self.config)
+        parts = self._selected_parts(session)
+        if not parts:
+            return  # nothing of a course was collected: there is no report to write
+        missing = [key for key in parts if key not in self.evidence]
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        stopped = bool(session.shouldstop or session.shouldfail) and not interrupted
+        why = ("the run was interrupted before this check reported" if interrupted else
+               "the run stopped early (-x or --maxfail) before this check ran" if stopped else
+               "its result never reached the report: the process running it died")
+        rows = [self.evidence[key] if key in self.evidence else never_reported(part, catalogue, options, why)
+                for key, (part, catalogue) in parts.items()]
+        problems = []
+        if interrupted:
+            problems.append("interrupted")
+        if stopped:
+            problems.append("stopped early")
+        if missing:
+            problems.append(f"{len(missing)} of {len(parts)} selected checks never reported")
+        if options.unimportable:
+            problems.append(f"the implementation '{options.impl}' could not be imported, so no check that calls it ran")
+        catalogues = list({id(catalogue): catalogue for _, catalogue in parts.values()}.values())
+        every = sum(len(every_part(catalogue)) for catalogue in catalogues)
+        completeness = {"id": options.run_id, "complete": not problems, "incomplete": "; ".join(problems) or None,
+                        "selection": "all" if len(parts) == every else f"{len(parts)} of {every} checks selected"}
+        try:
+            write_reports(self.directory, rows, lessons_of(catalogues), options, self.started, catalogues[0].root,
+                          completeness, given_functions(self.config), text_report(catalogues[0], self.text_overrides))
+        except ReportNotWritten as error:  # the run's end: say where its results are, and fail the run
+            session.config.get_terminal_writer().line(f"claims: {error}", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _selected_parts(self, session: pytest.Session) -> dict[str, tuple[Part, Catalogue]]:
+        """Every selected item's part, by node id, in collection order."""
+        rootdir = Path(session.config.rootpath)
+        by_file: dict[Path, tuple[Catalogue, dict[str, Part]]] = {}
+        found: dict[str, tuple[Part, Catalogue]] = {}
+        for nodeid in self.selected or []:
+            file, _, names = nodeid.partition("::")
+            path = rootdir / file
+            if path not in by_file:
+                if not is_claim_file(path):
+                    continue
+                catalogue = catalogue_of(self.config, path.parent.resolve())
+                display = catalogue.display_of(path)
+                by_file[path] = (catalogue, {part.key.partition("::")[2]: part
+                                             for part in parts_of_file(catalogue, display)})
+            catalogue, parts = by_file[path]
+            if names in parts:
+                found[nodeid] = (parts[names], catalogue)
+        return found
+
+
+class CheckCounter:
+    """Writes how many checks are done of how many, in the controlling process, for ``claims verify``'s status line."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.record: dict[str, Any] = {"done": 0, "total": None, "started": time.time()}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._write(total=len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._write(total=len(ids))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self._write(done=self.record["done"] + 1)
+
+    def _write(self, **changes: Any) -> None:
+        self.record.update(changes)
+        write_record(self.directory, CHECKS_RECORD, self.record)
