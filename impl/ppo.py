@@ -114,7 +114,7 @@ class ClipDiagnostics(NamedTuple):
     active_fraction: object
 
 
-def clip_diagnostics(ratio_t: ArrayLike, advantage_t: ArrayLike, epsilon: object) -> ClipDiagnostics:
+def ratio_clip_diagnostics(ratio_t: ArrayLike, advantage_t: ArrayLike, epsilon: object) -> ClipDiagnostics:
     """The fraction of ratios outside [1-ε, 1+ε] and the fraction where clipping is active.
 
     Args:

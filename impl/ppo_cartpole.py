@@ -243,7 +243,7 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callabl
         after = ops.actor_critic_forward(params, flat["obs"])
         log_ratio = (ops.log_softmax(after.logits)[np.arange(config.batch_size), flat["actions"]]
                      - flat["log_pi_old"])
-        clip_stats = ops.clip_diagnostics(
+        clip_stats = ops.ratio_clip_diagnostics(
             ops.probability_ratios(log_ratio, 0.0),
             ops.normalize_advantages(flat["advantages"]) if config.normalize_advantages else flat["advantages"],
             config.clip_epsilon)

@@ -72,7 +72,7 @@ def test_four_cases_in_exact_arithmetic():
     assert list(impl.ppo_clip_objective(ratio, advantage, epsilon)) == [
         Fraction(12, 5), Fraction(7, 5), Fraction(-8, 5), Fraction(-3)]
     assert list(impl.ppo_clip_objective_grad(ratio, advantage, epsilon)) == [0, Fraction(7, 5), 0, Fraction(-3)]
-    diagnostics = impl.clip_diagnostics(ratio, advantage, epsilon)
+    diagnostics = impl.ratio_clip_diagnostics(ratio, advantage, epsilon)
     assert (diagnostics.outside_fraction, diagnostics.active_fraction) == (1, 0.5)
 
 

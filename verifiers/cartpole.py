@@ -29,7 +29,7 @@ from verifiers._numeric import largest, rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
              "actor_critic_backward", "policy_logits", "log_softmax", "softmax_score", "probability_ratios",
-             "ppo_clip_objective", "ppo_clip_objective_grad", "clip_diagnostics", "categorical_entropy",
+             "ppo_clip_objective", "ppo_clip_objective_grad", "ratio_clip_diagnostics", "categorical_entropy",
              "categorical_entropy_grad", "squared_error_value_loss", "squared_error_value_loss_grad", "ppo_total_loss",
              "kl_k3", "gae_advantages", "value_targets", "normalize_advantages", "adam_init", "adam_update",
              "clip_by_global_norm")

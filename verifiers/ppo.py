@@ -782,10 +782,11 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
     return check_property(ctx, never_blocks, st.tuples(_signed_advantages, _ratios, _epsilons))
 
 
-@verifier("ppo.clip_fractions_counterexample", kind="counterexample", uses=("clip_diagnostics",), params=ClipCases)
+@verifier("ppo.clip_fractions_counterexample", kind="counterexample", uses=("ratio_clip_diagnostics",),
+          params=ClipCases)
 def clip_fractions_counterexample(ctx: Context) -> dict[str, object]:
     """impl's two clip diagnostics on one batch: ratios outside [1-ε, 1+ε] and clipping active."""
-    diagnostics = ctx.impl.clip_diagnostics(np.array(ctx.params.ratios), np.array(ctx.params.advantages),
+    diagnostics = ctx.impl.ratio_clip_diagnostics(np.array(ctx.params.ratios), np.array(ctx.params.advantages),
                                             ctx.params.epsilon)
     return {"outside_fraction": diagnostics.outside_fraction, "active_fraction": diagnostics.active_fraction,
             "difference": diagnostics.outside_fraction - diagnostics.active_fraction}
@@ -809,7 +810,7 @@ _diagnostic_batches = st.tuples(st.one_of(st.floats(0.01, 0.99), st.sampled_from
     lambda epsilon_and_size: _diagnostic_batch(*epsilon_and_size))
 
 
-@verifier("ppo.clip_diagnostics_property", kind="property", uses=("clip_diagnostics",))
+@verifier("ppo.clip_diagnostics_property", kind="property", uses=("ratio_clip_diagnostics",))
 def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     """impl's two diagnostics of step 4.4.4 against their definitions, on random batches: the share
     of ratios outside [1-ε, 1+ε], and the share of samples whose clipped branch is strictly the
@@ -827,7 +828,7 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
         ratios, advantages = np.array(ratio_list), np.array(advantage_list)
         outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
         active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
-        diagnostics = ctx.impl.clip_diagnostics(ratios, advantages, epsilon)
+        diagnostics = ctx.impl.ratio_clip_diagnostics(ratios, advantages, epsilon)
         assert abs(float(diagnostics.outside_fraction) - outside.mean()) <= EPS, ("outside", diagnostics)
         assert abs(float(diagnostics.active_fraction) - active.mean()) <= EPS, ("active", diagnostics)
 
@@ -844,8 +845,8 @@ class SharedLogits(NoParams):
 
 
 @verifier("ppo.clipping_is_no_trust_region", kind="counterexample", params=SharedLogits,
-          uses=("probability_ratios", "ppo_clip_objective_grad", "softmax_score", "log_softmax", "clip_diagnostics",
-                "kl_k3"))
+          uses=("probability_ratios", "ppo_clip_objective_grad", "softmax_score", "log_softmax",
+                "ratio_clip_diagnostics", "kl_k3"))
 def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
     """Gradient ascent on L^CLIP through impl, for one state's logits shared by the whole batch.
 
@@ -873,7 +874,7 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
         if step in params.steps:
             log_pi = ctx.impl.log_softmax(logits)[actions]
             ratio = ctx.impl.probability_ratios(log_pi, log_pi_old)
-            diagnostics = ctx.impl.clip_diagnostics(ratio, advantages, params.epsilon)
+            diagnostics = ctx.impl.ratio_clip_diagnostics(ratio, advantages, params.epsilon)
             p_old, log_new = np.array(params.pi_old), log_softmax(logits)
             report["ratios"].append([float(r) for r in ratio])
             report["outside_fraction"].append(float(diagnostics.outside_fraction))

@@ -102,4 +102,18 @@ VARIANTS: dict[str, Variant] = {
     "critic_gradient_in_actor": Variant(
         "actor loss not stop-gradiented: its gradient reaches the critic's step", "4.3.1",
         ("value-targets-ignore-normalisation", "actor-treats-advantages-as-constants")),
+    "surrogate_inverse_ratio": Variant(
+        "surrogate loss whose gradient is Â / r, right only at θ_old", "4.4.1",
+        ("surrogate-gradient-equals-policy-gradient-at-old", "per-step-surrogate-is-another-objective")),
+    "loss_mean_over_padding": Variant(
+        "REINFORCE loss averaged over every token, padding included", "4.5.1",
+        ("reinforce-step-is-reward-scaled-sft-step", "surrogate-gradient-equals-policy-gradient-at-old",
+         "per-step-surrogate-is-another-objective")),
+    "clip_on_log_ratio": Variant(
+        "PPO's clip applied to the log-ratio instead of the ratio", "4.4.2",
+        ("clipped-objective-definition",)),
+    "ascending_clip_loss": Variant(
+        "sign of PPO's clipped loss flipped", "4.4.2",
+        ("clipped-objective-definition", "surrogate-gradient-equals-policy-gradient-at-old",
+         "per-step-surrogate-is-another-objective")),
 }

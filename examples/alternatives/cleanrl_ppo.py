@@ -58,7 +58,7 @@ def ppo_clip_objective_grad(ratio_t, advantage_t, epsilon):
                     np.where(pg_loss2 > pg_loss1, clipped_grad, (unclipped_grad + clipped_grad) / 2))
 
 
-def clip_diagnostics(ratio_t, advantage_t, epsilon):
+def ratio_clip_diagnostics(ratio_t, advantage_t, epsilon):
     """CleanRL's clipfrac as the outside fraction; the active fraction where the clamped loss is the max."""
     ratio = np.asarray(ratio_t)
     pg_loss1, pg_loss2 = _pg_losses(ratio, advantage_t, epsilon)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._claims.aliases import Alias, parse_aliases
 from harness._claims.errors import ClaimsError
 
 CONFIG_FILE = "pyproject.toml"
@@ -40,8 +39,6 @@ _FIELDS = {
 }
 # May be left out.
 _OPTIONAL = {
-    "aliases": "other names a course gives contract functions: name = {function = ..., relation = ...} "
-               "(harness/_claims/aliases.py)",
     "mutate": "the implementation's modules 'claims mutants' mutates by default (default: all of them)",
     "mutants_reviewed": "the reviewed file of surviving mutants judged equivalent, relative to the root "
                         "(default: mutants-reviewed.yaml)",
@@ -92,7 +89,6 @@ class Course:
     verifiers: str
     step_pattern: str
     steps: tuple[str, ...]
-    aliases: tuple[Alias, ...] = ()
     mutate: tuple[str, ...] = ()
     mutants_reviewed: Path | None = None
     mutation_target: float = 0.95
@@ -142,7 +138,6 @@ def load_course(root: Path) -> Course:
             [*(f"unknown field '{name}'" for name in unknown), *(f"missing field '{name}' ({_FIELDS[name]})"
                                                                for name in missing)]))
     strings = [name for name in _FIELDS if name != "steps" and not isinstance(table[name], str)]
-    aliases = parse_aliases(table.get("aliases"), f"{path}: [tool.{TABLE}]")
     steps = table["steps"]
     if strings or not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
         bad = [*strings, *(["steps"] if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps)
@@ -170,7 +165,7 @@ def load_course(root: Path) -> Course:
     return Course(root=root, title=table["title"], claims=root / table["claims"], reports=root / table["reports"],
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
-                  step_pattern=table["step_pattern"], steps=tuple(steps), aliases=aliases, mutate=tuple(mutate),
+                  step_pattern=table["step_pattern"], steps=tuple(steps), mutate=tuple(mutate),
                   mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts)
 
 

@@ -40,7 +40,7 @@ from harness._claims.errors import ClaimsError
 from harness._claims.formats import figure_paths, library_versions
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
-from harness._running.implementation import contract_names, reference_implementation
+from harness._running.implementation import reference_implementation
 from harness._running.plain_data import plain_loads
 
 _HARNESS = __name__.partition(".")[0]
@@ -57,7 +57,7 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "params": check.params, "alpha": alpha, "beta": check.beta, "deviation": check.deviation,
         "profile": profile, "seed": seed,
         "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__,)),
-        "impl_source": code_digest(impl, contract_names(verifier.uses)) if verifier.uses else None,
+        "impl_source": code_digest(impl, verifier.uses) if verifier.uses else None,
         "harness_source": package_digest(_HARNESS),
         "versions": library_versions(),
     }

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 import harness.stats as stats
 from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
-from harness._running.implementation import contract_function, is_stub
+from harness._running.implementation import is_stub
 
 PROFILES = ("smoke", "full")
 # The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
@@ -64,11 +64,11 @@ class ImplementationView:
         return self._module.__name__
 
     def missing(self) -> list[str]:
-        return [name for name in self._uses if not callable(contract_function(self._module, name))]
+        return [name for name in self._uses if not callable(getattr(self._module, name, None))]
 
     def unimplemented(self) -> list[str]:
         """The declared functions that are still stubs (``harness._running.implementation.is_stub``)."""
-        return [name for name in self._uses if is_stub(contract_function(self._module, name))]
+        return [name for name in self._uses if is_stub(getattr(self._module, name, None))]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -78,7 +78,7 @@ class ImplementationView:
         if name not in self._uses:
             raise VerifierError(f"verifier '{self._verifier}' calls impl.{name} without declaring it; "
                                 f"add '{name}' to uses= in its @verifier(...) decorator")
-        function = contract_function(self._module, name)
+        function = getattr(self._module, name, None)
         if not callable(function):
             raise ImplementationError(f"implementation '{self.name}' has no function '{name}' "
                                       f"(needed by claim '{self._claim_id}')")

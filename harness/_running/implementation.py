@@ -17,20 +17,18 @@ import ast
 import importlib
 import importlib.util
 import inspect
-import os
 import sys
 import textwrap
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache, lru_cache, partial
+from functools import cache, partial
 from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
-from harness._claims.aliases import Alias, resolve
 from harness._claims.course import find_course
-from harness._claims.errors import ClaimsError, ImplementationError, UnimportableImplementation
+from harness._claims.errors import ImplementationError, UnimportableImplementation
 
 FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
 PYTEST_FLAG = "--claims-allow-reference"
@@ -81,7 +79,6 @@ def is_stub(function: Any) -> bool:
     That is the shape of every function ``claims exercises`` writes; a check that needs one is
     skipped as "not implemented yet" rather than run into the error.
     """
-    function = getattr(function, "__wrapped__", function)  # an alias's adapter (harness._claims.aliases) wraps it
     code = getattr(function, "__code__", None)
     if code is None:
         return False
@@ -123,25 +120,6 @@ def raised_in(error: BaseException, module: str) -> str | None:
     if isinstance(frame_module, str) and _package(frame_module) == _package(module):
         return traceback_.tb_frame.f_code.co_name
     return None
-
-
-def contract_function(module: ModuleType, name: str) -> Any:
-    """``module``'s function ``name``, or the function the course's aliases let stand in for it; None if neither."""
-    return resolve(module, name, _course_aliases(os.getcwd()))
-
-
-@lru_cache(maxsize=8)
-def _course_aliases(directory: str) -> tuple[Alias, ...]:
-    try:
-        return find_course(Path(directory)).aliases
-    except ClaimsError:
-        return ()
-
-
-def contract_names(functions: Iterable[str]) -> tuple[str, ...]:
-    """``functions`` and every name the course's aliases let stand in for one of them."""
-    functions = tuple(functions)
-    return functions + tuple(alias.name for alias in _course_aliases(os.getcwd()) if alias.function in functions)
 
 
 def contract_functions() -> tuple[str, ...]:
@@ -212,7 +190,7 @@ def provenance(module: ModuleType, functions: Iterable[str], reference: ModuleTy
     offered: list[str] = []
     as_reference: list[str] = []
     for name in functions:
-        function = contract_function(module, name)
+        function = getattr(module, name, None)
         if function is None:
             continue
         offered.append(name)
