@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                                                         "exercises")
     exercises.add_argument("--force", action="store_true",
                            help="write into a directory that is not empty, replacing only the files it writes")
+    exercises.add_argument("--torch", nargs="+", default=(), metavar="MODULE",
+                           help="write these modules' stubs in PyTorch (e.g. --torch losses): the harness then hands "
+                                "their functions torch.float64 tensors and differentiates them by autograd")
 
     mutants = commands.add_parser("mutants", help="mutate the implementation's functions (mutmut) and run, for each "
                                                   "mutant, the smoke checks that reach it; write mutants.json and .md")
@@ -247,7 +250,8 @@ def _new(args: argparse.Namespace) -> int:
 def _exercises(args: argparse.Namespace) -> int:
     from harness._authoring.exercises import write_exercises
 
-    print(write_exercises(args.directory, load_catalogue(args.claims_dir), force=args.force).summary())
+    print(write_exercises(args.directory, load_catalogue(args.claims_dir), force=args.force,
+                          torch=tuple(args.torch)).summary())
     return 0
 
 

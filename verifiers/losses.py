@@ -5,7 +5,8 @@ The syllabus (week16/step-4) asks for scalar losses over a batch of tokens (``re
 baselines (``mean_baseline``, ``rloo_baseline``); ``docs/implementation-contract.md`` gives their
 signatures. A loss is judged by its value and by its gradient with respect to ``logp``, the one
 input that carries the graph in training. The gradient is taken here, by central differences of
-the implementation's own loss, never by gradient code of the implementation: for each coordinate,
+the implementation's own loss for NumPy code (autograd on its own graph for PyTorch code), never by
+gradient code of the implementation: for each coordinate,
 (L(x + h e_i) - L(x - h e_i)) / 2h. Its error is at most (h²/6) max|∂³L/∂x_i³| (truncation) plus
 δL / h (δL bounds the rounding of one evaluation of L); the third derivative is the expected
 loss's, known in closed form below, and h minimises the sum. That sum is the tolerance.
@@ -18,14 +19,14 @@ token).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from harness import Context, assume, check_property, verifier
-from verifiers._numeric import EPS, central_difference, rounding_bound
+from verifiers._numeric import EPS, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.
 _LINEAR_STEP = 2.0**-4
@@ -86,8 +87,21 @@ def _shapes(logp: np.ndarray, adv: np.ndarray, mask: np.ndarray | None) -> str:
     return f"logp {logp.shape}, adv {adv.shape}, mask {None if mask is None else mask.shape}"
 
 
-def _gradient(loss: Callable[[np.ndarray], float], logp: np.ndarray, step: float) -> np.ndarray:
-    return central_difference(loss, logp, step)
+# Each loss's constants by position: in training they come out of the graph, so a loss must detach them.
+_CONSTANTS = {"reinforce_loss": {1: "adv"}, "surrogate_loss": {1: "logp_old", 2: "adv"},
+              "ppo_clip_loss": {1: "logp_old", 2: "adv"}}
+
+
+def _gradient(ctx: Context, name: str, args: tuple, step: float, tied: tuple[int, ...] = ()) -> np.ndarray:
+    """The gradient of the implementation's ``name(*args)`` with respect to logp (``args[0]``), taken by the
+    harness (``ImplementationView.loss_gradient``: autograd for PyTorch, central differences with ``step`` for
+    NumPy); a gradient that reaches one of the loss's constants fails, naming it."""
+    constants = _CONSTANTS[name]
+    gradient, leaked = ctx.impl.loss_gradient(name, args, 0, step, held=tuple(constants), tied=tied)
+    assert not leaked, "; ".join(
+        f"{name}: the gradient reaches {constants[index]} (largest |∂L/∂{constants[index]}| = {size:.3g}): detach it, "
+        f"a loss treats {constants[index]} as a constant" for index, size in leaked.items())
+    return gradient
 
 
 def _curved_step(evaluation_rounding: float, third: float) -> float:
@@ -95,14 +109,14 @@ def _curved_step(evaluation_rounding: float, third: float) -> float:
     return min(float(np.cbrt(3 * evaluation_rounding / max(third, EPS))), _LARGEST_STEP)
 
 
-def _ratio_gradient_check(name: str, loss: Callable[[np.ndarray], float], logp: np.ndarray, ratio: np.ndarray,
-                          adv_bt: np.ndarray, weights: np.ndarray, flowing: np.ndarray, shapes: str,
-                          kinks: tuple[float, ...] = ()) -> None:
-    """Central differences of ``loss`` against -w r Â where ``flowing`` (0 elsewhere).
+def _ratio_gradient_check(ctx: Context, name: str, args: tuple, ratio: np.ndarray, adv_bt: np.ndarray,
+                          weights: np.ndarray, flowing: np.ndarray, shapes: str, kinks: tuple[float, ...] = ()) -> None:
+    """The harness's gradient of ``name(*args)`` against -w r Â where ``flowing`` (0 elsewhere).
 
     Along coordinate i the expected loss is -w_i Â_i e^(x_i - x_old,i) (or constant where clipped), so its
     third derivative is at most |w_i Â_i| r_i e^h; one evaluation sums the B T terms |w Â| r e^h. An example
     with a log-ratio within two steps of one of ``kinks`` (where the loss is not smooth) is not used."""
+    logp = args[0]
     terms = np.abs(weights * adv_bt) * ratio
     third = float((terms * flowing).max())
     evaluation_rounding = rounding_bound(4 * logp.size + 8, float(terms.sum()) * math.e)
@@ -111,11 +125,11 @@ def _ratio_gradient_check(name: str, loss: Callable[[np.ndarray], float], logp: 
     assume(all(float(np.abs(log_ratio - kink).min()) > 2 * step for kink in kinks))
     expected = np.where(flowing, -weights * ratio * adv_bt, 0.0)
     bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + rounding_bound(4, float(terms.max()))
-    numeric = _gradient(loss, logp, step)
+    numeric = _gradient(ctx, name, args, step)
     worst = float(np.abs(numeric - expected).max())
-    assert worst <= bound, (f"the gradient of {name} with respect to logp ({shapes}), by central differences with "
-                            f"h = {step:.3g}, is off the ratio-weighted -mask r Â / Σ mask by {worst:.3g} > bound "
-                            f"{bound:.3g}: {numeric.tolist()} against {expected.tolist()}")
+    assert worst <= bound, (f"the gradient of {name} with respect to logp ({shapes}; differences' h = {step:.3g}) "
+                            f"is off the ratio-weighted -mask r Â / Σ mask by {worst:.3g} > bound {bound:.3g}: "
+                            f"{numeric.tolist()} against {expected.tolist()}")
 
 
 @verifier("losses.reinforce_loss_property", kind="property", uses=("reinforce_loss",))
@@ -137,7 +151,7 @@ def reinforce_loss_property(ctx: Context) -> dict[str, object]:
         value, expected = loss(logp), -_masked_mean(adv_bt * logp, mask)
         assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, scale), \
             f"reinforce_loss({shapes}) = {value!r}, expected -Σ mask Â logp / Σ mask = {expected!r}"
-        numeric = _gradient(loss, logp, _LINEAR_STEP)
+        numeric = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
         bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
         assert float(np.abs(numeric + weights * adv_bt).max()) <= bound, \
             f"the gradient of reinforce_loss ({shapes}) is {numeric.tolist()}, expected -mask Â / Σ mask = " \
@@ -165,7 +179,8 @@ def surrogate_loss_property(ctx: Context) -> dict[str, object]:
         value, expected = loss(logp), -_masked_mean(ratio * adv_bt, mask)
         assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
             f"surrogate_loss({shapes}) = {value!r}, expected -Σ mask r Â / Σ mask = {expected!r}"
-        _ratio_gradient_check("surrogate_loss", loss, logp, ratio, adv_bt, weights, np.ones(logp.shape, bool), shapes)
+        _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp_old, adv, mask), ratio, adv_bt, weights,
+                              np.ones(logp.shape, bool), shapes)
 
     return check_property(ctx, matches_definition, _token_batches)
 
@@ -197,8 +212,8 @@ def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
         value, expected = loss(logp), -_masked_mean(np.minimum(ratio * adv_bt, clipped * adv_bt), mask)
         assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
             f"ppo_clip_loss({shapes}) = {value!r}, expected -Σ mask min(r Â, clip(r) Â) / Σ mask = {expected!r}"
-        _ratio_gradient_check("ppo_clip_loss", loss, logp, ratio, adv_bt, weights, ~_active(ratio, adv_bt, eps), shapes,
-                              kinks=(math.log1p(eps), math.log1p(-eps)))
+        _ratio_gradient_check(ctx, "ppo_clip_loss", (logp, logp_old, adv, eps, mask), ratio, adv_bt, weights,
+                              ~_active(ratio, adv_bt, eps), shapes, kinks=(math.log1p(eps), math.log1p(-eps)))
 
     return check_property(ctx, matches_definition, _token_batches)
 
@@ -216,41 +231,28 @@ def key_test_property(ctx: Context) -> dict[str, object]:
         shapes = _shapes(logp, adv, mask)
         adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
         at_old = logp.copy()
-
-        def reinforce(x: np.ndarray) -> float:
-            return _scalar("reinforce_loss", ctx.impl.reinforce_loss(x, adv, mask), shapes)
-
-        def surrogate(x: np.ndarray) -> float:
-            return _scalar("surrogate_loss", ctx.impl.surrogate_loss(x, at_old, adv, mask), shapes)
-
-        def clipped(x: np.ndarray) -> float:
-            return _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(x, at_old, adv, eps, mask), shapes)
-
         scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
-        reinforce_gradient = _gradient(reinforce, logp, _LINEAR_STEP)
+        reinforce_gradient = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
         reinforce_bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
-        ones = np.ones(logp.shape)
-        for name, loss in (("surrogate_loss", surrogate), ("ppo_clip_loss", clipped)):
+        # logp_old is handed in as logp itself, as a trainer's first epoch has it: a loss that does not detach it
+        # differentiates a constant ratio and gets no gradient at all.
+        for name, args in (("surrogate_loss", (logp, at_old, adv, mask)),
+                           ("ppo_clip_loss", (logp, at_old, adv, eps, mask))):
             # At r = 1 each ratio stays within e^(±h), inside the clip band (h <= 0.01 < log(1 + ε) for ε >= 0.05).
             terms = np.abs(weights * adv_bt)
             evaluation_rounding = rounding_bound(4 * logp.size + 8, float(terms.sum()) * math.e)
             third = float(terms.max())
             step = _curved_step(evaluation_rounding, third)
             bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + reinforce_bound
-            gradient = _gradient(loss, logp, step)
+            gradient = _gradient(ctx, name, args, step, tied=(1,))
             gap = float(np.abs(gradient - reinforce_gradient).max())
             assert gap <= bound, (f"at logp = logp_old ({shapes}) the gradient of {name} differs from reinforce_loss's "
                                   f"by {gap:.3g} > bound {bound:.3g}: {gradient.tolist()} against "
                                   f"{reinforce_gradient.tolist()}")
         assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
             f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
-        logp_old = logp - log_ratio
-
-        def surrogate_away(x: np.ndarray) -> float:
-            return _scalar("surrogate_loss", ctx.impl.surrogate_loss(x, logp_old, adv, mask), shapes)
-
-        _ratio_gradient_check("surrogate_loss", surrogate_away, logp, np.exp(log_ratio), adv_bt, weights,
-                              ones.astype(bool), shapes)
+        _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp - log_ratio, adv, mask), np.exp(log_ratio), adv_bt,
+                              weights, np.ones(logp.shape, bool), shapes)
 
     return check_property(ctx, gradients_coincide_at_old, _token_batches)
 

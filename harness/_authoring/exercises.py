@@ -176,13 +176,16 @@ class Exercises:
         return "\n".join(lines)
 
 
-def write_exercises(directory: Path, catalogue: Catalogue, *, force: bool = False) -> Exercises:
+def write_exercises(directory: Path, catalogue: Catalogue, *, force: bool = False, torch: tuple[str, ...] = ()
+                    ) -> Exercises:
     """Write the course's reference implementation into ``directory`` with every contract function a stub.
 
     Args:
       directory: the package to write; its name is the package's name.
       catalogue: the course's claims, which say where each function is exercised.
       force: write into a directory that is not empty (replacing only the files written).
+      torch: the modules (by name, as ``losses``) whose stubs are to be written in PyTorch: each imports torch and
+        says so (``__claims_array_library__``), so the harness hands its functions tensors.
 
     Raises:
       ClaimsError: the name cannot be the package's, the directory is not empty (without ``force``), or
@@ -214,6 +217,13 @@ def write_exercises(directory: Path, catalogue: Catalogue, *, force: bool = Fals
         written[relative], names = stub_source(text, stubs, str(path))
         if names:
             stubbed[relative] = names
+    unknown = sorted(set(torch) - {relative.removesuffix(".py").replace("/", ".") for relative in written})
+    if unknown:
+        raise ClaimsError(f"--torch {' '.join(unknown)}: no such module in the reference; name one of "
+                          f"{', '.join(sorted(relative.removesuffix('.py') for relative in stubbed))}")
+    for module in torch:
+        relative = module.replace(".", "/") + ".py"
+        written[relative] = _in_torch(written[relative])
     done = {name for names in stubbed.values() for name in names}
     offered = importlib.import_module(reference)
     kept = {name: "a class" if name in classes else "not defined by a top-level def"
@@ -224,6 +234,22 @@ def write_exercises(directory: Path, catalogue: Catalogue, *, force: bool = Fals
         target.write_text(text, encoding="utf-8")
     return Exercises(package, directory, reference, stubbed, kept, tuple(written), course.root,
                      os.path.relpath(catalogue.claims_dir, course.root))
+
+
+def _in_torch(source: str) -> str:
+    """``source`` as a PyTorch module: ``import torch`` and the declaration, after the docstring and ``__future__``."""
+    tree = ast.parse(source)
+    body = tree.body
+    position = 0
+    while position < len(body) and (
+            (position == 0 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant))
+            or (isinstance(body[position], ast.ImportFrom) and body[position].module == "__future__")):
+        position += 1
+    lines = source.splitlines(keepends=True)
+    cut = body[position - 1].end_lineno if position else 0
+    declaration = ("\nimport torch\n\n__claims_array_library__ = \"torch\"  # the harness hands these functions "
+                   "torch.float64 tensors\n")
+    return "".join(lines[:cut]) + declaration + "".join(lines[cut:])
 
 
 def _refuse_name(package: str, directory: Path, taken: Mapping[str, str]) -> None:

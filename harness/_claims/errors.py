@@ -78,3 +78,8 @@ class NotImplementedYet(ClaimsError):
 
     def __reduce__(self) -> tuple[type, tuple[tuple[str, ...]]]:
         return type(self), (self.functions,)
+
+
+class Inexpressible(ClaimsError):
+    """The implementation's array library cannot express what the check needs (exact arithmetic, say, in a
+    framework without an object dtype). Not a failure of the claim: the check is skipped and says why."""

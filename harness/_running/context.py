@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 import harness.stats as stats
 from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
+from harness._running.frameworks import call_in_torch, library_of, torch_gradient
 from harness._running.implementation import is_stub
 
 PROFILES = ("smoke", "full")
@@ -90,6 +91,30 @@ class ImplementationView:
             self._plain_functions[name] = _PlainResults(function, guard)
             return self._plain_functions[name]
         return _RecordedFunction(name, function, self._record, guard)
+
+    def loss_gradient(self, name: str, args: Sequence[Any], wrt: int, step: float, held: Sequence[int] = (),
+                      tied: Sequence[int] = ()) -> tuple[np.ndarray, dict[int, float]]:
+        """The gradient of the loss ``name(*args)`` with respect to ``args[wrt]``, taken by the harness, and the
+        largest |gradient| that reached each argument in ``held`` (the loss's constants), by position.
+
+        For a PyTorch function, by autograd on its own graph, with ``held`` handed in requiring grad and ``tied``
+        handed in as the very tensor ``args[wrt]`` (``harness._running.frameworks.torch_gradient``). For NumPy
+        code, by central differences with ``step`` (the verifier's bound says which), each evaluation a recorded
+        call; nothing can leak, and ``tied`` arguments keep their values, as constants do.
+        """
+        function = getattr(self, name)
+        raw = getattr(function, "__wrapped__", function)
+        if library_of(raw) == "torch":
+            return torch_gradient(raw, name, args, wrt, held, tied)
+        x = np.asarray(args[wrt], dtype=float)
+        gradient = np.zeros(x.shape)
+        for index in np.ndindex(x.shape):
+            shift = np.zeros(x.shape)
+            shift[index] = step
+            values = [float(np.asarray(function(*args[:wrt], moved, *args[wrt + 1:])).reshape(()))
+                      for moved in (x + shift, x - shift)]
+            gradient[index] = (values[0] - values[1]) / (2 * step)
+        return gradient, {}
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ImplementationView:
         # A verifier hands the view itself to a training loop (``ops=ctx.impl``): a recorded call's copy is the view.
@@ -202,7 +227,10 @@ def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple
             kwargs: dict[str, Any]) -> Any:
     """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call."""
     before = guard.snapshot(function, args, kwargs) if guard is not None else None
-    returned = function(*args, **kwargs)
+    if library_of(function) == "torch":
+        returned = call_in_torch(function, getattr(function, "__name__", repr(function)), args, kwargs)
+    else:
+        returned = function(*args, **kwargs)
     try:
         result = plain(returned)
     except NotPlainData as error:

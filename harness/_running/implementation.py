@@ -29,6 +29,7 @@ from typing import Any
 
 from harness._claims.course import find_course
 from harness._claims.errors import ImplementationError, UnimportableImplementation
+from harness._running.frameworks import INSTALL_HINT
 
 FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
 PYTEST_FLAG = "--claims-allow-reference"
@@ -49,6 +50,8 @@ def _cause(name: str, error: BaseException) -> str:
         return (f"{error} (looked for in the working directory and on sys.path: run from the directory that holds "
                 "it, put that directory on PYTHONPATH, or install it)")
     text = f"{type(error).__name__}: {error}"
+    if isinstance(error, ModuleNotFoundError) and error.name == "torch":
+        text += f" (the implementation is written in PyTorch: {INSTALL_HINT})"
     frames = traceback.extract_tb(error.__traceback__)
     if frames and not isinstance(error, SyntaxError):  # a SyntaxError names its file and line itself
         text += f" (at {frames[-1].filename}:{frames[-1].lineno})"

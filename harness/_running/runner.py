@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError, NotImplementedYet
+from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet
 from harness._claims.expect import Comparison, as_plain_observation, compare, to_jsonable
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
 from harness._claims.loading import ClaimEntry
@@ -200,6 +200,9 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.status = "skipped"
         result.not_implemented = list(error.functions)
         result.skip_reason = f"{error}: the check runs once the implementation has {_them(error.functions)}"
+    except Inexpressible as error:
+        result.status = "skipped"
+        result.skip_reason = str(error)
     except BaseException as error:
         if reuse_only and not result.reused:  # e.g. no cache key: running the check will say what is wrong
             raise _MustRun from error

@@ -1,0 +1,148 @@
+"""Implementations written in PyTorch: called with its tensors, answered in NumPy's arrays, differentiated by autograd.
+
+A student's week-16 code is a loss module of a training codebase, almost always PyTorch. A
+function whose module declares ``__claims_array_library__ = "torch"`` (or, declaring nothing,
+imports ``torch`` itself) is called with ``torch.float64`` CPU tensors where the verifier passes
+NumPy arrays (inside tuples, lists and dicts too), and what it returns comes back as NumPy arrays
+and Python numbers, so every claim of the functions it provides runs against it. The verifiers
+compute in float64; a result in another dtype or on another device is an error naming the
+function, not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor
+form: such a check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it
+does not fail. A loss's gradient is taken by autograd on the student's own graph
+(:func:`torch_gradient`); for NumPy code the verifiers take it by central differences.
+
+The conversions are written here because they are this contract's, not a library's: which
+arguments carry a graph, what counts as detached, and which dtype the harness judges in. PyTorch
+is an optional extra (``pip install -e '.[torch]'``); nothing here imports it unless an
+implementation is written in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from harness._claims.errors import ImplementationError, Inexpressible
+
+ATTRIBUTE = "__claims_array_library__"
+LIBRARIES = ("numpy", "torch")
+INSTALL_HINT = "install the optional extra: pip install -e '.[torch]' (the CPU wheel: pip install torch==2.13.0)"
+
+
+@functools.lru_cache(maxsize=4096)
+def library_of(function: Callable[..., Any]) -> str:
+    """The array library ``function`` computes in: its module's declaration, else ``torch`` if the module imported
+    torch, else ``numpy``."""
+    module = sys.modules.get(getattr(function, "__module__", None) or "")
+    declared = getattr(module, ATTRIBUTE, None)
+    if declared is not None:
+        if declared not in LIBRARIES:
+            raise ImplementationError(f"{module.__name__}.{ATTRIBUTE} = {declared!r}: use one of "
+                                      f"{', '.join(map(repr, LIBRARIES))}")
+        return declared
+    imported = getattr(module, "torch", None)
+    return "torch" if isinstance(imported, ModuleType) and imported.__name__ == "torch" else "numpy"
+
+
+def _torch() -> ModuleType:
+    try:
+        import torch
+    except ImportError:
+        raise ImplementationError(f"the implementation is written in PyTorch, which is not installed: "
+                                  f"{INSTALL_HINT}") from None
+    return torch
+
+
+def call_in_torch(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``function(*args, **kwargs)`` with every NumPy array handed in as a tensor, and its result handed back in
+    NumPy's types."""
+    torch = _torch()
+    returned = function(*_to_torch(torch, args, name), **_to_torch(torch, kwargs, name))
+    return _from_torch(torch, returned, name)
+
+
+def _to_torch(torch: ModuleType, value: Any, name: str) -> Any:
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "O":
+            raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, for which PyTorch has no dtype "
+                                f"({name} is written in PyTorch); it runs for a NumPy implementation")
+        return torch.from_numpy(np.array(value))  # a copy: float64 stays float64, int64 and bool stay themselves
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_to_torch(torch, item, name) for item in value)
+    if isinstance(value, list):
+        return [_to_torch(torch, item, name) for item in value]
+    if isinstance(value, dict):
+        return {key: _to_torch(torch, item, name) for key, item in value.items()}
+    return value
+
+
+def _from_torch(torch: ModuleType, value: Any, name: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        _expect_float64_cpu(torch, value, name)
+        array = value.detach().numpy()
+        return array.item() if array.ndim == 0 else array
+    if isinstance(value, tuple):
+        items = [_from_torch(torch, item, name) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_from_torch(torch, item, name) for item in value]
+    if isinstance(value, dict):
+        return {key: _from_torch(torch, item, name) for key, item in value.items()}
+    return value
+
+
+def _expect_float64_cpu(torch: ModuleType, tensor: Any, name: str) -> None:
+    if tensor.device.type != "cpu":
+        raise ImplementationError(f"{name} returned a tensor on {tensor.device}: the harness hands in CPU tensors "
+                                  "and reads results on the CPU; keep them there")
+    if tensor.is_floating_point() and tensor.dtype != torch.float64:
+        raise ImplementationError(f"{name} returned {tensor.dtype}: the harness hands in torch.float64 tensors and "
+                                  "judges in float64 (docs/implementation-contract.md); compute in the dtype you "
+                                  "were given, e.g. torch.as_tensor(x, dtype=logp.dtype)")
+
+
+def torch_gradient(function: Callable[..., Any], name: str, args: Sequence[Any], wrt: int, held: Sequence[int] = (),
+                   tied: Sequence[int] = ()) -> tuple[np.ndarray, dict[int, float]]:
+    """∂ function(*args) / ∂ args[wrt] by autograd on the implementation's own graph, and what leaked.
+
+    ``args[wrt]`` is handed in as a float64 leaf that requires grad. The arguments in ``held`` (a loss's
+    constants: ``logp_old``, ``adv``) are handed in requiring grad too, as they do when a trainer computed
+    them from the model, so that a loss which does not detach them shows it: the largest |gradient| that
+    reached each is returned by position (empty when none did). The arguments in ``tied`` are handed in as the
+    very tensor ``args[wrt]``: at θ = θ_old a trainer's first epoch has logp_old equal to logp, and a loss that
+    does not detach it has the gradient of a constant ratio, zero.
+
+    Raises:
+      ImplementationError: the result is not a one-element float64 tensor attached to the graph, or not finite;
+        the message names the function, the arguments' shapes and what was expected.
+    """
+    torch = _torch()
+    tensors = list(_to_torch(torch, tuple(args), name))
+    leaf = tensors[wrt].requires_grad_(True)
+    for index in tied:
+        tensors[index] = leaf
+    constants = [tensors[index].requires_grad_(True) for index in held if index not in tied]
+    shapes = ", ".join(str(tuple(t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__ for t in tensors)
+    loss = function(*tensors)
+    if not isinstance(loss, torch.Tensor):
+        raise ImplementationError(f"{name}({shapes}) returned {type(loss).__name__}, not a tensor: a loss returns a "
+                                  "tensor attached to logp's graph (no .item(), no NumPy inside)")
+    if loss.numel() != 1:
+        raise ImplementationError(f"{name}({shapes}) returned shape {tuple(loss.shape)}: a loss is one number, the "
+                                  "masked mean over the batch")
+    _expect_float64_cpu(torch, loss, name)
+    if loss.grad_fn is None:
+        raise ImplementationError(f"{name}({shapes}) returned a tensor detached from logp's graph (no grad_fn): its "
+                                  "gradient cannot be taken; compute the loss from logp with torch operations")
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise ImplementationError(f"{name}({shapes}) returned {loss.detach().reshape(()).item()}")
+    gradients = torch.autograd.grad(loss.reshape(()), [leaf, *constants], allow_unused=True)
+    gradient = gradients[0]
+    leaked = {index: float(g.abs().max()) for index, g in zip([i for i in held if i not in tied], gradients[1:],
+                                                               strict=True) if g is not None and bool((g != 0).any())}
+    return (np.zeros(leaf.shape) if gradient is None else gradient.detach().numpy().copy()), leaked

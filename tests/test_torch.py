@@ -1,0 +1,126 @@
+"""PyTorch implementations: a correct loss module passes every check of its functions by autograd, each PyTorch
+zoo variant fails the claims named for it, and a malformed loss is an error row naming the function.
+
+Skipped without PyTorch (the optional extra ``.[torch]``); ``.ci/run`` installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness._running.implementation import _cause
+from zoo.pytorch import TORCH_VARIANTS
+
+ROOT = Path(__file__).resolve().parent.parent
+SYLLABUS = ("reinforce_loss", "surrogate_loss", "ppo_clip_loss", "clip_diagnostics", "mean_baseline", "rloo_baseline",
+            "value_iteration")
+
+
+def _claims_against(impl: str, selection: str) -> list[dict]:
+    """The claim rows of a smoke run of ``-k selection`` against ``impl``, in a pytest subprocess."""
+    with tempfile.TemporaryDirectory(prefix="claims-torch-") as report:
+        command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider", "--claims-impl", impl,
+                   "--claims-profile", "smoke", "--claims-workers", "1", "--claims-report", report, "-k", selection]
+        finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        results = Path(report) / "claims.json"
+        assert results.is_file(), finished.stdout[-3000:] + finished.stderr[-3000:]
+        return json.loads(results.read_text(encoding="utf-8"))["claims"]
+
+
+def test_without_pytorch_an_implementation_in_it_is_told_what_to_install():
+    error = ModuleNotFoundError("No module named 'torch'", name="torch")
+    assert "pip install -e '.[torch]'" in _cause("student_rl", error)
+
+
+torch = pytest.importorskip("torch")
+
+
+def test_the_pytorch_loss_module_passes_every_check_of_its_functions_and_says_what_it_cannot_express():
+    rows = _claims_against("examples.torch_rl", " or ".join(SYLLABUS))
+    checks = [check for row in rows for check in row["checks"]]
+    assert [check for check in checks if check["status"] in ("failed", "error")] == []
+    assert sum(check["status"] == "passed" for check in checks) >= 12
+    reasons = {check["skip_reason"] for check in checks if check["status"] == "skipped"}
+    assert any(reason and reason.startswith("needs exact arithmetic") for reason in reasons), reasons
+
+
+def test_each_pytorch_variant_fails_the_claims_named_for_it_naming_the_function():
+    def failed(name: str) -> dict[str, str]:
+        rows = _claims_against(f"zoo.pytorch.{name}", " or ".join(SYLLABUS[:4]))
+        return {row["id"]: json.dumps(row) for row in rows if row["status"] in ("failed", "error")}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = dict(zip(TORCH_VARIANTS, pool.map(failed, TORCH_VARIANTS), strict=True))
+    for name, variant in TORCH_VARIANTS.items():
+        assert set(found[name]) == set(variant.caught_by), (name, sorted(found[name]))
+        module = __import__(f"zoo.pytorch.{name}", fromlist=["_"])
+        (replaced,) = [function for function in SYLLABUS
+                       if getattr(getattr(module, function), "__module__", None) == module.__name__]
+        assert all(replaced in text for text in found[name].values()), (name, replaced)
+
+
+MALFORMED = {
+    "float32": "return (-(adv.detach() * logp).mean()).float()",
+    "not a tensor": "return float(-(adv.detach() * logp).mean())",
+    "per token": "return -(adv.detach() * logp)",
+    "detached": "return (-(adv.detach() * logp).mean()).detach()",
+}
+
+
+@pytest.mark.parametrize("fault", list(MALFORMED))
+def test_a_malformed_pytorch_loss_is_an_error_row_naming_the_function(pytester, fault):
+    pytester.makepyfile(bad_loss=f"""
+import torch
+from examples.torch_rl import *  # noqa: F403
+from examples.torch_rl import __all__  # noqa: F401
+__claims_reference_fallback__ = True
+
+
+def reinforce_loss(logp, adv, mask=None):
+    adv = adv if adv.dim() == logp.dim() else adv.unsqueeze(-1)
+    {MALFORMED[fault]}
+""")
+    from harness import RunOptions, load_catalogue, run_check
+
+    catalogue = load_catalogue(ROOT / "claims")
+    entry = next(entry for entry in catalogue.entries if entry.id == "reinforce-step-is-reward-scaled-sft-step")
+    index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == "losses.reinforce_loss_property")
+    sys.path.insert(0, str(pytester.path))
+    try:
+        result = run_check(entry, index, catalogue.verifiers[entry.claim.checks[index].verifier],
+                           RunOptions(impl="bad_loss", isolation=False, cache_dir=None))
+    finally:
+        sys.path.remove(str(pytester.path))
+        sys.modules.pop("bad_loss", None)
+    assert result.status in ("failed", "error"), result
+    text = f"{result.error} {json.dumps(result.observed)}"
+    assert "reinforce_loss" in text, text
+
+
+def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(tmp_path):
+    import importlib
+
+    from harness import load_catalogue
+    from harness._authoring.exercises import write_exercises
+    from harness._claims.errors import ClaimsError
+    from harness._running.frameworks import library_of
+
+    catalogue = load_catalogue(ROOT / "claims")
+    with pytest.raises(ClaimsError, match="--torch nowhere: no such module"):
+        write_exercises(tmp_path / "bad_exercises", catalogue, torch=("nowhere",))
+    write_exercises(tmp_path / "torch_exercises", catalogue, torch=("losses",))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert library_of(importlib.import_module("torch_exercises.losses").reinforce_loss) == "torch"
+        assert library_of(importlib.import_module("torch_exercises.gae").gae_advantages) == "numpy"
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [name for name in sys.modules if name.startswith("torch_exercises")]:
+            del sys.modules[name]
