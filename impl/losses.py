@@ -20,10 +20,10 @@ from numpy.typing import ArrayLike
 
 
 def _masked_mean(x_bt: np.ndarray, mask: ArrayLike | None) -> float:
-    """Σ mask x / Σ mask over the whole batch; the plain mean without a mask."""
+    """Σ mask x / Σ mask over the whole batch (x may be boolean: a share of tokens); the plain mean without a mask."""
     if mask is None:
         return float(x_bt.mean())
-    mask_bt = np.asarray(mask, dtype=float)
+    mask_bt = np.asarray(mask)
     if mask_bt.shape != x_bt.shape:
         raise ValueError(f"mask has shape {mask_bt.shape}, the log-probabilities {x_bt.shape}")
     tokens = mask_bt.sum()
@@ -34,11 +34,11 @@ def _masked_mean(x_bt: np.ndarray, mask: ArrayLike | None) -> float:
 
 def _per_token(adv: ArrayLike, logp_bt: np.ndarray) -> np.ndarray:
     """The advantage of every token: [B, T] as given, or [B] shared by each sequence's tokens."""
-    adv_b = np.asarray(adv, dtype=float)
+    adv_b = np.asarray(adv)
     if adv_b.shape == logp_bt.shape:
         return adv_b
-    if adv_b.shape == logp_bt.shape[:-1]:
-        return adv_b[..., None]
+    if adv_b.shape == (len(logp_bt),):
+        return adv_b[:, None]
     raise ValueError(f"adv has shape {adv_b.shape}: expected {logp_bt.shape} (per token) or "
                      f"{logp_bt.shape[:-1]} (per sequence)")
 
@@ -54,7 +54,7 @@ def reinforce_loss(logp: ArrayLike, adv: ArrayLike, mask: ArrayLike | None = Non
       adv: Â, per token [B, T] or per sequence [B]; a constant of the loss.
       mask: 1 for the tokens that count, 0 elsewhere, shape [B, T]; None counts every token.
     """
-    logp_bt = np.asarray(logp, dtype=float)
+    logp_bt = np.asarray(logp)
     return -_masked_mean(_per_token(adv, logp_bt) * logp_bt, mask)
 
 
@@ -69,8 +69,8 @@ def surrogate_loss(logp: ArrayLike, logp_old: ArrayLike, adv: ArrayLike, mask: A
       logp_old: log π_old of the same tokens, stored at sampling, shape [B, T]; a constant of the loss.
       adv, mask: as in :func:`reinforce_loss`.
     """
-    logp_bt = np.asarray(logp, dtype=float)
-    ratio_bt = np.exp(logp_bt - np.asarray(logp_old, dtype=float))
+    logp_bt = np.asarray(logp)
+    ratio_bt = np.exp(logp_bt - np.asarray(logp_old))
     return -_masked_mean(ratio_bt * _per_token(adv, logp_bt), mask)
 
 
@@ -82,8 +82,8 @@ def ppo_clip_loss(logp: ArrayLike, logp_old: ArrayLike, adv: ArrayLike, eps: flo
       logp, logp_old, adv, mask: as in :func:`surrogate_loss`.
       eps: the clip range ε, 0 < ε < 1.
     """
-    logp_bt = np.asarray(logp, dtype=float)
-    ratio_bt = np.exp(logp_bt - np.asarray(logp_old, dtype=float))
+    logp_bt = np.asarray(logp)
+    ratio_bt = np.exp(logp_bt - np.asarray(logp_old))
     adv_bt = _per_token(adv, logp_bt)
     clipped_bt = np.clip(ratio_bt, 1 - eps, 1 + eps)
     return -_masked_mean(np.minimum(ratio_bt * adv_bt, clipped_bt * adv_bt), mask)
@@ -98,13 +98,12 @@ def clip_diagnostics(logp: ArrayLike, logp_old: ArrayLike, adv: ArrayLike, eps: 
       ``active_fraction``: the share whose clipped branch is strictly the minimum (Â > 0 with r > 1+ε, or
       Â < 0 with r < 1-ε), the tokens that get no gradient. Because of the min the two differ.
     """
-    logp_bt = np.asarray(logp, dtype=float)
-    ratio_bt = np.exp(logp_bt - np.asarray(logp_old, dtype=float))
+    logp_bt = np.asarray(logp)
+    ratio_bt = np.exp(logp_bt - np.asarray(logp_old))
     adv_bt = _per_token(adv, logp_bt)
     outside_bt = (ratio_bt < 1 - eps) | (ratio_bt > 1 + eps)
     active_bt = ((adv_bt > 0) & (ratio_bt > 1 + eps)) | ((adv_bt < 0) & (ratio_bt < 1 - eps))
-    return {"outside_fraction": _masked_mean(outside_bt.astype(float), mask),
-            "active_fraction": _masked_mean(active_bt.astype(float), mask)}
+    return {"outside_fraction": _masked_mean(outside_bt, mask), "active_fraction": _masked_mean(active_bt, mask)}
 
 
 def mean_baseline(rewards: ArrayLike) -> np.ndarray:
@@ -116,7 +115,7 @@ def mean_baseline(rewards: ArrayLike) -> np.ndarray:
     Returns:
       the baseline of every answer, shaped like ``rewards``.
     """
-    r_i = np.asarray(rewards, dtype=float)
+    r_i = np.asarray(rewards)
     return np.broadcast_to(r_i.mean(axis=-1, keepdims=True), r_i.shape).copy()
 
 
@@ -129,7 +128,7 @@ def rloo_baseline(rewards: ArrayLike) -> np.ndarray:
     Returns:
       the baseline of every answer, shaped like ``rewards``.
     """
-    r_i = np.asarray(rewards, dtype=float)
+    r_i = np.asarray(rewards)
     group_size = r_i.shape[-1]
     if group_size < 2:
         raise ValueError(f"leave-one-out needs at least 2 answers per group, got G = {group_size}")

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from pydantic import Field
 
-from harness import Context, assume, check_property, verifier
+from harness import Context, NoParams, assume, check_property, verifier
 from verifiers._numeric import EPS, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.
@@ -190,13 +191,17 @@ def _active(ratio: np.ndarray, adv_bt: np.ndarray, eps: float) -> np.ndarray:
     return ((adv_bt > 0) & (ratio > 1 + eps)) | ((adv_bt < 0) & (ratio < 1 - eps))
 
 
-@verifier("losses.ppo_clip_loss_property", kind="property", uses=("ppo_clip_loss",))
+class ClipDefault(NoParams):
+    default_epsilon: float = Field(gt=0, lt=1, description="the ε a call without one means: the syllabus's 0.2")
+
+
+@verifier("losses.ppo_clip_loss_property", kind="property", uses=("ppo_clip_loss",), params=ClipDefault)
 def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
     """``ppo_clip_loss(logp, logp_old, adv, eps, mask)`` is -Σ mask min(r Â, clip(r, 1-ε, 1+ε) Â) / Σ mask,
     and its gradient with respect to logp, by central differences, is -mask r Â / Σ mask where the
     unclipped branch is the minimum and 0 where the clip is active. An example with a log-ratio within
     two steps of a band edge log(1 ± ε) is not used (there the loss has a kink the differences would
-    straddle)."""
+    straddle). A call without ε is the call with ``default_epsilon``."""
 
     def matches_definition(batch: tuple) -> None:
         logp, log_ratio, adv, mask, eps = batch
@@ -210,6 +215,12 @@ def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
 
         clipped = np.clip(ratio, 1 - eps, 1 + eps)
         value, expected = loss(logp), -_masked_mean(np.minimum(ratio * adv_bt, clipped * adv_bt), mask)
+        default = ctx.params.default_epsilon
+        by_default = _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(logp, logp_old, adv, mask=mask), shapes)
+        at_default = -_masked_mean(np.minimum(ratio * adv_bt, np.clip(ratio, 1 - default, 1 + default) * adv_bt), mask)
+        assert abs(by_default - at_default) <= rounding_bound(4 * logp.size + 8, float(np.abs(adv_bt).max()) * 2), \
+            f"ppo_clip_loss({shapes}) without eps = {by_default!r}, expected the loss at eps = {default}: " \
+            f"{at_default!r}"
         assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
             f"ppo_clip_loss({shapes}) = {value!r}, expected -Σ mask min(r Â, clip(r) Â) / Σ mask = {expected!r}"
         _ratio_gradient_check(ctx, "ppo_clip_loss", (logp, logp_old, adv, eps, mask), ratio, adv_bt, weights,
@@ -263,26 +274,33 @@ def _fraction(name: str, diagnostics: object, key: str) -> float:
     return float(np.asarray(diagnostics[key]).reshape(()))
 
 
-@verifier("losses.clip_diagnostics_property", kind="property", uses=("clip_diagnostics",))
+@verifier("losses.clip_diagnostics_property", kind="property", uses=("clip_diagnostics",), params=ClipDefault)
 def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     """``clip_diagnostics(logp, logp_old, adv, eps, mask)`` gives, over the masked tokens, the share whose
     ratio lies outside [1-ε, 1+ε] (``outside_fraction``) and the share whose clipped branch is strictly
     the minimum (``active_fraction``). Each is k / Σ mask; ratios within 1e-9 of a band edge are not
-    drawn, so a correct comparison written another way cannot round to the other side."""
+    drawn, so a correct comparison written another way cannot round to the other side (at an edge
+    itself, where exp's last bit decides, either side is right). A call without ε is the call with
+    ``default_epsilon``."""
 
     def matches_definitions(batch: tuple) -> None:
         logp, log_ratio, adv, mask, eps = batch
         ratio = np.exp(log_ratio)
         assume(min(abs(ratio - (1 - eps)).min(), abs(ratio - (1 + eps)).min()) > 1e-9)
         adv_bt = _per_token(adv, logp.shape)
-        outside = ((ratio < 1 - eps) | (ratio > 1 + eps)).astype(float)
-        diagnostics = ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, eps, mask)
+        default = ctx.params.default_epsilon
+        assume(min(abs(ratio - (1 - default)).min(), abs(ratio - (1 + default)).min()) > 1e-9)
         shapes = _shapes(logp, adv, mask)
-        for key, expected in (("outside_fraction", _masked_mean(outside, mask)),
-                              ("active_fraction", _masked_mean(_active(ratio, adv_bt, eps).astype(float), mask))):
-            found = _fraction("clip_diagnostics", diagnostics, key)
-            assert abs(found - expected) <= rounding_bound(4, 1.0), \
-                f"clip_diagnostics({shapes})['{key}'] = {found!r}, expected {expected!r} over the masked tokens"
+        for epsilon, diagnostics in ((eps, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, eps, mask)),
+                                     (default, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, mask=mask))):
+            outside = ((ratio < 1 - epsilon) | (ratio > 1 + epsilon)).astype(float)
+            active = _active(ratio, adv_bt, epsilon).astype(float)
+            for key, expected in (("outside_fraction", _masked_mean(outside, mask)),
+                                  ("active_fraction", _masked_mean(active, mask))):
+                found = _fraction("clip_diagnostics", diagnostics, key)
+                assert abs(found - expected) <= rounding_bound(4, 1.0), \
+                    f"clip_diagnostics({shapes}, eps {epsilon})['{key}'] = {found!r}, expected {expected!r} over " \
+                    "the masked tokens"
 
     return check_property(ctx, matches_definitions, _token_batches)
 
