@@ -28,7 +28,8 @@ def exact_softmax_scores(pi_a: np.ndarray) -> np.ndarray:
 def softmax_score_agrees(ctx: Context, pi_a: np.ndarray, scores: np.ndarray) -> bool:
     """impl's softmax score at logits log π, for every action, equals the exact e_a - π up to rounding."""
     logits = np.log(np.array(pi_a, dtype=float))
-    observed = ctx.impl.softmax_score(logits, np.arange(len(pi_a)))
+    # One row of logits per action: the contract's z [..., K] with a [...], not a broadcast it does not state.
+    observed = ctx.impl.softmax_score(np.broadcast_to(logits, (len(pi_a), len(pi_a))), np.arange(len(pi_a)))
     return bool(np.all(np.abs(observed - scores.astype(float)) <= rounding_bound(4 * len(pi_a), 1.0)))
 
 

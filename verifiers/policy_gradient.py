@@ -328,7 +328,8 @@ def score_function_montecarlo(ctx: Context) -> dict[str, object]:
     n = ctx.samples_needed((0.0, float((high - low).max())))
     outcomes = categorical(ctx.rng, pi, n)
     estimates = ctx.impl.score_function_gradient(values[outcomes][:, None],
-                                                 ctx.impl.softmax_score(logits, outcomes)[:, None])
+                                                 ctx.impl.softmax_score(np.broadcast_to(logits, (n, categories)),
+                                                                        outcomes)[:, None])
     bias = [ctx.mean_estimate(estimates[:, i] - gradient[i], (float(low[i]), float(high[i])))
             for i in range(categories)]
     return {"bias": bias, "gradient": gradient.tolist(), "samples": n}
