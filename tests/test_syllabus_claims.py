@@ -19,7 +19,8 @@ import pytest
 
 import impl
 from harness import Catalogue, RunOptions, check_names, load_catalogue, run_check
-from zoo import action_dependent_baseline
+from zoo import action_dependent_baseline, loss_mean_over_padding, surrogate_inverse_ratio
+from zoo import clip_on_log_ratio as log_ratio_clip_loss
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,6 +60,18 @@ def inverted_ratio(log_pi_t, log_pi_old_t):
 def clip_on_log_ratio(ratio_t, advantage_t, epsilon):
     ratio, advantage, epsilon = np.asarray(ratio_t, dtype=float), np.asarray(advantage_t, dtype=float), float(epsilon)
     return np.minimum(ratio * advantage, np.exp(np.clip(np.log(ratio), -epsilon, epsilon)) * advantage)
+
+
+def rloo_divided_by_group_size(rewards):
+    r_i = np.asarray(rewards, dtype=float)
+    return (r_i.sum(axis=-1, keepdims=True) - r_i) / r_i.shape[-1]
+
+
+def surrogate_with_log_ratio(logp, logp_old, adv, mask=None):
+    logp, logp_old, adv = np.asarray(logp), np.asarray(logp_old), np.asarray(adv)
+    adv = adv if adv.shape == logp.shape else adv[:, None]
+    mask = np.ones(logp.shape) if mask is None else np.asarray(mask)
+    return float(-(mask * (logp - logp_old) * adv).sum() / mask.sum())
 
 
 def symmetric_clip_grad(ratio_t, advantage_t, epsilon):
@@ -201,6 +214,11 @@ CASES: list[tuple[str, Callable, str, str]] = [
     ("discounted_returns", immediate_reward_only, "undiscounted-answer-same-weight", "property"),
     ("gae_advantages", gae_lambda_as_discount, "gae-mixes-horizons", "property-2"),
     ("td_errors", td_error_without_discount, "value-head-learns-current-policy-values", "property"),
+    ("reinforce_loss", loss_mean_over_padding.reinforce_loss, "reinforce-step-is-reward-scaled-sft-step", "property-2"),
+    ("rloo_baseline", rloo_divided_by_group_size, "batch-mean-baseline-variant", "property"),
+    ("ppo_clip_loss", log_ratio_clip_loss.ppo_clip_loss, "clipped-objective-definition", "property-2"),
+    ("surrogate_loss", surrogate_inverse_ratio.surrogate_loss, "per-step-surrogate-is-another-objective", "property-2"),
+    ("surrogate_loss", surrogate_with_log_ratio, "per-step-surrogate-is-another-objective", "property-3"),
 ]
 
 
