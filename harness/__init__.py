@@ -14,7 +14,15 @@ from harness._running.rewriting import leave_libraries_unrewritten
 leave_libraries_unrewritten()  # first: the imports below bring in Hypothesis
 
 from harness import stats  # noqa: E402
-from harness._claims.errors import ClaimsError, ImplementationError, Problem, RegistryError, VerifierError  # noqa: E402
+from harness._claims.errors import (  # noqa: E402
+    ClaimsError,
+    ImplementationError,
+    Problem,
+    RegistryError,
+    Unsupported,
+    VerifierError,
+)
+from harness._claims.expect import Declined  # noqa: E402
 from harness._claims.loading import Catalogue, ClaimEntry, load_catalogue  # noqa: E402
 from harness._claims.registry import NoParams, lookup, verifier  # noqa: E402
 from harness._running.context import Context, ImplementationView  # noqa: E402
@@ -29,6 +37,7 @@ __all__ = [
     "ClaimEntry",
     "ClaimsError",
     "Context",
+    "Declined",
     "ImplementationError",
     "ImplementationView",
     "MeanEstimate",
@@ -37,6 +46,7 @@ __all__ = [
     "RegistryError",
     "RunOptions",
     "SeedRun",
+    "Unsupported",
     "VerifierError",
     "assume",
     "check_names",

@@ -29,6 +29,21 @@ def _project_modules_imported_once() -> None:
 
 
 @pytest.fixture
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """Write an implementation module importable by name; it is forgotten (sys.modules) after the test."""
+    def write(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+        names.append(name)
+        return name
+
+    names: list[str] = []
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield write
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
 def restore_registry() -> Iterator[dict]:
     """The verifier registry, put back as it was after the test (for tests that register verifiers).
 

@@ -123,21 +123,6 @@ def _catalogue():
 
 
 @pytest.fixture
-def module(tmp_path, monkeypatch):
-    """Write an implementation module importable by name; it is forgotten (sys.modules) after the test."""
-    def write(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
-        names.append(name)
-        return name
-
-    names: list[str] = []
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield write
-    for name in names:
-        sys.modules.pop(name, None)
-
-
-@pytest.fixture
 def liar(module):
     count = iter(range(100))
     return lambda returns: module(f"agreeable_{next(count)}", LIAR.replace("{returns}", returns))

@@ -73,6 +73,7 @@ def results_with(value: str) -> dict[str, Any]:
              "stated_by": "text"},
         ],
         "seed": 7, "seconds": 0.5, "reused": False, "error": value, "skip_reason": value, "reproduce": value,
+        "not_checked": {value: value},
     }
     claim = {
         "id": value, "where": value, "file": "claims/a.yaml", "line": 3, "lesson": value, "statement": value,

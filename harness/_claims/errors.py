@@ -80,6 +80,13 @@ class NotImplementedYet(ClaimsError):
         return type(self), (self.functions,)
 
 
+class Unsupported(ClaimsError):
+    """The implementation declines a call a check makes: an optional keyword of the contract (``carry=``,
+    ``normalize=``) that its function does not take. Not a failure of the claim: a check that needs the call
+    is skipped and says which; a check whose other rows do not need it reports those rows as not checked
+    (:class:`~harness._claims.expect.Declined`) and compares the rest."""
+
+
 class Inexpressible(ClaimsError):
     """The implementation's array library cannot express what the check needs (exact arithmetic, say, in a
     framework without an object dtype). Not a failure of the claim: the check is skipped and says why."""

@@ -236,10 +236,22 @@ def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) ->
     return Comparison(key, expected, estimate.as_dict(), passed, rule)
 
 
+@dataclass(frozen=True)
+class Declined:
+    """An observation the implementation could not give, because it declines the call that gives it
+    (:class:`~harness._claims.errors.Unsupported`): the row is reported as not checked, never compared."""
+
+    reason: str
+
+    __plain_data__ = True
+
+
 def to_jsonable(value: Any) -> Any:
     """A JSON-ready form of an observed value; fractions keep their exact form beside a float."""
     if isinstance(value, MeanEstimate):
         return value.as_dict()
+    if isinstance(value, Declined):
+        return f"not checked: {value.reason}"
     if isinstance(value, bool | str) or value is None:
         return value
     if isinstance(value, np.generic):

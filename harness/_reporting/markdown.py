@@ -365,6 +365,8 @@ def _render_check(check: dict[str, Any]) -> list[str]:
         if any(c["stated_by"] == "harness" for c in check["comparisons"]):
             out += ["", f"{CHOSEN_MARK} chosen by the harness, not stated by the text: "
                     + _codes(check["harness_chosen"])]
+    if check["not_checked"] and check["status"] != "skipped":
+        out += ["", *(f"- not checked {code(key)}: {text(why)}" for key, why in check["not_checked"].items())]
     extra = {key: value for key, value in check["observed"].items() if key not in check["expected"]}
     example = extra.pop(FALSIFYING_KEY, None)
     if extra:

@@ -209,8 +209,9 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
-             "not_implemented", "sharpness", "reproduce")
+             "not_implemented", "not_checked", "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
+    row["not_checked"] = row["not_checked"] or {}
     row["harness_chosen"] = row["harness_chosen"] or []
     row["not_implemented"] = row["not_implemented"] or []
     row["sharpness"] = row["sharpness"] or []

@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel
 
 import harness.stats as stats
-from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
-from harness._running.frameworks import call_in_torch, library_of, torch_gradient
+from harness._claims.errors import ClaimsError, ImplementationError, Unsupported, VerifierError
+from harness._running.frameworks import call_in_torch, expect_float64_result, library_of, torch_gradient
 from harness._running.implementation import is_stub
 
 PROFILES = ("smoke", "full")
@@ -226,17 +226,19 @@ class _PlainResults:
 def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
     """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call."""
+    name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', None) or repr(function)}"
+    _refuse_declined(function, name, kwargs)
     before = guard.snapshot(function, args, kwargs) if guard is not None else None
     if library_of(function) == "torch":
         returned = call_in_torch(function, getattr(function, "__name__", repr(function)), args, kwargs)
     else:
         returned = function(*args, **kwargs)
+        expect_float64_result(name, (args, kwargs), returned)
     try:
         result = plain(returned)
     except NotPlainData as error:
-        name = getattr(function, "__qualname__", None) or repr(function)
         raise ImplementationError(
-            f"{getattr(function, '__module__', '?')}.{name} returned {error}, not plain data: a contract function "
+            f"{name} returned {error}, not plain data: a contract function "
             "returns NumPy arrays of numbers, Python or NumPy numbers, Fractions, strings, or tuples, lists, "
             "dicts and dataclasses of them (docs/implementation-contract.md)") from None
     if guard is not None:
@@ -275,6 +277,24 @@ def _bound(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
     except (TypeError, ValueError):
         bound = {f"[{index}]": value for index, value in enumerate(args)} | kwargs
     return {repr(name) if not name.startswith("[") else name: value for name, value in bound.items()}
+
+
+def _refuse_declined(function: Callable[..., Any], name: str, kwargs: dict[str, Any]) -> None:
+    """Raise :class:`Unsupported` when ``function`` takes none of some keyword of the call: verifiers pass only the
+    contract's optional features by keyword (``carry=``, ``normalize=``), and an implementation may leave them out."""
+    if not kwargs:
+        return
+    try:
+        parameters = _signature(function).parameters
+    except (TypeError, ValueError):  # no signature (a builtin): the call itself will say
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    declined = [keyword for keyword in kwargs if keyword not in parameters
+                or parameters[keyword].kind is inspect.Parameter.POSITIONAL_ONLY]
+    if declined:
+        raise Unsupported(f"unsupported call: {name} takes no {', '.join(f'{k}=' for k in declined)} (an optional "
+                          "feature of the contract, docs/implementation-contract.md); what needs it is not checked")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -49,6 +49,38 @@ def library_of(function: Callable[..., Any]) -> str:
     return "torch" if isinstance(imported, ModuleType) and imported.__name__ == "torch" else "numpy"
 
 
+def expect_float64_result(name: str, handed: Any, returned: Any) -> None:
+    """Refuse a NumPy result in a float narrower than float64 when the harness handed float64 in.
+
+    The verifiers' bounds are float64 rounding bounds; a float32 result (a library that stores its buffers
+    in float32, JAX's default) misses them by rounding alone, and its failures would read as semantic ones.
+    So the precision is named, once, in an error of its own.
+    """
+    narrower = _narrower_float(returned)
+    if narrower is not None and _holds_float64(handed):
+        raise ImplementationError(f"{name} returned {narrower} for float64 arguments: the harness judges in float64 "
+                                  "(docs/implementation-contract.md), and a narrower float misses its bounds by "
+                                  "rounding alone; compute in the dtype you were given (a library that works in "
+                                  f"{narrower} cannot be judged at its own precision here)")
+
+
+def _narrower_float(value: Any) -> str | None:
+    """The name of a floating dtype narrower than float64 in ``value`` (inside tuples, lists and dicts), or None."""
+    if isinstance(value, np.ndarray | np.inexact):
+        return value.dtype.name if value.dtype.kind in "fc" and np.finfo(value.dtype).bits < 64 else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
+    return next((found for found in map(_narrower_float, items) if found is not None), None)
+
+
+def _holds_float64(value: Any) -> bool:
+    if isinstance(value, float | np.float64):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype == np.float64
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
+    return any(map(_holds_float64, items))
+
+
 def _torch() -> ModuleType:
     try:
         import torch

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet
-from harness._claims.expect import Comparison, as_plain_observation, compare, to_jsonable
+from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported
+from harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
@@ -106,6 +106,7 @@ class CheckResult:
     error: str | None = None
     skip_reason: str | None = None
     not_implemented: list[str] = field(default_factory=list)
+    not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
     sharpness: list[dict[str, Any]] = field(default_factory=list)
     reused: bool = False
     reproduce: str = ""
@@ -186,21 +187,27 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
                               f"it reported: {', '.join(map(repr, observed)) or 'nothing'}")
+        result.not_checked = {key: observed[key].reason for key in check.expect if isinstance(observed[key], Declined)}
+        compared = {key: expectation for key, expectation in check.expect.items() if key not in result.not_checked}
         comparisons: list[Comparison] = []
-        for key, expectation in check.expect.items():
+        for key, expectation in compared.items():
             comparisons.extend(compare(key, expectation, observed[key]))
         result.comparisons = [asdict(c) for c in comparisons]
-        result.sharpness = [record for key, expectation in check.expect.items()
+        result.sharpness = [record for key, expectation in compared.items()
                             for record in perturbations(key, expectation, observed[key], check.insensitive)]
         result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
-        result.status = "passed" if all(c.passed for c in comparisons) else "failed"
+        if not compared:
+            result.status = "skipped"
+            result.skip_reason = "; ".join(sorted(set(result.not_checked.values())))
+        else:
+            result.status = "passed" if all(c.passed for c in comparisons) else "failed"
     except (KeyboardInterrupt, _MustRun):
         raise
     except NotImplementedYet as error:
         result.status = "skipped"
         result.not_implemented = list(error.functions)
         result.skip_reason = f"{error}: the check runs once the implementation has {_them(error.functions)}"
-    except Inexpressible as error:
+    except (Inexpressible, Unsupported) as error:
         result.status = "skipped"
         result.skip_reason = str(error)
     except BaseException as error:
