@@ -108,3 +108,19 @@ def test_a_function_that_takes_any_keyword_declines_none(module):
     assert _run("streaming-gae-matches-unsplit", "gae.streaming_property", name).status == "passed"
     result = _run("gae-four-events-table", "gae.four_events_table_exact", name)
     assert result.status == "passed" and not result.not_checked, (result.status, result.not_checked)
+
+
+SIGNALLING_GAE = HEADER + '''
+from harness import Unsupported
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, carry=None):
+    raise Unsupported("nothing to see here")
+'''
+
+
+def test_an_implementation_may_not_raise_the_harness_signal_of_an_unsupported_call(module):
+    result = _run("gae-lambda-zero-is-td-error", "gae.lambda_zero_property", module("signalling_gae", SIGNALLING_GAE))
+    assert result.status == "error", (result.status, result.skip_reason)
+    assert "signalling_gae.gae_advantages raised Unsupported (nothing to see here), which is the harness's own signal" \
+        in result.error, result.error

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 import harness.stats as stats
 from harness._claims.errors import ClaimsError, ImplementationError, Unsupported, VerifierError
-from harness._running.frameworks import call_in_torch, expect_float64_result, library_of, torch_gradient
+from harness._running.frameworks import call_implementation, library_of, torch_gradient
 from harness._running.implementation import is_stub
 
 PROFILES = ("smoke", "full")
@@ -229,11 +229,7 @@ def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple
     name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', None) or repr(function)}"
     _refuse_declined(function, name, kwargs)
     before = guard.snapshot(function, args, kwargs) if guard is not None else None
-    if library_of(function) == "torch":
-        returned = call_in_torch(function, getattr(function, "__name__", repr(function)), args, kwargs)
-    else:
-        returned = function(*args, **kwargs)
-        expect_float64_result(name, (args, kwargs), returned)
+    returned = call_implementation(function, name, args, kwargs)
     try:
         result = plain(returned)
     except NotPlainData as error:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ImplementationError, Inexpressible
+from harness._claims.errors import ImplementationError, Inexpressible, Unsupported
 
 ATTRIBUTE = "__claims_array_library__"
 LIBRARIES = ("numpy", "torch")
@@ -90,12 +90,31 @@ def _torch() -> ModuleType:
     return torch
 
 
-def call_in_torch(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``function(*args, **kwargs)`` with every NumPy array handed in as a tensor, and its result handed back in
-    NumPy's types."""
-    torch = _torch()
-    returned = function(*_to_torch(torch, args, name), **_to_torch(torch, kwargs, name))
-    return _from_torch(torch, returned, name)
+def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+                        ) -> Any:
+    """``function(*args, **kwargs)`` in the function's array library, answered in NumPy's types and float64.
+
+    A PyTorch function gets every NumPy array as a tensor and its result back as NumPy's; a NumPy function's
+    result in a narrower float than the float64 handed in is refused (:func:`expect_float64_result`).
+    """
+    if library_of(function) == "torch":
+        torch = _torch()
+        returned = _own_call(function, name, _to_torch(torch, args, name), _to_torch(torch, kwargs, name))
+        return _from_torch(torch, returned, name)
+    returned = _own_call(function, name, args, kwargs)
+    expect_float64_result(name, (args, kwargs), returned)
+    return returned
+
+
+def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The call, with the harness's signals for what is not checked refused when the implementation raises them:
+    a module that raised ``Unsupported`` itself would turn any check it fails into a skipped one."""
+    try:
+        return function(*args, **kwargs)
+    except (Unsupported, Inexpressible) as error:
+        raise ImplementationError(f"{name} raised {type(error).__name__} ({error}), which is the harness's own "
+                                  "signal of a call it cannot judge; an implementation may not raise it. Raise "
+                                  "another exception, or leave out the keyword it does not support") from None
 
 
 def _to_torch(torch: ModuleType, value: Any, name: str) -> Any:
