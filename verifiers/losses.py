@@ -46,8 +46,9 @@ def _mask_of(shape: tuple[int, int]) -> st.SearchStrategy[np.ndarray | None]:
 
 
 def _advantages_of(shape: tuple[int, int]) -> st.SearchStrategy[np.ndarray]:
-    """Per token [B, T] or per sequence [B]."""
-    elements = st.floats(-3, 3)
+    """Per token [B, T] or per sequence [B]; never subnormal, since a platform that flushes subnormals to zero
+    (XLA on the CPU, GPUs) rightly reads 5e-324 as 0, and the clip's side depends on the advantage's sign."""
+    elements = st.floats(-3, 3, allow_subnormal=False)
     return st.one_of(hnp.arrays(np.float64, shape, elements=elements),
                      hnp.arrays(np.float64, shape[:1], elements=elements))
 

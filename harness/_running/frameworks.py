@@ -1,27 +1,31 @@
-"""Implementations written in PyTorch: called with its tensors, answered in NumPy's arrays, differentiated by autograd.
+"""Implementations written in PyTorch or JAX: called with their arrays, answered in NumPy's, judged in float64.
 
 A student's week-16 code is a loss module of a training codebase, almost always PyTorch. A
-function whose module declares ``__claims_array_library__ = "torch"`` (or, declaring nothing,
-imports ``torch`` itself) is called with ``torch.float64`` CPU tensors where the verifier passes
-NumPy arrays (inside tuples, lists and dicts too), and what it returns comes back as NumPy arrays
-and Python numbers, so every claim of the functions it provides runs against it. The verifiers
-compute in float64; a result in another dtype or on another device is an error naming the
-function, not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor
-form: such a check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it
-does not fail. A loss's gradient is taken by autograd on the student's own graph
-(:func:`torch_gradient`); for NumPy code the verifiers take it by central differences.
+function whose module declares ``__claims_array_library__ = "torch"`` (or ``"jax"``), or, declaring
+nothing, imports a module of torch (or jax) itself, is called with float64 CPU tensors (or
+``jax.Array`` values) where the verifier passes NumPy arrays (inside tuples, lists and dicts too),
+and what it returns comes back as NumPy arrays and Python numbers, so every claim of the functions
+it provides runs against it. The verifiers compute in float64; a result in a narrower float, from
+any library, NumPy's included, or on another device is an error naming the function and the dtype,
+not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor form: such a
+check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it does not fail.
+A PyTorch loss's gradient is taken by autograd on the student's own graph (:func:`torch_gradient`);
+for NumPy and JAX code the verifiers take it by central differences.
 
 The conversions are written here because they are this contract's, not a library's: which
-arguments carry a graph, what counts as detached, and which dtype the harness judges in. PyTorch
-is an optional extra (``pip install -e '.[torch]'``); nothing here imports it unless an
-implementation is written in it.
+arguments carry a graph, what counts as detached, and which dtype the harness judges in (the
+array API standard's ``array-api-compat`` would name the namespace, but not these). PyTorch and JAX
+are optional (``pip install -e '.[torch]'``, ``pip install jax``); nothing here imports either
+unless an implementation is written in it.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -30,14 +34,14 @@ import numpy as np
 from harness._claims.errors import ImplementationError, Inexpressible, Unsupported
 
 ATTRIBUTE = "__claims_array_library__"
-LIBRARIES = ("numpy", "torch")
+LIBRARIES = ("numpy", "torch", "jax")
 INSTALL_HINT = "install the optional extra: pip install -e '.[torch]' (the CPU wheel: pip install torch==2.13.0)"
 
 
 @functools.lru_cache(maxsize=4096)
 def library_of(function: Callable[..., Any]) -> str:
-    """The array library ``function`` computes in: its module's declaration, else ``torch`` if the module imported
-    torch, else ``numpy``."""
+    """The array library ``function`` computes in: its module's declaration, else ``torch`` or ``jax`` if the module
+    imported (a module of) either, else ``numpy``."""
     module = sys.modules.get(getattr(function, "__module__", None) or "")
     declared = getattr(module, ATTRIBUTE, None)
     if declared is not None:
@@ -45,8 +49,9 @@ def library_of(function: Callable[..., Any]) -> str:
             raise ImplementationError(f"{module.__name__}.{ATTRIBUTE} = {declared!r}: use one of "
                                       f"{', '.join(map(repr, LIBRARIES))}")
         return declared
-    imported = getattr(module, "torch", None)
-    return "torch" if isinstance(imported, ModuleType) and imported.__name__ == "torch" else "numpy"
+    imported = {value.__name__.partition(".")[0] for value in vars(module).values()
+                if isinstance(value, ModuleType)} if module else set()
+    return next((library for library in LIBRARIES[1:] if library in imported), "numpy")
 
 
 def expect_float64_result(name: str, handed: Any, returned: Any) -> None:
@@ -81,27 +86,47 @@ def _holds_float64(value: Any) -> bool:
     return any(map(_holds_float64, items))
 
 
+@dataclass(frozen=True)
+class _Library:
+    """How arrays cross into one array library and back."""
+
+    name: str  # as in ``__claims_array_library__``
+    shown: str  # as in messages
+    module: str  # what to import
+    install: str
+
+    def imported(self) -> ModuleType:
+        try:
+            return importlib.import_module(self.module)
+        except ImportError:
+            raise ImplementationError(f"the implementation is written in {self.shown}, which is not installed: "
+                                      f"{self.install}") from None
+
+
+_OTHER_LIBRARIES = {
+    "torch": _Library("torch", "PyTorch", "torch", INSTALL_HINT),
+    "jax": _Library("jax", "JAX", "jax.numpy", "pip install jax (on the CPU)"),
+}
+
+
 def _torch() -> ModuleType:
-    try:
-        import torch
-    except ImportError:
-        raise ImplementationError(f"the implementation is written in PyTorch, which is not installed: "
-                                  f"{INSTALL_HINT}") from None
-    return torch
+    return _OTHER_LIBRARIES["torch"].imported()
 
 
 def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                         ) -> Any:
     """``function(*args, **kwargs)`` in the function's array library, answered in NumPy's types and float64.
 
-    A PyTorch function gets every NumPy array as a tensor and its result back as NumPy's; a NumPy function's
-    result in a narrower float than the float64 handed in is refused (:func:`expect_float64_result`).
+    A PyTorch or JAX function gets every NumPy array as a tensor or a ``jax.Array`` and its result back as
+    NumPy's; a result in a narrower float than the float64 handed in is refused (:func:`expect_float64_result`).
     """
-    if library_of(function) == "torch":
-        torch = _torch()
-        returned = _own_call(function, name, _to_torch(torch, args, name), _to_torch(torch, kwargs, name))
-        return _from_torch(torch, returned, name)
-    returned = _own_call(function, name, args, kwargs)
+    library = _OTHER_LIBRARIES.get(library_of(function))
+    if library is None:
+        returned = _own_call(function, name, args, kwargs)
+    else:
+        module = library.imported()
+        returned = _from_library(library, module, _own_call(function, name, _to_library(library, module, args, name),
+                                                            _to_library(library, module, kwargs, name)), name)
     expect_float64_result(name, (args, kwargs), returned)
     return returned
 
@@ -117,33 +142,44 @@ def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kw
                                   "another exception, or leave out the keyword it does not support") from None
 
 
-def _to_torch(torch: ModuleType, value: Any, name: str) -> Any:
+def _to_library(library: _Library, module: ModuleType, value: Any, name: str) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "O":
-            raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, for which PyTorch has no dtype "
-                                f"({name} is written in PyTorch); it runs for a NumPy implementation")
-        return torch.from_numpy(np.array(value))  # a copy: float64 stays float64, int64 and bool stay themselves
+            raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, for which {library.shown} has "
+                                f"no dtype ({name} is written in {library.shown}); it runs for a NumPy implementation")
+        copy = np.array(value)  # float64 stays float64, int64 and bool stay themselves
+        if library.name == "torch":
+            return module.from_numpy(copy)
+        converted = module.asarray(copy)
+        if converted.dtype != copy.dtype and copy.dtype == np.float64:
+            raise ImplementationError(f"{name} is written in JAX with 64-bit floats off: the harness hands in "
+                                      "float64 and judges in float64; enable them where the module is imported, "
+                                      "jax.config.update('jax_enable_x64', True)")
+        return converted
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_to_torch(torch, item, name) for item in value)
+        return tuple(_to_library(library, module, item, name) for item in value)
     if isinstance(value, list):
-        return [_to_torch(torch, item, name) for item in value]
+        return [_to_library(library, module, item, name) for item in value]
     if isinstance(value, dict):
-        return {key: _to_torch(torch, item, name) for key, item in value.items()}
+        return {key: _to_library(library, module, item, name) for key, item in value.items()}
     return value
 
 
-def _from_torch(torch: ModuleType, value: Any, name: str) -> Any:
-    if isinstance(value, torch.Tensor):
-        _expect_float64_cpu(torch, value, name)
+def _from_library(library: _Library, module: ModuleType, value: Any, name: str) -> Any:
+    if library.name == "torch" and isinstance(value, module.Tensor):
+        _expect_float64_cpu(module, value, name)
         array = value.detach().numpy()
         return array.item() if array.ndim == 0 else array
+    if library.name == "jax" and isinstance(value, sys.modules["jax"].Array):
+        array = np.asarray(value)
+        return array.item() if array.ndim == 0 else array
     if isinstance(value, tuple):
-        items = [_from_torch(torch, item, name) for item in value]
+        items = [_from_library(library, module, item, name) for item in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if isinstance(value, list):
-        return [_from_torch(torch, item, name) for item in value]
+        return [_from_library(library, module, item, name) for item in value]
     if isinstance(value, dict):
-        return {key: _from_torch(torch, item, name) for key, item in value.items()}
+        return {key: _from_library(library, module, item, name) for key, item in value.items()}
     return value
 
 
@@ -173,7 +209,7 @@ def torch_gradient(function: Callable[..., Any], name: str, args: Sequence[Any],
         the message names the function, the arguments' shapes and what was expected.
     """
     torch = _torch()
-    tensors = list(_to_torch(torch, tuple(args), name))
+    tensors = list(_to_library(_OTHER_LIBRARIES["torch"], torch, tuple(args), name))
     leaf = tensors[wrt].requires_grad_(True)
     for index in tied:
         tensors[index] = leaf
