@@ -26,6 +26,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
@@ -34,6 +35,8 @@ import numpy as np
 from harness._claims.errors import ImplementationError, Inexpressible, Unsupported
 
 ATTRIBUTE = "__claims_array_library__"
+# A NumPy module that cannot compute in Fractions (an adapter of a float library) says so with False.
+EXACT_ATTRIBUTE = "__claims_exact_arithmetic__"
 LIBRARIES = ("numpy", "torch", "jax")
 INSTALL_HINT = "install the optional extra: pip install -e '.[torch]' (the CPU wheel: pip install torch==2.13.0)"
 
@@ -122,6 +125,10 @@ def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any
     """
     library = _OTHER_LIBRARIES.get(library_of(function))
     if library is None:
+        if not _takes_fractions(function) and _holds_fractions((args, kwargs)):
+            raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, which {name} declines "
+                                f"({function.__module__}.{EXACT_ATTRIBUTE} = False); it runs for an implementation "
+                                "that computes in them")
         returned = _own_call(function, name, args, kwargs)
     else:
         module = library.imported()
@@ -129,6 +136,20 @@ def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any
                                                             _to_library(library, module, kwargs, name)), name)
     expect_float64_result(name, (args, kwargs), returned)
     return returned
+
+
+def _takes_fractions(function: Callable[..., Any]) -> bool:
+    module = sys.modules.get(getattr(function, "__module__", None) or "")
+    return getattr(module, EXACT_ATTRIBUTE, True) is not False
+
+
+def _holds_fractions(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind == "O"
+    if isinstance(value, Fraction):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
+    return any(map(_holds_fractions, items))
 
 
 def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
