@@ -32,11 +32,12 @@ map the contract's arguments onto SB3's conventions.
   and of its ``log_prob(a)``.
 
 Precision. SB3's buffers hold float32 (``np.zeros(..., dtype=np.float32)`` for rewards, values,
-advantages, dones): every input is rounded to float32 on the way in and the arithmetic is float32.
-The adapter does not hide this: ``gae_advantages`` and ``discounted_returns`` return the buffer's
-float32 arrays as they are, and ``n_step_advantages`` carries the float32 rounding of the buffer's sums
-and discounts. The harness judges in float64, so such a result is an error naming the dtype, never a semantic
-failure. Exact arithmetic is out of reach for the same reason: the module declines Fractions
+advantages, dones): every input is rounded to float32 on the way in and the arithmetic is float32. The
+adapter does not hide this: ``gae_advantages`` and ``discounted_returns`` return the buffer's float32
+arrays as they are, and ``n_step_advantages``, whose sums and discounts are the buffer's float32,
+returns float32 too (a float64 array would carry float32's rounding without saying so). The harness
+judges in float64, so such a result is an error naming the dtype, never a semantic failure. Exact
+arithmetic is out of reach for the same reason: the module declines Fractions
 (``__claims_exact_arithmetic__ = False``), and a check that passes them is skipped as needing exact
 arithmetic, rather than rounded to float32 without a word.
 
@@ -128,7 +129,7 @@ def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_):
 def n_step_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, n):
     shape, (rewards, values, next_values, terminated, cuts) = _columns(r_t, v_t, v_tp1, terminated_t, trace_cut_t)
     steps, columns = rewards.shape
-    advantages = np.empty_like(rewards)
+    advantages = np.empty(rewards.shape, dtype=np.float32)  # the buffer's precision, said by the result's dtype
     state = np.random.get_state()  # SB3 picks the sampled column with np.random.randint
     try:
         for column in range(columns):

@@ -124,3 +124,12 @@ def test_an_implementation_may_not_raise_the_harness_signal_of_an_unsupported_ca
     assert result.status == "error", (result.status, result.skip_reason)
     assert "signalling_gae.gae_advantages raised Unsupported (nothing to see here), which is the harness's own signal" \
         in result.error, result.error
+
+
+def test_a_module_that_declines_fractions_skips_exact_checks_and_still_runs_float_ones(module):
+    name = module("float_only_gae", KEYWORDS_GAE + "\n__claims_exact_arithmetic__ = False\n")
+    exact = _run("gae-four-events-table", "gae.four_events_table_exact", name)
+    assert exact.status == "skipped", (exact.status, exact.error)
+    assert exact.skip_reason.startswith("needs exact arithmetic: this check passes Fractions, which "
+                                        "float_only_gae.gae_advantages declines"), exact.skip_reason
+    assert _run("gae-four-events-table", "gae.four_events_property", name).status == "passed"

@@ -233,15 +233,43 @@ def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
             for t in range(length):
                 end = fragment_end(events, t)
                 for n, estimate in estimates.items():
-                    m = min(n, end - t + 1)
-                    tail = 0 if events[t + m - 1] == TERMINATED else v_next[t + m - 1]
-                    definition = sum(gamma**lag * r[t + lag] for lag in range(m)) + gamma**m * tail - v[t]
+                    definition = _n_step_definition(events, r, v, v_next, gamma, n, t)
                     assert estimate[t, env] == definition, (n, t, env, estimate[t, env], definition)
                 if events[end] == TERMINATED:
                     monte_carlo = sum(gamma ** (k - t) * r[k] for k in range(t, end + 1)) - v[t]
                     assert estimates[length + 1][t, env] == monte_carlo, ("Monte Carlo", t, env)
 
     return check_property(ctx, endpoints, _exact_buffers)
+
+
+def _n_step_definition(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object, n: int,
+                       t: int) -> object:
+    """The n-step estimate at t by its definition, stopped at the end e of t's fragment: with m = min(n, e - t + 1),
+    Σ_{l<m} γ^l r_{t+l} + γ^m (1 - terminated_{t+m-1}) V(s_{t+m}) - V(s_t)."""
+    m = min(n, fragment_end(events, t) - t + 1)
+    tail = 0 if events[t + m - 1] == TERMINATED else v_next[t + m - 1]
+    return sum(gamma**lag * r[t + lag] for lag in range(m)) + gamma**m * tail - v[t]
+
+
+@verifier("gae.n_step_definition_float_property", kind="property", uses=("n_step_advantages",))
+def n_step_definition_float_property(ctx: Context) -> dict[str, object]:
+    """On random float buffers with all four events, impl's n-step estimate at n = 1, 2, 3 and T + 1 is the
+    definition stopped at the fragment's end, within the rounding of the column's sums: the same check as
+    the exact one, for implementations that compute only in floats."""
+
+    def matches_definition(buffer: tuple) -> None:
+        columns, gamma, _ = buffer
+        arrays = _stacked(columns)
+        length = len(columns[0][0])
+        for n in (1, 2, 3, length + 1):
+            estimate = ctx.impl.n_step_advantages(*arrays.values(), gamma, n)
+            for env, column in enumerate(columns):
+                expected = [_n_step_definition(*column, gamma, n, t) for t in range(length)]
+                bound = _column_bound(column)
+                assert np.all(np.abs(estimate[:, env] - np.array(expected)) <= bound), (n, env, estimate[:, env],
+                                                                                       expected)
+
+    return check_property(ctx, matches_definition, _float_buffers)
 
 
 # Step 4.3.3: the recursion, its sum, λ = 0, the mixture of n-step estimates, value targets ----
