@@ -45,13 +45,16 @@ def test_exact_arithmetic_in_jax_is_skipped_as_needing_it():
 
 
 def test_jax_in_float32_is_told_to_switch_on_64_bit_floats(module):
+    # Off explicitly: another module imported earlier in this process (examples.rlax_rl) may have switched it on.
     name = module("jax_float32_losses", '''\
+import jax
 import jax.numpy as jnp
 
 from impl import *  # noqa: F403
 from impl import __all__  # noqa: F401
 
 __claims_reference_fallback__ = True
+jax.config.update("jax_enable_x64", False)
 
 
 def reinforce_loss(logp, adv, mask=None):
