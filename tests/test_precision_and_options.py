@@ -13,6 +13,7 @@ import functools
 from pathlib import Path
 
 from harness import RunOptions, load_catalogue, run_check
+from harness._reporting.report import function_scoreboard
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 
@@ -76,6 +77,19 @@ def test_a_float32_result_is_one_error_naming_the_dtype_not_a_semantic_failure(m
         assert result.status == "error", (claim_id, result.status, result.comparisons)
         assert "float32_gae.gae_advantages returned float32 for float64 arguments: the harness judges in float64" \
             in result.error, result.error
+        assert result.error_in == ["gae_advantages"], result.error_in
+
+
+def test_the_scoreboard_blames_an_error_on_the_function_it_names_alone():
+    def payload(claim: str, status: str, error_in: list[str]) -> dict:
+        return {"claim": {"id": claim}, "check": {"uses": ["gae_advantages", "td_errors"], "status": status,
+                                                  "error_in": error_in}}
+
+    rows = {row["function"]: row for row in function_scoreboard([
+        payload("a", "error", ["gae_advantages"]), payload("b", "error", []), payload("c", "passed", [])])}
+    assert rows["gae_advantages"]["failing_claims"] == ["a", "b"]
+    assert rows["td_errors"]["failing_claims"] == ["b"] and rows["td_errors"]["passed"] == 1
+    assert rows["td_errors"]["not run"] == 1
 
 
 def test_a_declined_keyword_leaves_its_rows_unchecked_and_judges_the_rest(module):

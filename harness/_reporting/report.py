@@ -209,9 +209,10 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
-             "not_implemented", "not_checked", "sharpness", "reproduce")
+             "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
     row["not_checked"] = row["not_checked"] or {}
+    row["error_in"] = row["error_in"] or []
     row["harness_chosen"] = row["harness_chosen"] or []
     row["not_implemented"] = row["not_implemented"] or []
     row["sharpness"] = row["sharpness"] or []
@@ -252,7 +253,8 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
     """One row per function of the implementation that a selected check exercises, in the contract's order of use.
 
     A claim counts for a function when one of its checks uses it; the claim is ``failed`` for the function
-    when such a check failed or erred, else ``not implemented`` when such a check waited for a stub, else
+    when such a check failed or erred (an error about one function, ``error_in``, counts for that function
+    alone), else ``not implemented`` when such a check waited for a stub, else
     ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is ``implemented``
     unless some check found it a stub, and ``given`` when the run took it from the reference. Functions
     under test come first, the most failing claims first; then the stubs, then the reference's.
@@ -264,9 +266,12 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
         if check is None:
             continue
         stubs.update(check.get("not_implemented") or [])
+        blamed = check.get("error_in") or []
         for function in check.get("uses") or []:
-            by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(
-                "not implemented" if check.get("not_implemented") else check["status"])
+            status = "not implemented" if check.get("not_implemented") else check["status"]
+            if blamed and function not in blamed:  # an error about another function: this one was not judged
+                status = "not run"
+            by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(status)
     rows = []
     for function, claims in by_function.items():
         counts = Counter(_claim_status_for_function(statuses) for statuses in claims.values())

@@ -88,7 +88,7 @@ class ImplementationView:
             return function
         guard = _InputGuard(self.name, name) if self._inputs_guarded else None
         if self._record is None:
-            self._plain_functions[name] = _PlainResults(function, guard)
+            self._plain_functions[name] = _PlainResults(name, function, guard)
             return self._plain_functions[name]
         return _RecordedFunction(name, function, self._record, guard)
 
@@ -185,15 +185,15 @@ class _RecordedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function, record = self.__wrapped__, self._record
         if not record.active:  # kept by the verifier past the end of its property
-            return _called(function, self._guard, args, kwargs)
+            return _called(self._name, function, self._guard, args, kwargs)
         if len(record.calls) >= record.limit:
             record.left_out += 1
-            return _called(function, self._guard, args, kwargs)
+            return _called(self._name, function, self._guard, args, kwargs)
         # Copied before the call: an implementation may change its inputs in place.
         call = Call(self._name, function, _copied(args), _copied(kwargs))
         record.calls.append(call)
         try:
-            returned = _called(function, self._guard, args, kwargs)
+            returned = _called(self._name, function, self._guard, args, kwargs)
         except BaseException as error:
             call.raised = error
             raise
@@ -212,20 +212,35 @@ def _identity(value: Any) -> Any:
 class _PlainResults:
     """A function of the implementation whose results reach the verifier as :func:`plain` values."""
 
-    def __init__(self, function: Callable[..., Any], guard: _InputGuard | None):
+    def __init__(self, name: str, function: Callable[..., Any], guard: _InputGuard | None):
         functools.update_wrapper(self, function)
+        self._name = name
         self._guard = guard
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _called(self.__wrapped__, self._guard, args, kwargs)
+        return _called(self._name, self.__wrapped__, self._guard, args, kwargs)
 
     def __reduce__(self) -> Any:
-        return _PlainResults, (self.__wrapped__, self._guard)
+        return _PlainResults, (self._name, self.__wrapped__, self._guard)
 
 
-def _called(function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
+def _called(contract_name: str, function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
-    """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call."""
+    """``plain(function(*args, **kwargs))``, refused if ``guard`` finds an argument changed by the call.
+
+    A refusal names the contract function in its ``function`` attribute: the error is that function's alone, and the
+    report's scoreboard blames it, not every function the check uses.
+    """
+    try:
+        return _plain_call(function, guard, args, kwargs)
+    except ImplementationError as error:
+        if getattr(error, "function", None) is None:
+            error.function = contract_name
+        raise
+
+
+def _plain_call(function: Callable[..., Any], guard: _InputGuard | None, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
     name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', None) or repr(function)}"
     _refuse_declined(function, name, kwargs)
     before = guard.snapshot(function, args, kwargs) if guard is not None else None

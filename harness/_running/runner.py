@@ -107,6 +107,7 @@ class CheckResult:
     skip_reason: str | None = None
     not_implemented: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
+    error_in: list[str] = field(default_factory=list)  # the one function an error is about, when it names one
     sharpness: list[dict[str, Any]] = field(default_factory=list)
     reused: bool = False
     reproduce: str = ""
@@ -215,6 +216,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
             raise _MustRun from error
         # A verifier's own bug, even sys.exit(), becomes an error row, never a lost or passed check.
         result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
+        blamed = getattr(error, "function", None)
+        result.error_in = [blamed] if isinstance(blamed, str) and blamed in verifier.uses else []
     result.seconds = round(time.perf_counter() - started, 4)
     return result
 
