@@ -4,7 +4,9 @@ Which course, and where its claims, sources and reference implementation are, is
 ``[tool.claims]`` table in pyproject.toml (``harness._claims.course``).
 
 Verifiers use :func:`verifier` to register, receive a :class:`Context`, and return a mapping
-of observed values; the harness compares those with what the claim file expects. A program (a
+of observed values; the harness compares those with what the claim file expects. They call
+:func:`reach` with the values each witness or drawn example used (the discount, the number of
+actions, ...), which the report compares with the scope each statement speaks for. A program (a
 notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
 :func:`run_check`, configured by :class:`RunOptions`.
 """
@@ -28,6 +30,7 @@ from harness._claims.registry import NoParams, lookup, verifier  # noqa: E402
 from harness._running.context import Context, ImplementationView  # noqa: E402
 from harness._running.executor import SeedRun  # noqa: E402
 from harness._running.property import assume, check_property  # noqa: E402
+from harness._running.reaching import reach  # noqa: E402
 from harness._running.runner import CheckResult, RunOptions, check_names, run_check  # noqa: E402
 from harness.stats import MeanEstimate  # noqa: E402
 
@@ -53,6 +56,7 @@ __all__ = [
     "check_property",
     "load_catalogue",
     "lookup",
+    "reach",
     "run_check",
     "stats",
     "verifier",

@@ -66,7 +66,7 @@ def verify_command(args: argparse.Namespace) -> int:
         return status or 1
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
     status = _registry_and_gate(args, catalogue, results, before, compare_snapshots, snapshot) or status
-    incomplete = _ledger_gate(catalogue)
+    incomplete = _ledger_gate(catalogue, results)
     return status or incomplete
 
 
@@ -115,19 +115,26 @@ def _implementation_refused(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _ledger_gate(catalogue: Catalogue) -> int:
-    """1 when the statement ledger is incomplete: a green report must mean every statement was checked.
+def _ledger_gate(catalogue: Catalogue, results: dict) -> int:
+    """1 when the statement ledger is incomplete, or a statement's checks passed without reaching part of the scope
+    it speaks for and it does not say why: a green report must mean every statement was checked, all of it.
 
     Checks still run and the reports still say what they found (``pytest claims/`` never fails on
     the ledger); only ``claims verify``, and so the release gate, refuses to call the result done.
     """
-    problems = catalogue.ledger_problems()
-    for problem in problems:
+    from harness._reporting.report import scope_shortfalls
+
+    problems = [str(problem) for problem in catalogue.ledger_problems()]
+    unreached = [line for line, explained in scope_shortfalls(results) if not explained]
+    for problem in [*problems, *unreached]:
         print(f"claims verify: {problem}", file=sys.stderr)
     if problems:
         print(f"claims verify: the statement ledger is incomplete ({len(problems)} problems, as 'claims lint' "
               "lists them); cover each statement with a claim or give it 'not_checkable:'", file=sys.stderr)
-    return 1 if problems else 0
+    if unreached:
+        print(f"claims verify: {len(unreached)} statements passed without their checks reaching all of their scope; "
+              "green would say more than the checks saw", file=sys.stderr)
+    return 1 if problems or unreached else 0
 
 
 # What starting pytest costs here beyond this command's own work (importing it, collecting every claim again,

@@ -68,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("lint", help="validate every claim file without running checks")
     commands.add_parser("list", help="print every claim: id, step, kinds of its checks")
+    scope = commands.add_parser("scope", help="each statement's scope against what its checks reached, from a run's "
+                                              "results (no check runs)")
+    scope.add_argument("--results", type=Path, default=None,
+                       help="the results file of the run to read (default: the course's reports/claims.json)")
+    scope.add_argument("--all", action="store_true", help="every statement with a scope, not only those whose checks "
+                                                          "missed part of it")
+    scope.add_argument("ids", nargs="*", help="only these statements (ids, or a step such as 4.4.1)")
     schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
     schema.add_argument("--check", action="store_true", help="only report whether the file is current")
     commands.add_parser("verifiers", help="print every registered verifier and what it uses")
@@ -123,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.claims_dir.is_dir():
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
-        command = {"verify": verify_command, "lint": _lint, "list": _list, "schema": _schema, "verifiers": _verifiers,
+        command = {"verify": verify_command, "lint": _lint, "list": _list, "scope": _scope, "schema": _schema, "verifiers": _verifiers,
                    "new": _new, "audit": _audit, "exercises": _exercises, "sharpness": _sharpness,
                    "mutants": _mutants, "text": text_commands.run}
         return command[args.command](args)
@@ -149,6 +156,7 @@ def _warn_of_old_spellings(argv: list[str]) -> None:
 
 def _lint(args: argparse.Namespace) -> int:
     from harness._authoring.new import lint_warnings
+    from harness._reporting.report import scope_shortfalls
 
     course: Course = args.course
     catalogue = load_catalogue(args.claims_dir)
@@ -163,6 +171,9 @@ def _lint(args: argparse.Namespace) -> int:
                  "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
     results_file = course.reports / RESULTS_FILE
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
+    shortfalls = scope_shortfalls(results or {})
+    problems += [f"{line} (from {course.reports.name}/{RESULTS_FILE})" for line, explained in shortfalls
+                 if not explained]
     registry = registry_of(catalogue, results)
     if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
         problems.append(f"{sources_file.name}: the generated registry of claims does not match the claim files and "
@@ -173,6 +184,9 @@ def _lint(args: argparse.Namespace) -> int:
         problems.append(f"{schema_path}: stale or missing; regenerate it with 'claims schema'")
     for problem in problems:
         print(visible(problem))
+    for line, explained in shortfalls:
+        if explained:
+            print(f"note: {visible(line)}")
     warnings = lint_warnings(catalogue, reference_implementation())
     for warning in warnings:
         print(f"warning: {visible(warning)}")
@@ -180,6 +194,45 @@ def _lint(args: argparse.Namespace) -> int:
     print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems, "
           f"{len(warnings)} warnings", file=sys.stderr)
     return 2 if problems else 0
+
+
+def _scope(args: argparse.Namespace) -> int:
+    """``claims scope``: what each statement claims along the course's dimensions against what its checks reached.
+
+    Exits 1 when a statement's passed checks missed part of its scope and it does not say why (what the release gate
+    refuses), else 0.
+    """
+    from harness._claims.scope import describe_scope
+
+    path = args.results or args.course.reports / RESULTS_FILE
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        print(f"claims scope: cannot read {path} ({error}); run 'claims verify' first, or pass --results",
+              file=sys.stderr)
+        return 2
+    vocabulary = results.get("scope_dimensions", [])
+    shown = {dimension["name"]: {value["name"]: value["shown"] for value in dimension["values"]}
+             for dimension in vocabulary}
+    unexplained = 0
+    for lesson in results.get("coverage", []):
+        for step in lesson["steps"]:
+            for statement in step["statements"]:
+                if args.ids and statement["id"] not in args.ids and statement["where"] not in args.ids:
+                    continue
+                claimed, gaps = describe_scope(statement, vocabulary)
+                if statement["status"] in ("not checkable", "missing") or not (gaps or args.all):
+                    continue
+                unexplained += bool(gaps) and any(name not in (statement.get("unreached_reasons") or {})
+                                                  for name in statement.get("unreached") or {})
+                reached = "; ".join(", ".join(shown.get(name, {}).get(value, f"{name}: {value}") for value in values)
+                                    for name, values in (statement.get("reached") or {}).items())
+                print(visible(f"{statement['id']} ({statement['where']}, {statement['status']})\n"
+                              f"  claims:  {claimed or 'no scope declared'}\n  reached: {reached or 'nothing'}"
+                              + (f"\n  NOT REACHED: {gaps}" if gaps else ""), keep="\n"))
+    print(f"claims scope: {unexplained} statements whose checks missed part of their scope without a reason "
+          f"(from {path})", file=sys.stderr)
+    return 1 if unexplained else 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness._claims.errors import ClaimsError
+from harness._claims.scope import Dimension, parse_dimensions
 
 CONFIG_FILE = "pyproject.toml"
 TABLE = "claims"
@@ -45,6 +46,8 @@ _OPTIONAL = {
     "mutation_target": "the mutation score below which 'claims mutants' fails (default: 0.95)",
     "texts": "the documents of the course text, each a table [tool.claims.texts.NAME] with its path and how its "
              "steps are found (docs/text.md)",
+    "scope": "the dimensions the text's sentences range over, each a table [tool.claims.scope.NAME] with 'means' "
+             "and 'values' (harness/_claims/scope.py, docs/claims.md)",
 }
 # The keys of one document's table, [tool.claims.texts.NAME].
 _TEXT_FIELDS = {
@@ -93,6 +96,7 @@ class Course:
     mutants_reviewed: Path | None = None
     mutation_target: float = 0.95
     texts: tuple[TextSource, ...] = ()
+    scope: tuple[Dimension, ...] = ()
 
     def is_step(self, name: str) -> bool:
         return name in self.steps
@@ -162,11 +166,12 @@ def load_course(root: Path) -> Course:
         raise ClaimsError(f"{path}: [tool.{TABLE}].mutation_target: expected a fraction from 0 to 1, e.g. 0.95, "
                           f"found {target!r}")
     texts = _texts(table.get("texts", {}), root, path)
+    scope = parse_dimensions(table.get("scope", {}), f"{path}: tool.{TABLE}.scope")
     return Course(root=root, title=table["title"], claims=root / table["claims"], reports=root / table["reports"],
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
                   step_pattern=table["step_pattern"], steps=tuple(steps), mutate=tuple(mutate),
-                  mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts)
+                  mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts, scope=scope)
 
 
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -46,7 +46,8 @@ from harness._claims.reading import (
     tag_note,
 )
 from harness._claims.registry import Verifier, registered
-from harness._claims.schema import Check, Claim, ClaimFile, Mark, Statement
+from harness._claims.schema import Check, Claim, ClaimFile, Mark, Note, Statement
+from harness._claims.scope import resolve_scope
 from harness._claims.sources import Source, read_sources
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
@@ -105,6 +106,7 @@ class Catalogue:
     verifiers: Mapping[str, Verifier] = field(repr=False, default_factory=dict)
     statements: dict[str, StatementEntry] = field(default_factory=dict)
     marks: list[MarkEntry] = field(default_factory=list)
+    notes: dict[str, list[Note]] = field(default_factory=dict)
     course: Course | None = field(repr=False, default=None)
     claims_dir: Path | None = None
 
@@ -147,6 +149,12 @@ class Catalogue:
                 found.append(Problem(stated.file, stated.line, f"statement '{key}' is marked not_checkable but "
                                      f"claim '{claims[0].id}' covers it", field="statements.not_checkable",
                                      hint="drop 'not_checkable' or drop the statement from the claim's 'covers'"))
+            elif claims and stated.statement.scope is None and self.course is not None and self.course.scope:
+                found.append(Problem(stated.file, stated.line, f"statement '{key}' ({stated.statement.where}) "
+                                     "declares no scope", field="statements.scope",
+                                     hint="say what the sentence speaks for along the course's dimensions "
+                                          "([tool.claims.scope]), e.g. 'scope: {discount: all, states: many}', or "
+                                          "'scope: {}' when it ranges over none of them"))
         for entry in self.entries:
             for key in entry.claim.covers if entry.claim is not None else ():
                 if key not in self.statements:
@@ -204,6 +212,7 @@ def load_catalogue(claims_dir: Path | None = None, verifiers: bool = True) -> Ca
         catalogue.file_problems[display] = problems
         catalogue.titles[display] = header.title if header else path.stem
         catalogue.steps[display] = header.steps if header else []
+        catalogue.notes[display] = list(header.notes) if header else []
         problems.extend(Problem(display, 1, f"step '{step}' is not a step of the course", field="steps",
                                 hint=f"the course's steps are {course.describe_steps()} ([tool.claims] steps in "
                                      "pyproject.toml)")
@@ -211,6 +220,9 @@ def load_catalogue(claims_dir: Path | None = None, verifiers: bool = True) -> Ca
         for stated in statements:
             problems.extend(_check_statement(stated, catalogue))
             catalogue.statements.setdefault(stated.statement.id, stated)
+        problems.extend(Problem(display, 1, f"a note of step '{note.where}', which is not one of this file's steps",
+                                field="notes.where", hint=f"use one of {', '.join(catalogue.steps[display])}")
+                        for note in catalogue.notes[display] if note.where not in catalogue.steps[display])
         problems.extend(Problem(display, marked.line, f"a mark of step '{marked.mark.where}', which is not one of this "
                                 "file's steps", field="nothing_checkable.where",
                                 hint=f"use one of {', '.join(catalogue.steps[display])}, or move the mark to the file "
@@ -235,6 +247,11 @@ def _check_statement(stated: StatementEntry, catalogue: Catalogue) -> list[Probl
                                 field="statements.id",
                                 hint=f"first defined at {first.file}:{first.line}; "
                                      "statement ids are unique across files"))
+    if statement.scope is not None:
+        dimensions = catalogue.course.scope if catalogue.course is not None else ()
+        problems.extend(Problem(stated.file, stated.line, f"statement '{statement.id}': {message}",
+                                field="statements.scope")
+                        for message in resolve_scope(statement.scope, dimensions)[1])
     steps = catalogue.steps[stated.file]
     if steps and statement.where not in steps:
         problems.append(Problem(stated.file, stated.line, f"statement '{statement.id}': step '{statement.where}' is "

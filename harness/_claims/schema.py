@@ -43,6 +43,8 @@ STRONG_KINDS: dict[str, frozenset[str]] = {
     "negative": frozenset({"counterexample", "exact", "symbolic"}),
     "empirical": frozenset({"experiment", "montecarlo"}),
 }
+# A scope dimension or value of the course's [tool.claims.scope] (checked against it when claims load).
+ScopeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")]
 # Which steps exist is the course's (its step_pattern and steps, checked when claims load).
 Where = Annotated[str, StringConstraints(pattern=r"^[^\s]+$")]
 VerifierName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
@@ -154,7 +156,11 @@ class Claim(_Strict):
     sources: list[str] = Field(min_length=1, description="keys of the course's sources file")
     limitations: str | None = Field(None, description="what the claim does not say")
     erratum: str | None = Field(
-        None, description="where the text's own wording or number is wrong or imprecise, and what is true instead"
+        None, description="where the text's own wording or number is wrong, and what is true instead"
+    )
+    clarification: str | None = Field(
+        None, description="where the text's sentence is true as written but says less (or less precisely) than a "
+                          "reader takes from it, and what holds exactly; a sentence that is false is an 'erratum'",
     )
     origin: Literal["text", "harness"] = Field(
         "text", description="'text' when the course text makes the claim; 'harness' for a claim the harness adds "
@@ -228,13 +234,39 @@ class Statement(_Strict):
                             "a consequence the harness adds, which has no place in the text",
     )
     anchor: Anchor | None = Field(None, description="the block of the text that says it ('claims text anchor')")
+    scope: dict[ScopeName, ScopeName | list[ScopeName]] | None = Field(
+        None,
+        description="what the sentence speaks for, along the course's scope dimensions ([tool.claims.scope]): "
+                    "dimension -> 'all', a value, or a list of values; a dimension left out is one the sentence does "
+                    "not range over, and {} says it ranges over none. The checks of the claims covering it must "
+                    "reach every value named, or the report shows what they missed and counts it weak",
+    )
+    unreached: dict[ScopeName, Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=dict,
+        description="dimension -> why no check reaches part of the scope named for it (the values the checks miss "
+                    "are shown beside the reason); the release gate fails on an unreached value without one",
+    )
 
     @model_validator(mode="after")
     def _harness_statements_have_no_anchor(self) -> Statement:
         if self.origin == "harness" and self.anchor is not None:
             raise ValueError("a statement of origin 'harness' has no place in the text: drop its 'anchor', or its "
                              "'origin' if the text says it")
+        if self.not_checkable is not None and (self.scope is not None or self.unreached):
+            raise ValueError("a statement that is not checkable has no scope for checks to reach: drop 'scope' and "
+                             "'unreached', or 'not_checkable'")
+        unknown = [name for name in self.unreached if name not in (self.scope or {})]
+        if unknown:
+            raise ValueError(f"'unreached' names {', '.join(map(repr, unknown))}, which 'scope' does not; give the "
+                             "reason under the dimension of the scope it is about")
         return self
+
+
+class Note(_Strict):
+    """A small fault of the text for its author (a wrong cross-reference, a missing symbol): nothing to check."""
+
+    where: Where = Field(description="the step where the fault is")
+    says: str = Field(min_length=1, description="what is wrong and how to fix it, in your own words")
 
 
 class ClaimFile(_Strict):
@@ -245,6 +277,9 @@ class ClaimFile(_Strict):
     statements: list[Statement] = Field(
         default_factory=list, description="the ledger: every checkable statement of the lesson's steps"
     )
+    notes: list[Note] = Field(
+        default_factory=list, description="small faults of the lesson's text for its author, which no check needs "
+                                          "(the reports list them under the notes to the author)")
     nothing_checkable: list[Mark] = Field(
         default_factory=list, description="blocks and numbers of the lesson's steps that hold nothing checkable, each "
                                           "with its reason ('claims text mark')")

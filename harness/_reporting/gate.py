@@ -39,7 +39,7 @@ from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 STATED_RUN_FIELDS = ("course", "sources_file", "impl", "profile", "seed", "selection")
 # What the claim files and the sources say of a claim and of a check; verdicts and comparisons are compared apart.
 STATED_CLAIM_FIELDS = ("where", "file", "line", "lesson", "statement", "formula", "sources", "citations",
-                       "limitations", "erratum", "origin", "covers", "problems")
+                       "limitations", "erratum", "clarification", "origin", "covers", "problems")
 STATED_CHECK_FIELDS = ("verifier", "verifier_location", "uses", "params", "rejects", "harness_chosen", "seed",
                        "skip_reason", "reproduce")
 STATED_STATEMENT_FIELDS = ("where", "says", "shape", "not_checkable", "weak", "origin", "claims")

@@ -33,6 +33,7 @@ from harness._claims.formats import (
     sharpness_line,
     visible,
 )
+from harness._claims.scope import describe_scope
 
 HTML_FILE = "claims_report.html"
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"
@@ -91,7 +92,8 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         kinds=[kind for kind, counts in results["summary"]["by_kind"].items() if any(counts.values())],
         mathml=functools.cache(formula_to_mathml),
         text=results.get("text"), places=(results.get("text") or {}).get("statements", {}), page=TEXT_PAGE,
-        block_anchor=block_anchor,
+        block_anchor=block_anchor, notes=results.get("notes", []),
+        scope=functools.partial(describe_scope, vocabulary=results.get("scope_dimensions", [])),
         figures=lambda observed: [svg for path in figure_paths(observed) if (svg := inline_svg(path)) is not None],
     )
 

@@ -32,6 +32,7 @@ from harness._claims.formats import (
     sharpness_line,
     visible,
 )
+from harness._claims.scope import describe_scope
 
 CHOSEN_MARK = "\u2020"
 CHOSEN_LEGEND = (f"{CHOSEN_MARK} marks an expected value the harness chose (a witness, a threshold, a corrected "
@@ -153,10 +154,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                     out.append(f"  - a failing input, what the implementation did with it and a line of Python that "
                                f"reproduces it: under {code(row['id'])} below")
                 out.append(f"  - reproduce: {code(check['reproduce'])}")
-    errata = [row for row in results["claims"] if row["erratum"]]
-    if errata:
-        out += ["", "## Errata: where the text itself is wrong or imprecise", ""]
-        out += [f"- {code(row['id'])} ({text(row['where'])}): {text(row['erratum'])}" for row in errata]
+    out += _render_notes(results)
     out += _render_coverage(results)
     out += _render_lessons(results)
     return "\n".join(out) + "\n"
@@ -248,7 +246,8 @@ def _render_lessons(results: dict[str, Any]) -> list[str]:
             out += ["", f"### Step {text(step['step'])}"]
             if step["statements"]:
                 out += ["", "Statements of this step:", ""]
-                out += [_render_statement(statement, anchors.get(statement["id"])) for statement in step["statements"]]
+                out += [_render_statement(statement, results.get("scope_dimensions", []), anchors.get(statement["id"]))
+                        for statement in step["statements"]]
             for row in at_step[lesson["file"], step["step"]]:
                 out += _render_claim(row)
         out += _render_unplaced(unplaced.pop(lesson["file"], []))
@@ -257,6 +256,26 @@ def _render_lessons(results: dict[str, Any]) -> list[str]:
         orphans[row["lesson"]].append(row)
     for title, rows in orphans.items():
         out += ["", f"## {text(title)}", *_render_unplaced(rows)]
+    return out
+
+
+def _render_notes(results: dict[str, Any]) -> list[str]:
+    """What the author of the text should read: the errata, the clarifications and the small faults found."""
+    errata = [row for row in results["claims"] if row["erratum"]]
+    clarifications = [row for row in results["claims"] if row.get("clarification")]
+    notes = results.get("notes", [])
+    if not (errata or clarifications or notes):
+        return []
+    out = ["", "## Notes to the author"]
+    if errata:
+        out += ["", "### Errata: where the text is wrong", ""]
+        out += [f"- {code(row['id'])} ({text(row['where'])}): {text(row['erratum'])}" for row in errata]
+    if clarifications:
+        out += ["", "### Clarifications: where the text is true as written but says less than it seems to", ""]
+        out += [f"- {code(row['id'])} ({text(row['where'])}): {text(row['clarification'])}" for row in clarifications]
+    if notes:
+        out += ["", "### Small faults of the text (nothing to check)", ""]
+        out += [f"- {text(note['where'])}: {text(note['says'])}" for note in notes]
     return out
 
 
@@ -288,9 +307,11 @@ def _render_coverage(results: dict[str, Any]) -> list[str]:
                        + f" | {claims} |")
     out += ["", "### Statements not covered (missing, weak or failed)", ""]
     uncovered = results["uncovered"]
+    vocabulary = results.get("scope_dimensions", [])
     out += [f"- {code(s['id'])} ({text(s['where'])}, {text(s['shape'])}): {_badge(s['status'])}: {text(s['says'])}"
             + (f" (claims: {_codes(s['claims'])})" if s["claims"] else "")
-            + (f" *Why weak:* {text(s['weak'])}" if s.get("weak") else "") for s in uncovered]
+            + (f" *Why weak:* {text(s['weak'])}" if s.get("weak") else "")
+            + _unreached(s, vocabulary) for s in uncovered]
     if not uncovered:
         out.append("None: every statement of the ledger is covered, not run in this profile, or not checkable.")
     excused = [s for lesson in results["coverage"] for step in lesson["steps"] for s in step["statements"]
@@ -302,7 +323,13 @@ def _render_coverage(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _render_statement(statement: dict[str, Any], anchor: dict[str, Any] | None = None) -> str:
+def _unreached(statement: dict[str, Any], vocabulary: list[dict[str, Any]]) -> str:
+    gaps = describe_scope(statement, vocabulary)[1]
+    return f" **Scope not reached:** {text(gaps)}." if gaps else ""
+
+
+def _render_statement(statement: dict[str, Any], vocabulary: list[dict[str, Any]],
+                      anchor: dict[str, Any] | None = None) -> str:
     status = statement["status"]
     shape = "" if status == "not checkable" else f" ({text(statement['shape'])})"
     line = f"- {code(statement['id'])}{shape}: {_badge(status, UNCOVERED)}: {text(statement['says'])}"
@@ -312,6 +339,10 @@ def _render_statement(statement: dict[str, Any], anchor: dict[str, Any] | None =
         line += f" *Why not:* {text(statement['not_checkable'])}"
     if statement.get("weak"):
         line += f" *Why weak:* {text(statement['weak'])}"
+    claimed, gaps = describe_scope(statement, vocabulary)
+    if claimed:
+        line += f" *Scope:* {text(claimed)}" + (f"; **not reached:** {text(gaps)}." if gaps else
+                                                  ", all reached." if status in ("covered", "weak") else ".")
     if anchor is not None:
         place = f", {text(anchor['step'])} block {anchor['block']}" if "step" in anchor else ""
         line += f" *Text:* {_badge(anchor['status'], ('changed', 'orphaned', 'reworded', 'unreviewed'))}{place}."
@@ -340,6 +371,8 @@ def _render_claim(row: dict[str, Any]) -> list[str]:
         out.append(f"- limitations: {text(row['limitations'])}")
     if row["erratum"]:
         out.append(f"- **erratum**: {text(row['erratum'])}")
+    if row.get("clarification"):
+        out.append(f"- **clarification**: {text(row['clarification'])}")
     out.append(f"- defined at {code(str(row['file']) + ':' + str(row['line']))}")
     for problem in row["problems"]:
         out.append(f"- **cannot be loaded**: {text(problem)}")

@@ -24,6 +24,7 @@ from harness._claims.formats import UNCOVERED, library_versions
 from harness._claims.loading import Catalogue, ClaimEntry
 from harness._claims.reading import Unreadable, read_claim_file
 from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
+from harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
 from harness._reporting.html import HTML_FILE, render_html
 from harness._reporting.markdown import render_markdown
 from harness._reporting.text_page import PAGE_FILE, render_page
@@ -40,11 +41,12 @@ MARKDOWN_FILE = "claims_report.md"
 STATEMENT_STATUSES = {
     "covered": "a check of a kind strong for its shape (below) passed, and no covering check failed",
     "weak": "covering checks passed and none failed, but the claims covering it have no check of a kind strong "
-            "for its shape, or the ledger says why their checks test less than the statement says",
+            "for its shape, their checks did not reach part of the scope the statement speaks for (shown as "
+            "'scope not reached'), or the ledger says why their checks test less than the statement says",
     "failed": "a check of a claim covering it failed or could not run (an error); this wins over any pass, "
               "so red always means broken",
-    "not run": "no check decided it in this run, or only weaker ones did while its strong checks were skipped in "
-               "this profile or not selected",
+    "not run": "no check decided it in this run, or only weaker ones did (or the scope they reached falls short) "
+               "while other covering checks were skipped in this profile or not selected",
     "not checkable": "no claim covers it, and the ledger says why no check can refute or confirm it",
     "missing": "no claim covers it, and the ledger gives no reason",
 }
@@ -64,23 +66,35 @@ def lessons_of(catalogues: list[Catalogue]) -> list[dict[str, Any]]:
     lessons = []
     for catalogue in catalogues:
         covering = catalogue.covering()
+        dimensions = catalogue.course.scope if catalogue.course is not None else ()
         stated_in: dict[str, list[dict[str, Any]]] = {}
         for key, stated in catalogue.statements.items():
-            stated_in.setdefault(stated.file, []).append(_ledger_entry(stated.statement, covering[key]))
+            stated_in.setdefault(stated.file, []).append(_ledger_entry(stated.statement, covering[key], dimensions))
         claims_in: dict[str, list[list[Any]]] = {}
         for entry in catalogue.entries:
             claims_in.setdefault(entry.file, []).append([entry.id, entry.where])
         lessons += [{"file": file, "title": catalogue.titles[file], "steps": catalogue.steps[file],
-                     "claims": claims_in.get(file, []), "statements": stated_in.get(file, [])}
+                     "claims": claims_in.get(file, []), "statements": stated_in.get(file, []),
+                     "notes": [note.model_dump() for note in catalogue.notes.get(file, [])]}
                     for file in catalogue.files]
     return lessons
 
 
-def _ledger_entry(statement: Statement, covering: list[ClaimEntry]) -> dict[str, Any]:
+def _ledger_entry(statement: Statement, covering: list[ClaimEntry], dimensions: Sequence[Dimension]
+                  ) -> dict[str, Any]:
     return {"id": statement.id, "where": statement.where, "says": statement.says, "shape": statement.shape,
             "not_checkable": statement.not_checkable, "weak": statement.weak, "origin": statement.origin,
+            "scope": (resolve_scope(statement.scope, dimensions)[0] if statement.scope is not None else None),
+            "unreached_reasons": dict(statement.unreached),
             "claims": [entry.id for entry in covering],
             "kinds": sorted({check.kind for entry in covering if entry.claim for check in entry.claim.checks})}
+
+
+def _scope_vocabulary(dimensions: Sequence[Dimension]) -> list[dict[str, Any]]:
+    """The course's scope dimensions as the reports name them: each value with how it is shown (``γ < 1``)."""
+    return [{"name": dimension.name, "means": dimension.means,
+             "values": [{"name": name, "shown": dimension.shown(name)} for name in dimension.names]}
+            for dimension in dimensions]
 
 
 def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]], options: RunOptions,
@@ -101,7 +115,8 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
             "lesson": payload.get("title", payload["file"]), "statement": info.get("statement"),
             "formula": info.get("formula"), "sources": info.get("sources", []),
             "citations": info.get("citations", {}), "limitations": info.get("limitations"),
-            "erratum": info.get("erratum"), "origin": info.get("origin", "text"), "covers": info.get("covers", []),
+            "erratum": info.get("erratum"), "clarification": info.get("clarification"),
+            "origin": info.get("origin", "text"), "covers": info.get("covers", []),
             "status": "passed", "problems": [], "checks": [],
         })
         if "problems" in payload:
@@ -128,6 +143,8 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
                        for shape, description in SHAPE_DESCRIPTIONS.items()},
             "statuses": STATEMENT_STATUSES, "precedence": STATEMENT_PRECEDENCE,
         },
+        "scope_dimensions": _scope_vocabulary(find_course(root).scope),
+        "notes": [{"file": lesson["file"], **note} for lesson in lessons for note in lesson.get("notes", [])],
         "coverage": coverage,
         "uncovered": [statement for statement in ledger if statement["status"] in UNCOVERED],
         **({"text": text} if text is not None else {}),
@@ -151,10 +168,11 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         rows_at.setdefault((row["file"], row["where"]), []).append(row)
     for lesson in lessons:
         ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
-                   "shape": statement["shape"], "status": _statement_status(statement, rows_of),
+                   "shape": statement["shape"], **_statement_status(statement, rows_of),
                    "claims": statement["claims"], "not_checkable": statement["not_checkable"],
                    "weak": statement.get("weak"),
-                   "origin": statement.get("origin", "text")}
+                   "origin": statement.get("origin", "text"), "scope": statement.get("scope"),
+                   "unreached_reasons": statement.get("unreached_reasons") or {}}
                   for statement in lesson.get("statements", [])]
         stated_at: dict[Any, list[dict[str, Any]]] = {}
         for statement in ledger:
@@ -182,23 +200,65 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     return coverage
 
 
-def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> str:
-    """One of STATEMENT_STATUSES, from this run's checks of the claims covering the statement."""
+def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The statement's status (one of STATEMENT_STATUSES) from this run's checks of the claims covering it, with
+    the scope those checks reached and what of the statement's scope they did not.
+
+    The reached scope is the union over the passed checks of a kind strong for the statement's shape (over every
+    passed check when none is strong): a statement whose checks pass but miss part of its scope is weak, or not run
+    while a covering check that might reach it was skipped or not selected.
+    """
     if not statement["claims"]:
-        return "not checkable" if statement["not_checkable"] else "missing"
+        return {"status": "not checkable" if statement["not_checkable"] else "missing"}
     ran = [row for claim in statement["claims"] for row in rows_of.get(claim, [])]
     checks = [check for row in ran for check in row["checks"]]
-    if any(row["problems"] for row in ran) or any(check["status"] in ("failed", "error") for check in checks):
-        return "failed"
     strong = STRONG_KINDS[statement["shape"]]
-    passed = {check["kind"] for check in checks if check["status"] == "passed"}
-    if passed and statement.get("weak"):
-        return "weak"  # the ledger says why its checks test less than it says
-    if passed & strong:
-        return "covered"
-    if passed and not strong & set(statement["kinds"]):
-        return "weak"
-    return "not run"
+    passed = [check for check in checks if check["status"] == "passed"]
+    decisive = [check for check in passed if check["kind"] in strong] or passed
+    reached = merge_reached(check.get("reached") or {} for check in decisive)
+    missing = unreached(statement["scope"] or {}, reached) if passed else {}
+    claimed = statement["scope"] or {}
+    scope = {"reached": {name: sorted(counts, key=lambda value, order=list(claimed.get(name, ())): (
+                 value not in order, order.index(value) if value in order else 0, value))
+                 for name, counts in reached.items()},
+             "unreached": missing}
+    if any(row["problems"] for row in ran) or any(check["status"] in ("failed", "error") for check in checks):
+        return {"status": "failed", **scope}
+    kinds = {check["kind"] for check in passed}
+    unfinished = (len({row["id"] for row in ran}) < len(statement["claims"])
+                  or any(check["status"] != "passed" for check in checks))
+    if kinds and statement.get("weak"):
+        return {"status": "weak", **scope}  # the ledger says why its checks test less than it says
+    if kinds & strong:
+        return {"status": "not run" if missing and unfinished else "weak" if missing else "covered", **scope}
+    if kinds and not strong & set(statement["kinds"]):
+        return {"status": "weak", **scope}
+    return {"status": "not run", **scope}
+
+
+def scope_shortfalls(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each statement whose checks passed without reaching part of its scope: a line naming what they missed, and
+    whether the statement says why for each dimension (``unreached:``). The release gate, ``claims verify`` and
+    ``claims lint`` refuse the ones without a reason."""
+    shown = {dimension["name"]: {value["name"]: value["shown"] for value in dimension["values"]}
+             for dimension in results.get("scope_dimensions", [])}
+    found = []
+    for lesson in results.get("coverage", []):
+        for step in lesson["steps"]:
+            for statement in step["statements"]:
+                missing = statement.get("unreached") or {}
+                if statement["status"] not in ("weak", "covered") or not missing:
+                    continue
+                reasons = statement.get("unreached_reasons") or {}
+                values = "; ".join(shown.get(name, {}).get(value, f"{name}: {value}")
+                                   for name, values in missing.items() for value in values)
+                explained = all(name in reasons for name in missing)
+                found.append((f"{lesson['file']}: statement '{statement['id']}' ({statement['where']}): scope not "
+                              f"reached: {values}" + (
+                                  "; the statement says why" if explained else
+                                  "; add a check (or a witness) that reaches it, narrow the statement's scope to "
+                                  "what the text says, or say why under 'unreached:'"), explained))
+    return found
 
 
 def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
@@ -208,14 +268,15 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
 
 def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
-             "harness_chosen", "observed", "comparisons", "seed", "seconds", "reused", "error", "skip_reason",
-             "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
+             "harness_chosen", "observed", "comparisons", "reached", "seed", "seconds", "reused", "error",
+             "skip_reason", "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
     row["not_checked"] = row["not_checked"] or {}
     row["error_in"] = row["error_in"] or []
     row["harness_chosen"] = row["harness_chosen"] or []
     row["not_implemented"] = row["not_implemented"] or []
     row["sharpness"] = row["sharpness"] or []
+    row["reached"] = row["reached"] or {}
     # A comparison of an element (``key[2]``) is of the expected value ``key``.
     row["comparisons"] = [{**comparison, "stated_by": "harness" if any(
         comparison["key"] == key or comparison["key"].startswith(f"{key}[") for key in row["harness_chosen"])

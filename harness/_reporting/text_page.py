@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from harness._claims.formats import TEXT_PAGE, block_anchor
 from harness._claims.loading import Catalogue
+from harness._claims.scope import describe_scope
 from harness._reporting.html import formula_to_mathml
 from harness._text.document import FORMULA, Block, number_spans
 from harness._text.drift import CLEAN, STATUS_DESCRIPTIONS, STATUSES, TextState
@@ -50,15 +51,17 @@ def write_page(directory: Path, state: TextState, catalogue: Catalogue, results:
 
 def render_page(state: TextState, catalogue: Catalogue, results: dict[str, Any] | None) -> str:
     """The page of ``state``; the checks' states come from ``results`` (a run's ``claims.json``), if any."""
-    coverage = {statement["id"]: statement["status"] for lesson in (results or {}).get("coverage", [])
-                for step in lesson["steps"] for statement in step["statements"]}
+    ledger = {statement["id"]: statement for lesson in (results or {}).get("coverage", [])
+              for step in lesson["steps"] for statement in step["statements"]}
+    vocabulary = (results or {}).get("scope_dimensions", [])
     covering = {key: [entry.id for entry in entries] for key, entries in catalogue.covering().items()}
     standing: dict[int, list[dict[str, Any]]] = defaultdict(list)
     placeless = []
     for key, found in state.statements.items():
         item = {"id": key, "status": found.status, "drift": found.drift, "missing": list(found.missing),
                 "says": catalogue.statements[key].statement.says, "claims": covering.get(key, []),
-                "check": _CHECK_OF_COVERAGE.get(coverage.get(key, ""), "not run")}
+                "check": _CHECK_OF_COVERAGE.get(ledger.get(key, {}).get("status", ""), "not run"),
+                "scope_gaps": describe_scope(ledger[key], vocabulary)[1] if key in ledger else ""}
         if found.block is not None:
             standing[id(found.block)].append(item)
         else:

@@ -30,7 +30,7 @@ import sys
 import sysconfig
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from harness._claims.errors import ClaimsError
 from harness._claims.formats import figure_paths, library_versions
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
+from harness._claims.scope import Dimension
 from harness._running.implementation import reference_implementation
 from harness._running.plain_data import plain_loads
 
@@ -49,7 +50,7 @@ _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode
 
 
 def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
-              alpha: float) -> str:
+              alpha: float, scope: Sequence[Dimension] = ()) -> str:
     assert entry.claim is not None
     check = entry.claim.checks[index]
     parts = {
@@ -60,6 +61,8 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "impl_source": code_digest(impl, verifier.uses) if verifier.uses else None,
         "harness_source": package_digest(_HARNESS),
         "versions": library_versions(),
+        # What the examples reached is stored classified into the course's scope values: a new vocabulary, new keys.
+        "scope": [repr(dimension) for dimension in scope],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 

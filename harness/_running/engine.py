@@ -11,6 +11,7 @@ give the same rows, and a row can go missing from no report.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,9 @@ def evaluate(part: Part, catalogue: Catalogue, options: RunOptions, *, reuse_onl
     entry = part.entry
     assert entry is not None and entry.claim is not None
     verifier = catalogue.verifiers[entry.claim.checks[part.index].verifier]
+    if catalogue.course is not None and options.scope != catalogue.course.scope:
+        # What a check's examples reach is recorded along the dimensions of the claim's own course.
+        options = dataclasses.replace(options, scope=catalogue.course.scope)
     if reuse_only:
         result = reuse_check(entry, part.index, verifier, options)
         if result is None:
@@ -135,7 +139,8 @@ def claim_payload(entry: ClaimEntry, catalogue: Catalogue) -> dict[str, Any]:
     info: dict[str, Any] = {"id": entry.id, "where": entry.where}
     if claim is not None:
         info.update(statement=claim.statement, formula=claim.formula, sources=claim.sources,
-                    limitations=claim.limitations, erratum=claim.erratum, origin=claim.origin, covers=claim.covers,
+                    limitations=claim.limitations, erratum=claim.erratum, clarification=claim.clarification,
+                    origin=claim.origin, covers=claim.covers,
                     checks=len(claim.checks))
         info["citations"] = {key: catalogue.sources[key].full_citation for key in claim.sources
                              if key in catalogue.sources}

@@ -26,6 +26,7 @@ from hypothesis.strategies import SearchStrategy
 
 from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying
+from harness._running import reaching
 from harness._running.context import Call, CallRecord, Context, record_calls
 from harness._running.draws import CannotDraw, Rejected, draw
 from harness._running.executor import CheckTimeout
@@ -100,11 +101,13 @@ def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Seq
             arguments = [draw(strategy, rng) for strategy in strategies]
         except Rejected:  # a strategy's filter
             continue
+        reached = reaching.mark()
         try:
             test(*arguments)
         except Rejected as error:
             if not _rejected_by_the_verifier(error, test):
                 return state
+            reaching.rewind(reached)
             continue
         except CheckTimeout:
             raise
@@ -196,11 +199,13 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
         @functools.wraps(test)
         def example(*args: Any, **kwargs: Any) -> None:
             record.start_example()
+            reached = reaching.mark()
             try:
                 test(*args, **kwargs)
             except Rejected as error:
                 if not _rejected_by_the_verifier(error, test):
                     raise _implementation_rejected(error, record) from error
+                reaching.rewind(reached)
                 hypothesis.reject()
             except UnsatisfiedAssumption as error:  # hypothesis.assume(), which the verifiers do not call
                 if not _rejected_by_the_verifier(error, test):

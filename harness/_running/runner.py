@@ -19,18 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported
+from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
 from harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
 from harness._claims.schema import Check
+from harness._claims.scope import Dimension
 from harness._running.cache import ObservationCache, cache_key
 from harness._running.context import Context, ImplementationView
 from harness._running.executor import SeedRunner, time_limit
 from harness._running.implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
 from harness._running.isolation import run_isolated
 from harness._running.processes import supported as isolation_supported
+from harness._running.reaching import REACHED_KEY, recording
 from harness._running.sharpness import perturbations
 from harness._running.zygote import Zygote
 
@@ -54,7 +56,9 @@ class RunOptions:
     report and figures are written before they replace the report directory's. ``unimportable`` is why
     the implementation could not be imported at the start of the run: the checks that call it are then
     skipped (the run reports that error once), and those that need no implementation still run.
-    ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``).
+    ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``). ``scope`` is
+    the course's scope dimensions (``[tool.claims.scope]``), which what a check's examples reach is recorded
+    along (``harness.reach``); without them nothing is recorded.
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -74,6 +78,7 @@ class RunOptions:
     run_id: str | None = None
     unimportable: str | None = None
     shrink: bool = False
+    scope: tuple[Dimension, ...] = ()
 
     @property
     def figures_dir(self) -> Path:
@@ -109,6 +114,7 @@ class CheckResult:
     not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
     error_in: list[str] = field(default_factory=list)  # the one function an error is about, when it names one
     sharpness: list[dict[str, Any]] = field(default_factory=list)
+    reached: dict[str, dict[str, int]] = field(default_factory=dict)  # dimension -> value -> examples that reached it
     reused: bool = False
     reproduce: str = ""
 
@@ -174,7 +180,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     try:
         cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
-                        alpha=alpha_per_comparison(check)) if cache else ""
+                        alpha=alpha_per_comparison(check), scope=options.scope) if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
         result.reused = observed is not None
         if observed is None and reuse_only:
@@ -184,6 +190,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
                                            check.timeout or DEFAULT_TIMEOUT[options.profile])
             if cache:
                 cache.store(key, observed, options.figures_dir)
+        observed = dict(observed)
+        result.reached = observed.pop(REACHED_KEY, None) or {}
         missing = [key for key in check.expect if key not in observed]
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
@@ -345,7 +353,8 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         shrink=options.shrink,
     )
     try:
-        observed = verifier.function(context)
+        with recording(options.scope) as reached:
+            observed = verifier.function(context)
     except NotImplementedError as error:
         # A stub the verifier reached without declaring it (a function the declared ones call, say).
         stub = raised_in(error, options.impl)
@@ -355,7 +364,10 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
     if not isinstance(observed, Mapping):
         raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
-    return observed
+    if REACHED_KEY in observed:
+        raise VerifierError(f"verifier '{verifier.name}' reports '{REACHED_KEY}', the name under which the harness "
+                            "carries what its examples reached (harness.reach); report that value under another name")
+    return {**observed, REACHED_KEY: reached.as_data()}
 
 
 def _audit(options: RunOptions) -> bool:
