@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="the results file of the run to read (default: the course's reports/claims.json)")
     scope.add_argument("--all", action="store_true", help="every statement with a scope, not only those whose checks "
                                                           "missed part of it")
-    scope.add_argument("ids", nargs="*", help="only these statements (ids, or a step such as 4.4.1)")
+    scope.add_argument("ids", nargs="*", help="only these statements: their ids, or the steps they are in")
     schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
     schema.add_argument("--check", action="store_true", help="only report whether the file is current")
     commands.add_parser("verifiers", help="print every registered verifier and what it uses")
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.claims_dir.is_dir():
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
-        command = {"verify": verify_command, "lint": _lint, "list": _list, "scope": _scope, "schema": _schema, "verifiers": _verifiers,
-                   "new": _new, "audit": _audit, "exercises": _exercises, "sharpness": _sharpness,
-                   "mutants": _mutants, "text": text_commands.run}
+        command = {"verify": verify_command, "lint": _lint, "list": _list, "scope": _scope, "schema": _schema,
+                   "verifiers": _verifiers, "new": _new, "audit": _audit, "exercises": _exercises,
+                   "sharpness": _sharpness, "mutants": _mutants, "text": text_commands.run}
         return command[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)

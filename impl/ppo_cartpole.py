@@ -43,7 +43,9 @@ class PPOConfig:
     n_epochs: int = 10
     """passes over each batch"""
     n_minibatches: int = 2
-    """shuffled minibatches per pass"""
+    """minibatches per pass"""
+    shuffle_minibatches: bool = True
+    """draw each pass's minibatches from a fresh permutation of the batch (else in the rollout's order)"""
     learning_rate: float = 2e-3
     """Adam's step size at the start"""
     anneal_learning_rate: bool = True
@@ -66,6 +68,8 @@ class PPOConfig:
     """recompute log π_old from the current policy at every minibatch (a bug: every ratio is 1; step 4.4.5)"""
     hidden: tuple[int, ...] = (32, 32)
     """widths of the tanh hidden layers of each head"""
+    value_head_scale: float = 1.0
+    """multiply the value head's initial output weights by this (1: the orthogonal initialisation's unit gain)"""
     eval_episodes: int = 10
     """episodes of the deterministic (greedy) evaluation (0: never evaluate)"""
     eval_every: int = 1
@@ -178,6 +182,9 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callabl
     # Evaluation draws from its own stream, so the evaluation schedule does not change training.
     rng, eval_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
     params = ops.actor_critic_init(rng, OBSERVATION_SIZE, N_ACTIONS, config.hidden)
+    if config.value_head_scale != 1.0:
+        output = f"value.w{max(int(name.removeprefix('value.w')) for name in params if name.startswith('value.w'))}"
+        params = {**params, output: params[output] * config.value_head_scale}
     optimizer = ops.adam_init(params)
     env = ops.VectorCartPole(config.n_envs, rng)
     obs = env.observation()
@@ -231,7 +238,7 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callabl
         minibatch_size = config.batch_size // config.n_minibatches
         norms, parts = [], []
         for _ in range(config.n_epochs):
-            order = rng.permutation(config.batch_size)
+            order = rng.permutation(config.batch_size) if config.shuffle_minibatches else np.arange(config.batch_size)
             for start in range(0, config.batch_size, minibatch_size):
                 index = order[start:start + minibatch_size]
                 grads, loss_parts = _minibatch_loss_grad(ops, params, config, {k: v[index] for k, v in flat.items()})

@@ -52,6 +52,14 @@ WRONG_IMPLEMENTATIONS = [
     ("rloo-answer-level", 1, "zoo.mask_with_prompt"),
     ("no-universal-variance-ordering", 0, "loo_as_centered"),
     ("group-mean-variance-fraction-of-loo", 1, "loo_as_centered"),
+    # the checks issue 41 added to reach the statements' scope (tests/test_scope_4_2.py plants the rest)
+    ("state-baseline-unbiased", 2, "zoo.action_dependent_baseline"),
+    ("value-is-expected-action-value", 1, "value_as_plain_mean"),
+    ("group-mean-shrinks-expectation", 2, "centered_over_batch"),
+    ("loo-unbiased", 1, "loo_as_centered"),
+    ("loo-needs-independent-answers", 1, "loo_as_centered"),
+    ("loo-biased-by-shared-reward", 1, "loo_as_centered"),
+    ("rloo-answer-level", 2, "zoo.rloo_as_group_mean"),
 ]
 
 
@@ -98,6 +106,8 @@ WRONG_FORMULAS = [
     ("optimal-scalar-baseline", 0, baseline_optimal, "optimal_baseline_formula", _optimal_baseline_unsquared,
      "unsquared norm"),
     ("optimal-baseline-value-gap-is-covariance", 0, baseline_optimal, "optimal_baseline_formula",
+     _optimal_baseline_unsquared, "unsquared norm"),
+    ("optimal-baseline-depends-on-parameterisation", 1, baseline_optimal, "optimal_baseline_formula",
      _optimal_baseline_unsquared, "unsquared norm"),
     ("optimal-baseline-equals-value-for-constant-score-norm", 0, baseline_optimal, "optimal_baseline_formula",
      _optimal_baseline_without_normaliser, "without its normaliser"),

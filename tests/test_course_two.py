@@ -71,7 +71,7 @@ def test_pytest_runs_the_second_course(course_two):
     done = subprocess.run([sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:randomly"], cwd=course_two,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "1 passed" in done.stdout
+    assert "2 passed" in done.stdout
 
 
 def test_a_step_the_course_does_not_have_is_refused(course_two, capsys):

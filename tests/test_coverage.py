@@ -30,22 +30,27 @@ statements:
     where: "4.2.4"
     says: The leave-one-out advantage is the group-centred one times G/(G-1).
     shape: general
+    scope: {}
   - id: 425-gradient-number
     where: "4.2.5"
     says: The logit gradient of the Bernoulli example is 0.273.
     shape: instance
+    scope: {}
   - id: 425-group-mean-ratio
     where: "4.2.5"
     says: The group-mean estimator's expectation is 7/8 of the gradient, for every p.
     shape: general
+    scope: {}
   - id: 425-misprinted-number
     where: "4.2.5"
     says: A number the fixture misstates on purpose.
     shape: instance
+    scope: {}
   - id: 425-full-profile-only
     where: "4.2.5"
     says: A statement whose only strong check runs in the full profile.
     shape: general
+    scope: {}
   - id: 425-attribution
     where: "4.2.5"
     says: The example is due to <em>somebody</em>.
@@ -53,6 +58,7 @@ statements:
   - id: 425-nobody-checks-this
     where: "4.2.5"
     says: A statement no claim covers & no reason excuses.
+    scope: {}
 """
 
 
@@ -311,16 +317,16 @@ def ran(*checks: tuple[str, str], problems: tuple[str, ...] = ()) -> dict[str, l
     ((("property", "skipped"), ("exact", "skipped")), "not run"),
 ])
 def test_failed_wins_and_a_skipped_strong_check_is_not_run(checks, expected):
-    assert _statement_status(statement(), ran(*checks)) == expected
+    assert _statement_status(statement(), ran(*checks))["status"] == expected
 
 
 def test_weak_means_no_strong_kind_among_the_covering_checks():
-    assert _statement_status(statement(kinds=("exact",)), ran(("exact", "passed"))) == "weak"
-    assert _statement_status(statement("instance", kinds=("exact",)), ran(("exact", "passed"))) == "covered"
-    assert _statement_status(statement(), {}) == "not run"
-    assert _statement_status(statement(), ran(problems=("cannot be loaded",))) == "failed"
-    assert _statement_status({**statement(), "claims": []}, {}) == "missing"
-    assert _statement_status({**statement(), "claims": [], "not_checkable": "why"}, {}) == "not checkable"
+    assert _statement_status(statement(kinds=("exact",)), ran(("exact", "passed")))["status"] == "weak"
+    assert _statement_status(statement("instance", kinds=("exact",)), ran(("exact", "passed")))["status"] == "covered"
+    assert _statement_status(statement(), {})["status"] == "not run"
+    assert _statement_status(statement(), ran(problems=("cannot be loaded",)))["status"] == "failed"
+    assert _statement_status({**statement(), "claims": []}, {})["status"] == "missing"
+    assert _statement_status({**statement(), "claims": [], "not_checkable": "why"}, {})["status"] == "not checkable"
 
 
 # --------------------------------------------------------------------------- lint and the release gate

@@ -23,7 +23,8 @@ VARIANTS = {
             return impl.discounted_returns(r_t, gamma)
         """, ["reward-to-go-same-expectation::exact", "literal-discounted-objective-gradient::property",
               "dropping-discount-factor-changes-direction::counterexample",
-              "reinforce-unbiased-for-chosen-objective::montecarlo", "reward-to-go-definition::property"]),
+              "reinforce-unbiased-for-chosen-objective::montecarlo", "reward-to-go-definition::property",
+              "reward-to-go-same-expectation::property"]),
     "score_without_pi": ("""
         def softmax_score(z, a):
             return np.eye(np.shape(z)[-1])[np.asarray(a)]
@@ -57,7 +58,17 @@ VARIANTS = {
     "pathwise_gradient": ("""
         def objective_gradient(mdp, theta, horizon, gamma=1.0):
             return np.zeros(np.shape(theta))
-        """, ["sampled-action-has-no-pathwise-gradient::counterexample"]),
+        """, ["sampled-action-has-no-pathwise-gradient::counterexample",
+              "sampled-action-has-no-pathwise-gradient::counterexample-2"]),
+    "tabular_score_sign_flipped": ("""
+        def tabular_softmax_score(theta, s, a):
+            return -impl.tabular_softmax_score(theta, s, a)
+        """, ["weight-sign-moves-logit::property", "step-sign-follows-advantage::property-2"]),
+    "returns_with_outer_discount": ("""
+        def discounted_returns(r_t, gamma):
+            return impl.discounted_objective_weights(r_t, gamma)
+        """, ["undiscounted-weighting-is-no-gradient::counterexample",
+              "reinforce-discounted-returns-fit-no-objective::counterexample"]),
     "uniform_actions_in_enumeration": ("""
         def enumerate_trajectories(mdp, pi_sa, horizon):
             shape = np.shape(pi_sa)

@@ -50,6 +50,7 @@ statements:
     where: "4.2.5"
     says: The one-step Bernoulli policy's logit gradient is 0.273.
     shape: instance
+    scope: {}
 """
 
 

@@ -61,7 +61,8 @@ def test_the_checked_function_is_caught_and_the_unchecked_one_is_a_hole(toy_cour
     assert by_function["running_sum"] == {"killed"}
     assert by_function["running_max"] == {"not reached"}
     killers = {mutant["killed_by"] for mutant in results["mutants"] if mutant["status"] == "killed"}
-    assert killers == {"claims/lesson1.yaml::triangular-closed-form::exact"}
+    assert killers and killers <= {"claims/lesson1.yaml::triangular-closed-form::exact",
+                                   "claims/lesson1.yaml::triangular-closed-form::property"}
     assert results["overall"]["score"] < 0.95
     report = (toy_course / "reports" / "mutants.md").read_text(encoding="utf-8")
     assert "toy_impl/__init__.py:" in report and "`running_max`" in report

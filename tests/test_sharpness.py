@@ -116,7 +116,7 @@ def rewrite(course: Path, old: str, new: str) -> None:
     path = next((course / "claims").glob("*.yaml"))
     text = path.read_text(encoding="utf-8")
     assert old in text
-    path.write_text(text.replace(old, new), encoding="utf-8")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")  # the first check's
 
 
 def test_the_command_needs_cached_observations(course_two, capsys):

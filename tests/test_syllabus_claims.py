@@ -9,6 +9,7 @@ text's own readings) have no implementation to replace and are not listed here.
 
 from __future__ import annotations
 
+import math
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -163,6 +164,29 @@ def kl_penalty_without_gradient(logits_t, ref_logits_t, mask_t, beta, aggregatio
     return value, np.zeros_like(gradient)
 
 
+def full_return_without_discount(r_t, gamma):
+    return impl.full_return_weights(r_t, 1)
+
+
+def expectation_operator_discounting_twice(P, R, pi, v, gamma):
+    return impl.bellman_expectation_operator(P, R, pi, v, gamma * gamma)
+
+
+def expectation_operator_with_uniform_policy(P, R, pi, v, gamma):
+    pi = np.asarray(pi)
+    return impl.bellman_expectation_operator(P, R, np.ones(pi.shape, dtype=int) * pi.sum(axis=1, keepdims=True)
+                                             / pi.shape[1], v, gamma)
+
+
+def action_values_without_discount(P, R, v, gamma):
+    return impl.action_values(P, R, v, 1)
+
+
+def surrogate_grad_as_product_of_ratios(ratio_t, advantage_t):
+    weight = math.prod(np.asarray(ratio_t)) * sum(np.asarray(advantage_t))
+    return np.array([weight] * len(ratio_t), dtype=object)
+
+
 # ------------------------------------------------------------------ which check each one must turn red
 
 
@@ -219,6 +243,19 @@ CASES: list[tuple[str, Callable, str, str]] = [
     ("ppo_clip_loss", log_ratio_clip_loss.ppo_clip_loss, "clipped-objective-definition", "property-2"),
     ("surrogate_loss", surrogate_inverse_ratio.surrogate_loss, "per-step-surrogate-is-another-objective", "property-2"),
     ("surrogate_loss", surrogate_with_log_ratio, "per-step-surrogate-is-another-objective", "property-3"),
+    ("full_return_weights", full_return_without_discount, "log-derivative-trick", "property"),
+    ("bellman_expectation_operator", expectation_operator_discounting_twice, "value-is-expected-discounted-return",
+     "property-2"),
+    ("bellman_expectation_operator", expectation_operator_with_uniform_policy, "policy-evaluation-bellman-equation",
+     "property-2"),
+    ("action_values", action_values_without_discount, "bellman-residual-is-advantage", "property-3"),
+    ("baseline_advantages", action_dependent_baseline.baseline_advantages, "baseline-unbiased-three-lines",
+     "property-3"),
+    ("baseline_advantages", baseline_ignored, "action-dependent-baseline-biases-bandit", "counterexample-2"),
+    ("surrogate_objective_grad", surrogate_grad_as_product_of_ratios, "clipping-gives-up-unbiasedness",
+     "counterexample-2"),
+    ("baseline_advantages", baseline_ignored, "baseline-can-raise-variance", "exact"),
+    ("baseline_advantages", baseline_ignored, "baseline-can-raise-variance", "property"),
 ]
 
 

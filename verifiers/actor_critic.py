@@ -2,8 +2,9 @@
 
 Step 4.3.1: the critic's loss, what a critic fitted to wrong targets learns, explained variance,
 a critic that raises the variance of the actor's update, and the gradient routes of a shared
-trunk. Step 4.3.2: the bias of the TD error and of n-step estimates with an approximate critic,
-and their variance, by exact enumeration on a chain. Step 4.3.5: the loop.
+trunk. Step 4.3.2: the TD error's mean with the exact critic, and the bias of the TD error and of
+n-step estimates with an approximate critic and their variance, by exact enumeration on a chain and
+on random MDPs, discounted (γ < 1) or episodic (γ = 1 as well). Step 4.3.5: the loop.
 
 The loop runs on a small corridor: states 0..n-1 and a terminal goal n, start in state 0;
 "left" and "right" move one step, slipping the other way with a small probability; every step
@@ -15,7 +16,7 @@ discounted task is computed here by a linear solve, independently of impl.
 
 from __future__ import annotations
 
-import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -23,8 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
+from verifiers._reach import reach_mdp, transitions_of
 from verifiers.tabular import exact_policy_values
 
 
@@ -130,6 +132,7 @@ def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
 
     def fitted_to_the_mean(batch: tuple) -> None:
         states, targets, errors, sixteenths = batch
+        reach(states=max(states) + 1)  # the tabular critic's table, one entry per state up to the last visited
         s = np.array(states)
         clean = np.array([Fraction(k, 8) for k in targets], dtype=object)
         corrupted = clean + np.array([Fraction(k, 8) for k in errors], dtype=object)
@@ -204,11 +207,16 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
               "bad": np.array([as_written(v) for v in ctx.params.bad_critic], dtype=object)}
     probability = np.full(samples, Fraction(1, samples), dtype=object)
     one = np.ones((1, samples), dtype=int)
+    gamma = Fraction(1)
     means, variances = {}, {}
     for name, critic in values.items():
+        # Rewards are deterministic, so r - V^π(s) is A^π(s, a) exactly; the other critics' advantages are estimates.
+        # The update is averaged under the uniform policy it differentiates: the data are the current policy's.
+        reach(states=n_states, actions=n_actions, horizon=1, discount=gamma, data="current",
+              advantages="exact" if name == "exact" else "estimated")
         advantages = ctx.impl.gae_advantages(rewards[s, a][None, :], critic[s][None, :],
                                              np.zeros((1, samples), dtype=object) + Fraction(0), one, one,
-                                             Fraction(1), Fraction(1))
+                                             gamma, Fraction(1))
         updates = ctx.impl.score_function_gradient(advantages.reshape(samples, 1), table_scores)
         means[name], variances[name] = _mean_and_variance(probability, updates)
     return {
@@ -268,6 +276,7 @@ def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
         x = rng.normal(size=(p.batch_size, p.obs_size))
         actions = rng.integers(p.n_actions, size=p.batch_size)
         targets = rng.normal(size=p.batch_size)
+        reach(actions=p.n_actions, advantages="estimated")  # Â = V̂ - V from drawn targets: estimates
 
         trunk = np.tanh(x @ network["policy.w0"] + network["policy.b0"])
         logits = trunk @ network["policy.w1"] + network["policy.b1"]
@@ -322,7 +331,8 @@ class Corridor(BaseModel):
     step_reward: float = Field(description="reward of every step")
     goal_reward: float = Field(description="extra reward for reaching the goal")
     time_limit: int = Field(ge=1, description="steps after which an episode is truncated")
-    gamma: float = Field(gt=0, lt=1, description="the discount γ")
+    gamma: float = Field(gt=0, le=1, description="the discount γ (below 1 where J or V^π of the untruncated task "
+                                                  "is solved)")
     gae_lambda: float = Field(ge=0, le=1, description="the GAE parameter λ")
     n_steps: int = Field(ge=2, description="transitions per environment in one rollout")
     n_envs: int = Field(ge=1, description="environments run in lockstep")
@@ -352,10 +362,20 @@ def corridor(params: Corridor) -> dict[str, np.ndarray]:
 
 def objective(theta: np.ndarray, mdp: dict[str, np.ndarray], gamma: float) -> float:
     """J(θ) = ρ_0 · V^{π_θ}, with V^{π_θ} from (I - γ P_π) V = R_π (the goal absorbs with reward 0)."""
+    if gamma >= 1:
+        raise ValueError(f"J of the untruncated corridor is solved here for γ < 1 only (the goal absorbs), got {gamma}")
     pi = np.exp(log_softmax(theta))
     transition = np.einsum("sa,sat->st", pi, mdp["P"])
     values = np.linalg.solve(np.eye(len(pi)) - gamma * transition, (pi * mdp["R"]).sum(axis=1))
     return float(mdp["rho_0"] @ values)
+
+
+def reach_corridor(params: Corridor, mdp: dict[str, np.ndarray], **more: object) -> None:
+    """What a corridor witness reached: its states (the goal included), actions and transitions, the time
+    limit as the most decisions of an episode, and any other dimension (the discount, where the check
+    computes with it; the policy its data come from)."""
+    P = mdp["P"]
+    reach(states=P.shape[0], actions=P.shape[1], transitions=transitions_of(P), horizon=params.time_limit, **more)
 
 
 def _collect(ctx: Context, theta: np.ndarray, phi: np.ndarray, mdp: dict[str, np.ndarray], rng: np.random.Generator
@@ -427,6 +447,7 @@ def rollout_contents(ctx: Context) -> dict[str, object]:
     """
     mdp = corridor(ctx.params)
     theta, phi = _start(mdp, ctx.rng)
+    reach_corridor(ctx.params, mdp, data="current")  # the rollout is read against the policy that collected it
     return _rollout_findings(ctx, ctx.params, mdp, theta, phi, _collect(ctx, theta, phi, mdp, ctx.rng))
 
 
@@ -437,7 +458,7 @@ def _sixteenths(low: int, high: int) -> st.SearchStrategy[float]:
 # Corridors and loop settings in the contract's domain: any size, slip, rewards, time limit and buffer.
 _corridors = st.builds(Corridor, states=st.integers(1, 4), slip=st.sampled_from([0.0, 0.1, 0.3]),
                        step_reward=_sixteenths(-16, 16), goal_reward=_sixteenths(0, 32), time_limit=st.integers(1, 6),
-                       gamma=_sixteenths(1, 15), gae_lambda=_sixteenths(0, 16), n_steps=st.integers(2, 12),
+                       gamma=_sixteenths(1, 16), gae_lambda=_sixteenths(0, 16), n_steps=st.integers(2, 12),
                        n_envs=st.integers(1, 4), actor_lr=_sixteenths(1, 16), critic_lr=_sixteenths(1, 16))
 _seeds = st.integers(0, 2**32 - 1)
 
@@ -452,6 +473,7 @@ def rollout_contents_property(ctx: Context) -> dict[str, object]:
         rng = np.random.default_rng(seed)
         mdp = corridor(params)
         theta, phi = _start(mdp, rng)
+        reach_corridor(params, mdp, data="current")  # the rollout is read against the policy that collected it
         rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
                                            params.time_limit, params.n_steps, params.n_envs, rng)
         findings = _rollout_findings(ctx, params, mdp, theta, phi, rollout)
@@ -495,6 +517,8 @@ def _one_loop(ctx: Context, params: Corridor, seed: int) -> tuple[np.ndarray, np
     rng = np.random.default_rng(seed)
     mdp = corridor(params)
     theta, phi = _start(mdp, rng)
+    # The iteration updates the policy that collected the rollout; its advantages come from a random critic φ.
+    reach_corridor(params, mdp, discount=params.gamma, data="current", advantages="estimated")
     rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
                                        params.time_limit, params.n_steps, params.n_envs, rng)
     advantages = reference_gae(rollout, params.gamma, params.gae_lambda)
@@ -572,6 +596,7 @@ def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp = corridor(params)
     theta, phi = _start(mdp, ctx.rng)
+    reach_corridor(params, mdp, discount=params.gamma, data="current", advantages="estimated")
     rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
     log_pi = log_softmax(theta)[rollout.s_t, rollout.a_t]
 
@@ -599,6 +624,7 @@ def normalisation_leaves_critic_step(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp = corridor(params)
     theta, phi = _start(mdp, ctx.rng)
+    reach_corridor(params, mdp, discount=params.gamma, data="current", advantages="estimated")
     rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
     updates = {normalize: ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
                                                           params.actor_lr, params.critic_lr, normalize=normalize)
@@ -619,6 +645,8 @@ def iteration_improves_return(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp = corridor(params)
     theta, phi = np.zeros((len(mdp["rho_0"]), 2)), np.zeros(len(mdp["rho_0"]))
+    # Every run updates the policy that collected its rollout, with advantages from a zero critic's GAE.
+    reach_corridor(params, mdp, discount=params.gamma, data="current", advantages="estimated")
     before = objective(theta, mdp, params.gamma)
     improvements = []
     for _ in range(params.runs[ctx.profile]):
@@ -661,6 +689,22 @@ class Chain(BaseModel):
     risky_high: float
     risky_low: float
     critic_error: float = Field(0, description="V̂(s) - V^π(s) in every state of the chain")
+
+
+def chain_kernel(chain: Chain) -> np.ndarray:
+    """P[k, a, k2] of the chain: both actions advance from k to k + 1, and the end (state ``length``) absorbs.
+
+    Its randomness is in the rewards, not in the next state."""
+    P = np.zeros((chain.length + 1, len((SAFE, RISKY)), chain.length + 1), dtype=int)
+    for k in range(chain.length):
+        P[k, :, k + 1] = 1
+    P[chain.length, :, chain.length] = 1
+    return P
+
+
+def reach_chain(chain: Chain, **more: object) -> None:
+    """What a chain witness reached: its states, actions and transitions, γ and its episodes' length."""
+    reach_mdp(chain_kernel(chain), gamma=as_written(chain.gamma), horizon=chain.length, **more)
 
 
 def _chain_outcomes(chain: Chain) -> dict[int, list[tuple[Fraction, Fraction]]]:
@@ -733,6 +777,8 @@ def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     error_term = gamma * (1 - ends) * as_written(chain.critic_error) - as_written(chain.critic_error)
     observed: dict[str, object] = {}
     for critic_name, critic in (("exact_critic", values), ("approximate_critic", chain_critic(chain, values))):
+        # The TD error is handed V^π itself, or a critic that errs: exact values, or estimates.
+        reach_chain(chain, advantages="exact" if critic is values else "estimated")
         for action_name, action in (("safe", SAFE), ("risky", RISKY)):
             outcomes = _chain_outcomes(chain)[action]
             rewards = np.array([r for r, _ in outcomes], dtype=object)
@@ -759,6 +805,7 @@ def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
     chain = ctx.params
     values = chain_values(chain)
     critic = chain_critic(chain, values)
+    reach_chain(chain, advantages="exact" if chain.critic_error == 0 else "estimated")
     rewards, probability = _chain_paths(chain, RISKY)
     q_value = chain_action_value(chain, RISKY)
     gamma, error = as_written(chain.gamma), as_written(chain.critic_error)
@@ -796,18 +843,6 @@ def _n_step_paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizo
             np.array([probability for _, _, probability in paths], dtype=object))
 
 
-@functools.cache
-def _small_mdps(n_states: int, n_actions: int) -> st.SearchStrategy:
-    weights = st.lists(st.integers(0, 3), min_size=n_states * n_actions * n_states,
-                       max_size=n_states * n_actions * n_states)
-    policy = st.lists(st.integers(0, 3), min_size=n_states * n_actions, max_size=n_states * n_actions)
-    eighths = st.lists(st.integers(-40, 40), min_size=n_states * n_actions, max_size=n_states * n_actions)
-    errors = st.lists(st.integers(-16, 16), min_size=n_states, max_size=n_states)
-    return st.tuples(weights, policy, eighths, errors, st.integers(1, 15), st.integers(0, n_states - 1),
-                     st.integers(0, n_actions - 1), st.integers(2, 3)).map(
-        functools.partial(_small_mdp, n_states, n_actions))
-
-
 def _rows(weights: list[int], shape: tuple[int, ...]) -> np.ndarray:
     """Integer weights to exact probabilities along the last axis; an all-zero row puts its mass on index 0."""
     table = np.array(weights, dtype=int).reshape(shape)
@@ -815,34 +850,90 @@ def _rows(weights: list[int], shape: tuple[int, ...]) -> np.ndarray:
     return np.vectorize(Fraction, otypes=[object])(table, table.sum(axis=-1, keepdims=True))
 
 
-def _small_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
-    weights, policy, eighths, errors, gamma, state, action, horizon = drawn
-    return {"P": _rows(weights, (n_states, n_actions, n_states)), "pi": _rows(policy, (n_states, n_actions)),
-            "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
-            "error": np.array([Fraction(k, 8) for k in errors], dtype=object), "gamma": Fraction(gamma, 16),
-            "state": state, "action": action, "horizon": horizon}
+def _small_mdp(drawn: tuple) -> dict[str, object]:
+    """A random exact MDP, discounted (γ < 1, every state live) or episodic (γ <= 1 with a terminal state).
+
+    An episodic MDP's last state is terminal: it absorbs, pays 0 and is worth 0, and every live state and
+    action reaches it with probability at least 1/10, so its episodes end with probability 1 and V^π is
+    finite at γ = 1 as well. A deterministic MDP sends each (s, a) to the next state of largest weight
+    (discounted ones only: a deterministic episodic MDP could cycle among live states forever).
+    """
+    (n_live, n_actions, episodic, deterministic, weights, terminal_weights, policy, eighths, errors,
+     gamma_sixteenths, state, action, horizon) = drawn
+    n_states = n_live + episodic
+    table = np.array(weights[:n_live * n_actions * n_live], dtype=int).reshape(n_live, n_actions, n_live)
+    if deterministic and not episodic:
+        table = (np.arange(n_live) == table.argmax(axis=-1)[..., None]).astype(int)
+    if episodic:
+        # A terminal weight of 1 to 4 against live weights of at most 3 x 3: at least 1/10 of every row.
+        reaching_the_end = np.array(terminal_weights[:n_live * n_actions], dtype=int).reshape(n_live, n_actions, 1)
+        table = np.concatenate([table, reaching_the_end + 1], axis=-1)
+        table = np.concatenate([table, np.zeros((1, n_actions, n_states), dtype=int)])
+        table[-1, :, -1] = 1
+    policy_table = np.array(policy[:n_states * n_actions], dtype=int).reshape(n_states, n_actions)
+    if episodic:
+        policy_table[-1] = np.arange(n_actions) == 0  # one action in the terminal state: its paths do not branch
+    R = np.array([Fraction(k, 8) for k in eighths[:n_states * n_actions]], dtype=object).reshape(n_states, n_actions)
+    if episodic:
+        R[-1] = Fraction(0)
+    return {"P": _rows(table.reshape(-1).tolist(), (n_states, n_actions, n_states)),
+            "pi": _rows(policy_table.reshape(-1).tolist(), (n_states, n_actions)), "R": R,
+            "error": np.array([Fraction(k, 8) for k in errors[:n_states]], dtype=object),
+            "gamma": Fraction(gamma_sixteenths if episodic else min(gamma_sixteenths, 15), 16),
+            "live": n_live, "terminal": n_live if episodic else None,
+            "state": state % n_live, "action": action % n_actions, "horizon": horizon}
 
 
-_small_exact_mdps = st.tuples(st.integers(1, 3), st.integers(1, 2)).flatmap(lambda size: _small_mdps(*size))
+# 1 to 3 live states, 2 or 3 actions, discounted or episodic, stochastic or (discounted only) deterministic. The
+# paths of an n-step estimate grow as (states x actions)^n, so the largest MDPs take horizons of 2 only.
+_small_exact_mdps = st.tuples(
+    st.integers(1, 3), st.integers(2, 3), st.booleans(), st.booleans(),
+    st.lists(st.integers(0, 3), min_size=27, max_size=27), st.lists(st.integers(0, 3), min_size=9, max_size=9),
+    st.lists(st.integers(0, 3), min_size=12, max_size=12), st.lists(st.integers(-40, 40), min_size=12, max_size=12),
+    st.lists(st.integers(-16, 16), min_size=4, max_size=4), st.integers(1, 16), st.integers(0, 2), st.integers(0, 2),
+    st.integers(2, 3),
+).map(lambda drawn: _small_mdp(drawn[:-1] + (2 if (drawn[0] + drawn[2]) * drawn[1] > 6 else drawn[-1],)))
+
+
+def mdp_policy_values(mdp: dict) -> np.ndarray:
+    """V^π of a :func:`_small_mdp`, solved here with sympy on its live states; a terminal state is worth 0."""
+    live = mdp["live"]
+    values = exact_policy_values(mdp["P"][:live, :, :live], mdp["R"][:live], mdp["pi"][:live], mdp["gamma"])
+    return np.concatenate([values, np.array([Fraction(0)] * (len(mdp["R"]) - live), dtype=object)])
+
+
+def _path_masks(s: np.ndarray, terminal: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """terminated and trace_cut of paths s[0..n] (states by row): a step into the terminal state terminates and cuts
+    the trace, and so does the paths' last step (the end of the array)."""
+    terminated = (s[1:] == terminal).astype(int) if terminal is not None else np.zeros(s[1:].shape, dtype=int)
+    trace_cut = terminated.copy()
+    trace_cut[-1] = 1
+    return terminated, trace_cut
 
 
 @verifier("actor_critic.n_step_tradeoff_property", kind="property", uses=("n_step_advantages",))
 def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, policies and critic errors e = V̂ - V^π, for each horizon n up to the
-    drawn one and a drawn (s_0, a_0), with impl's n-step estimate on every n-step path (exact):
+    """On random exact MDPs (discounted with γ < 1, or episodic with γ <= 1, γ = 1 included; stochastic or
+    deterministic transitions; 2 or 3 actions), policies and critic errors e = V̂ - V^π, for each horizon
+    n up to the drawn one and a drawn (s_0, a_0), with impl's n-step estimate on every n-step path (exact;
+    a step into the terminal state flagged terminated):
 
-    - its mean is Q^π(s_0, a_0) - V̂(s_0) + γ^n E[e(s_n)]: the critic's error enters the target only
-      through the bootstrap, with weight γ^n, so at most γ^n max|e|;
+    - its mean is Q^π(s_0, a_0) - V̂(s_0) + γ^n E[e(s_n); s_n not terminal]: the critic's error enters the
+      target only through the bootstrap, with weight γ^n on the episodes still running at step n, a
+      weight that never grows with n (and stays 1 until an episode ends when γ = 1);
     - with the exact critic, one more step adds exactly γ^{2n} E[δ_n^2] to its variance
-      (δ_n = r_n + γ V^π(s_{n+1}) - V^π(s_n) has mean zero given the past), never less than 0.
+      (δ_n = r_n + γ V^π(s_{n+1}) - V^π(s_n) has mean zero given the past, and is 0 once the episode has
+      ended), never less than 0.
 
     V^π and Q^π are solved here with sympy, independently of impl.
     """
 
     def trades_bias_for_variance(mdp: dict) -> None:
         P, R, pi, gamma, error = (mdp[k] for k in ("P", "R", "pi", "gamma", "error"))
-        state, action = mdp["state"], mdp["action"]
-        values = exact_policy_values(P, R, pi, gamma)
+        state, action, terminal = mdp["state"], mdp["action"], mdp["terminal"]
+        # A discounted MDP runs forever, an episodic one until its terminal state: both are unbounded horizons.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages=["exact", "estimated"])
+        values = mdp_policy_values(mdp)
         q_value = R[state, action] + gamma * (P[state, action] * values).sum()
         critics = {"exact": values, "approximate": values + error}
         variances = []
@@ -850,13 +941,13 @@ def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
             states, actions, probability = _n_step_paths(P, pi, state, action, n)
             s = np.array(states).T
             a = np.array(actions).T
-            last = np.zeros(a.shape, dtype=int)
-            last[-1] = 1
+            terminated, trace_cut = _path_masks(s, terminal)
+            running = s[-1] != terminal if terminal is not None else np.ones(s.shape[1], dtype=bool)
             for name, critic in critics.items():
-                estimate = ctx.impl.n_step_advantages(R[s[:-1], a], critic[s[:-1]], critic[s[1:]],
-                                                      np.zeros(a.shape, dtype=int), last, gamma, n)[0]
+                estimate = ctx.impl.n_step_advantages(R[s[:-1], a], critic[s[:-1]], critic[s[1:]], terminated,
+                                                      trace_cut, gamma, n)[0]
                 mean, variance = _mean_and_variance(probability, estimate)
-                bootstrap_error = gamma**n * (probability * (critic - values)[s[-1]]).sum()
+                bootstrap_error = gamma**n * (probability * running * (critic - values)[s[-1]]).sum()
                 assert mean == q_value - critic[state] + bootstrap_error, (name, n, mean, q_value, bootstrap_error)
                 if name == "exact":
                     variances.append((variance, probability, s, a))
@@ -868,6 +959,39 @@ def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
             assert longer - variance == added and added >= 0, (n, longer - variance, added)
 
     return check_property(ctx, trades_bias_for_variance, _small_exact_mdps)
+
+
+@verifier("actor_critic.td_error_mean_property", kind="property", uses=("td_errors",))
+def td_error_mean_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs and policies (:func:`_small_mdp`: discounted with γ < 1, or episodic with γ <= 1,
+    γ = 1 included; stochastic or deterministic transitions; 1 to 3 live states, 2 or 3 actions), with
+    the critic V^π solved here, the mean over s_{t+1} ~ P(·|s_t, a_t) of impl's TD error at every live
+    (s_t, a_t) is A^π(s_t, a_t) = R(s_t, a_t) + γ Σ_{s'} P(s'|s_t, a_t) V^π(s') - V^π(s_t), exactly.
+
+    A step into the terminal state is flagged terminated, and the value stored for that state is a drawn
+    number, not its V^π = 0: a critic's output for a terminal observation means nothing, and only the
+    flag keeps it out of δ_t.
+    """
+
+    def is_advantage(mdp: dict) -> None:
+        P, R, gamma, terminal, live = (mdp[k] for k in ("P", "R", "gamma", "terminal", "live"))
+        # V^π of a discounted MDP, or of an episodic one run to its terminal state: an unbounded horizon.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+        values = mdp_policy_values(mdp)
+        stored = values.copy()
+        terminated = np.zeros((live, P.shape[1], P.shape[2]), dtype=int)
+        if terminal is not None:
+            stored[terminal] = mdp["error"][terminal]
+            terminated[..., terminal] = 1
+        shape = terminated.shape
+        delta = ctx.impl.td_errors(np.broadcast_to(R[:live, :, None], shape),
+                                   np.broadcast_to(values[:live, None, None], shape),
+                                   np.broadcast_to(stored[None, None, :], shape), terminated, gamma)
+        mean = (P[:live] * delta).sum(axis=-1)
+        advantage = R[:live] + gamma * (P[:live] * values).sum(axis=-1) - values[:live, None]
+        assert np.array_equal(mean, advantage), (mean, advantage)
+
+    return check_property(ctx, is_advantage, _small_exact_mdps)
 
 
 class TwoChains(BaseModel):
@@ -888,6 +1012,7 @@ def long_target_noise_exact(ctx: Context) -> dict[str, object]:
         chain = getattr(ctx.params, name)
         values = chain_values(chain)
         critic = chain_critic(chain, values)
+        reach_chain(chain, advantages="exact" if chain.critic_error == 0 else "estimated")
         rewards, probability = _chain_paths(chain, None)
         observed[f"{name}_episodes"] = len(probability)
         for horizon, n in (("long", chain.length), ("one_step", 1)):

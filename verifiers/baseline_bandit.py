@@ -1,19 +1,24 @@
-"""A constant baseline in the three-armed bandit of the week-16 syllabus (step 2).
+"""A constant baseline in the three-armed bandit of the week-16 syllabus (step 2), and a baseline b(s) per prompt.
 
 The policy is softmax(θ) at θ = 0, uniform over the arms; the single-sample gradient estimate
 for arm a is g(a) = (R(a) - b)(e_a - π). Its "total variance" is the trace of its covariance,
-E||g - E g||^2, the sum of the per-coordinate variances.
+E||g - E g||^2, the sum of the per-coordinate variances. With several prompts s (drawn from d(s)),
+each with its own softmax policy and baseline b(s), the same estimate can be lowered or raised by
+b(s) (the interview answer's point 2, step 4).
 """
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written
+from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
@@ -49,6 +54,8 @@ def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     by exact enumeration of the arms (fractions; the exact scores e_a - π are checked against
     impl's softmax score). ``mean_reward`` is E_π[R], the policy's mean reward."""
     arms = len(ctx.params.rewards)
+    # Every arm of the policy's own draw, enumerated, each with its exact (deterministic) reward.
+    reach_bandit(arms, data="current", advantages="exact")
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
     reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
@@ -86,6 +93,8 @@ def variance_montecarlo(ctx: Context) -> dict[str, object]:
                 for label, b in baselines.items()}
     n = ctx.samples_needed(max(supports.values(), key=lambda support: support[1]))
     arms = categorical(ctx.rng, pi, 2 * n)
+    # Arms drawn from the policy whose score is taken; each arm's reward is its exact value.
+    reach_bandit(len(rewards), data="current", advantages="exact")
     scores = ctx.impl.softmax_score(np.broadcast_to(logits, (2 * n, len(rewards))), arms)
     observed = {}
     for label, b in baselines.items():
@@ -94,3 +103,89 @@ def variance_montecarlo(ctx: Context) -> dict[str, object]:
         observed[f"total_variance_{label}"] = ctx.mean_estimate((difference * difference).sum(axis=1) / 2,
                                                                 supports[label], "empirical-bernstein")
     return observed
+
+
+# --------------------------------------------------------------------------- a baseline b(s) can raise the variance
+
+
+def _prompts(drawn: tuple) -> dict[str, object]:
+    """Prompts drawn with integer weights, each a softmax policy over K arms with positive integer weights, rewards
+    and a baseline b(s) in eighths: exact rational entries throughout."""
+    state_weights, policies, eighths, baselines = drawn
+    total = sum(state_weights)
+    return {"d": [Fraction(w, total) for w in state_weights],
+            "pi": [np.array([Fraction(w, sum(row)) for w in row], dtype=object) for row in policies],
+            "R": [np.array([Fraction(k, 8) for k in row], dtype=object) for row in eighths],
+            "b": [Fraction(k, 8) for k in baselines]}
+
+
+def _prompts_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
+    rows = functools.partial(st.lists, min_size=n_states, max_size=n_states)
+    arms = functools.partial(st.lists, min_size=n_actions, max_size=n_actions)
+    return st.tuples(rows(st.integers(1, 4)), rows(arms(st.integers(1, 4))), rows(arms(st.integers(-40, 40))),
+                     rows(st.integers(-80, 80))).map(_prompts)
+
+
+_contextual_bandits = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(lambda size: _prompts_of_size(*size))
+
+
+def _moments(ctx: Context, prompts: dict, baselines: list[Fraction]) -> tuple[np.ndarray, Fraction]:
+    """E[g] and E||g||^2 of g = (R(s, a) - b(s)) ∇ log π(a|s), prompts drawn from d and arms from π(·|s), exactly.
+
+    The parameters are every prompt's logits, so the score of (s, a) is e_a - π(·|s) in s's block and zero
+    elsewhere; each estimate goes through impl's baseline advantages and estimator.
+    """
+    n_actions = len(prompts["pi"][0])
+    mean = np.array([Fraction(0)] * (len(prompts["d"]) * n_actions), dtype=object)
+    second = Fraction(0)
+    for s, (d_s, pi_s, reward_s, b_s) in enumerate(zip(prompts["d"], prompts["pi"], prompts["R"], baselines,
+                                                       strict=True)):
+        scores = np.zeros((n_actions, mean.size), dtype=int).astype(object)
+        scores[:, s * n_actions:(s + 1) * n_actions] = exact_softmax_scores(pi_s)
+        _, gradients = _single_sample_gradients(ctx, reward_s, b_s, scores)
+        mean = mean + d_s * (pi_s @ gradients)
+        second += d_s * (pi_s @ (gradients * gradients).sum(axis=1))
+    return mean, second
+
+
+@verifier("baseline_bandit.state_baseline_variance_property", kind="property",
+          uses=(*_USES, "softmax_score"))
+def state_baseline_variance_property(ctx: Context) -> dict[str, object]:
+    """On random prompts (one to three, drawn with random probabilities d(s)), each a softmax policy over two to
+    four arms with exact rewards, and a random baseline b(s) per prompt: subtracting b(s) leaves E[g] as it is and
+    changes the total variance tr Cov[g] by exactly Σ_s d(s) W(s) [(b(s) - b*(s))^2 - b*(s)^2], with
+    W(s) = E[||∇ log π||^2 | s] and b*(s) = E[R ||∇ log π||^2 | s] / W(s) computed here. So it is lowered only by a
+    baseline close enough to b*, and raised by any farther one: b(s) = b*(s) + 2|b*(s)| + 1 raises it in every
+    example, and b*(s) itself never raises it.
+
+    Every quantity is exact (fractions), compared with ==; impl's score at each prompt's logits is checked
+    against e_a - π(·|s).
+    """
+
+    def changes_by_distance(prompts: dict) -> None:
+        n_states, n_actions = len(prompts["d"]), len(prompts["pi"][0])
+        # The estimator is handed each arm's exact (deterministic) reward, drawn by the policy it scores.
+        reach(states=n_states, actions=n_actions, horizon=1, data="current", advantages="exact")
+        weight, optimum = [], []
+        for pi_s, reward_s in zip(prompts["pi"], prompts["R"], strict=True):
+            scores = exact_softmax_scores(pi_s)
+            assert softmax_score_agrees(ctx, pi_s, scores), ("impl's softmax score", pi_s)
+            norms = (scores * scores).sum(axis=1)
+            weight.append(pi_s @ norms)
+            optimum.append((pi_s * reward_s) @ norms / weight[-1])
+
+        def total_variance(baselines: list[Fraction]) -> tuple[np.ndarray, Fraction]:
+            mean, second = _moments(ctx, prompts, baselines)
+            return mean, second - mean @ mean
+
+        mean_without, without = total_variance([Fraction(0)] * n_states)
+        mean_with, with_baseline = total_variance(prompts["b"])
+        assert np.array_equal(mean_with, mean_without), ("b(s) moved E[g]", mean_with, mean_without)
+        predicted = sum(d * w * ((b - opt) ** 2 - opt**2)
+                        for d, w, b, opt in zip(prompts["d"], weight, prompts["b"], optimum, strict=True))
+        assert with_baseline - without == predicted, (with_baseline - without, predicted)
+        far = [opt + 2 * abs(opt) + 1 for opt in optimum]
+        assert total_variance(far)[1] > without, ("a far baseline did not raise the variance", far)
+        assert total_variance(optimum)[1] <= without, ("b* raised the variance", optimum)
+
+    return check_property(ctx, changes_by_distance, _contextual_bandits)

@@ -1,12 +1,13 @@
 """Group estimators beyond the Bernoulli example (module steps 4.2.3-4.2.5).
 
 Symbolic statements for any group size G, exact enumeration of a categorical policy with K
-actions (every group of G answers), a calibrated Monte Carlo test of the same case, and
-properties of impl's group advantages.
+actions (every group of G answers) for one policy and for random ones, a calibrated Monte Carlo
+test of the same case, and properties of impl's group advantages.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -16,8 +17,9 @@ import sympy as sp
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, rounding_bound
+from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
@@ -36,6 +38,7 @@ def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
     and the leave-one-out expectation minus m.
     """
     group_size = sp.Symbol("G", integer=True, positive=True)
+    reach(group=group_size)
     i, j = sp.symbols("i j", integer=True, positive=True)
     m, mu_r, mu_s = sp.symbols("m mu_R mu_S", real=True)
     others = sp.Sum(mu_r * mu_s, (j, 1, group_size - 1)).doit()
@@ -61,6 +64,7 @@ def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
     (G-1)^2/G^2.
     """
     group_size, r_i, others = sp.symbols("G R_i T")
+    reach(group=group_size)
     mu, nu = sp.symbols("mu nu", real=True)
     centered = r_i - (r_i + others) / group_size
     leave_one_out = r_i - others / (group_size - 1)
@@ -93,6 +97,8 @@ class CategoricalGroup(BaseModel):
 
 def _group_estimates(ctx: Context, rewards: np.ndarray, scores: np.ndarray) -> dict[str, np.ndarray]:
     """The three estimates (1/G) Σ_i A_i S_i per group, through impl; rewards [n, G], scores [n, G, K]."""
+    # Sampled rewards, and for two of the three a baseline from the same group: estimates of the advantage.
+    reach(advantages="estimated")
     advantages = {
         "no_baseline": rewards,
         "group_mean": ctx.impl.group_centered_advantages(rewards),
@@ -116,6 +122,8 @@ def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     gradient = (pi * reward_a) @ scores_a
     groups = np.array(list(itertools.product(range(len(pi)), repeat=ctx.params.group_size)))
     probability = np.prod(pi[groups], axis=1)
+    # Every group of one-action answers weighted by the policy whose score is taken: on-policy data.
+    reach_bandit(len(pi), group=groups.shape[1], data="current", tokens=1)
     estimates = _group_estimates(ctx, reward_a[groups], scores_a[groups])
     ratios = {f"{name}_ratio": list((probability @ values) / gradient) for name, values in estimates.items()}
     return {
@@ -149,6 +157,8 @@ def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     widest = max(largest_advantage.values()) * largest_score_k.max()
     n = ctx.samples_needed((-widest, widest))
     actions = categorical(ctx.rng, pi, (n, group_size))
+    # Drawn from the policy whose score is taken, in groups of G one-action answers.
+    reach_bandit(len(pi), group=actions.shape[1], data="current", tokens=1)
     logits = np.broadcast_to(np.log(pi), (n, group_size, len(pi)))
     estimates = _group_estimates(ctx, reward_a[actions], ctx.impl.softmax_score(logits, actions))
     observed = {}
@@ -157,6 +167,47 @@ def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
         observed[name] = [ctx.mean_estimate(values[:, k], (-bound_k[k], bound_k[k]), "empirical-bernstein")
                           for k in range(len(pi))]
     return observed
+
+
+def _categorical_group(n_actions: int, group_size: int, drawn: tuple) -> dict[str, object]:
+    weights, eighths = drawn
+    return {"pi": np.array([Fraction(w, sum(weights)) for w in weights], dtype=object),
+            "rewards": np.array([Fraction(k, 8) for k in eighths], dtype=object), "group_size": group_size}
+
+
+@functools.cache
+def _categorical_groups_of_size(n_actions: int, group_size: int) -> st.SearchStrategy:
+    return st.tuples(st.lists(st.integers(1, 6), min_size=n_actions, max_size=n_actions),
+                     st.lists(st.integers(-40, 40), min_size=n_actions, max_size=n_actions)).map(
+        functools.partial(_categorical_group, n_actions, group_size))
+
+
+# Two to four actions and groups of two to four answers, at most 81 groups to enumerate (K = 4 with G <= 3).
+_categorical_groups = st.integers(2, 4).flatmap(lambda k: st.tuples(st.just(k), st.integers(2, 4 if k < 4 else 3))
+                                                ).flatmap(lambda size: _categorical_groups_of_size(*size))
+
+
+@verifier("baseline_groups.categorical_estimators_property", kind="property",
+          uses=(*_ADVANTAGES, "score_function_gradient"))
+def categorical_estimators_property(ctx: Context) -> dict[str, object]:
+    """For random exact softmax policies over K = 2 to 4 answers, rewards and G = 2 to 4, the exact expectations
+    over all K^G groups of independent answers of impl's three estimators (1/G) Σ_i A_i S_i: without a baseline
+    and with leave-one-out it is the gradient Σ_a π(a) R(a) (e_a - π) in the logits, computed here from one
+    answer; with the group mean it is (G-1)/G times that gradient, coordinate by coordinate."""
+
+    def expectations(case: dict) -> None:
+        pi, reward_a, group_size = case["pi"], case["rewards"], case["group_size"]
+        scores_a = exact_softmax_scores(pi)
+        gradient = (pi * reward_a) @ scores_a
+        groups = np.array(list(itertools.product(range(len(pi)), repeat=group_size)))
+        probability = np.prod(pi[groups], axis=1)
+        reach_bandit(len(pi), group=groups.shape[1], data="current", tokens=1)
+        expected = {"no_baseline": list(gradient), "leave_one_out": list(gradient),
+                    "group_mean": list(Fraction(group_size - 1, group_size) * gradient)}
+        for name, values in _group_estimates(ctx, reward_a[groups], scores_a[groups]).items():
+            assert list(probability @ values) == expected[name], (name, list(probability @ values), expected[name])
+
+    return check_property(ctx, expectations, _categorical_groups)
 
 
 _exact_reward = st.fractions(min_value=-10, max_value=10, max_denominator=64)
@@ -176,6 +227,7 @@ def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
 
     def sums_to_zero(groups: tuple[list[Fraction], list[float]]) -> None:
         exact, floats = groups
+        reach(group=[len(exact), len(floats)])
         advantages = list(ctx.impl.group_centered_advantages(np.array(exact, dtype=object)))
         assert advantages == [r - sum(exact) / len(exact) for r in exact], (exact, advantages)
         assert sum(advantages) == 0, exact
@@ -200,6 +252,7 @@ def equal_rewards_property(ctx: Context) -> dict[str, object]:
     def all_zero(case: tuple[int, float, Fraction, float]) -> None:
         size, value, exact_value, eps = case
         rewards = np.full(size, value)
+        reach(group=len(rewards))
         mean_rounding = rounding_bound(2 * size, abs(value))
         floats = [("group_centered_advantages", ctx.impl.group_centered_advantages(rewards), mean_rounding),
                   ("group_normalized_advantages", ctx.impl.group_normalized_advantages(rewards, eps),
@@ -233,6 +286,7 @@ def normalized_advantages_property(ctx: Context) -> dict[str, object]:
 
     def standardised(case: tuple[list[float], float]) -> None:
         rewards, eps = case
+        reach(group=len(rewards))
         advantages = ctx.impl.group_normalized_advantages(np.array(rewards), eps)
         size = len(rewards)
         assert np.all(np.isfinite(advantages)), (rewards, advantages)

@@ -9,7 +9,7 @@ import sympy as sp
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
@@ -47,6 +47,7 @@ def second_moment_symbolic(ctx: Context) -> dict[str, object]:
     which makes b* the global minimum, not just a stationary point.
     """
     categories, a, b, pi, q, n = _symbols()
+    reach(actions=categories, states=1)
     moment = sp.Sum(pi[a] * (q[a] - b) ** 2 * n[a], (a, 1, categories))
     weight = sp.Sum(pi[a] * n[a], (a, 1, categories))
     optimal = optimal_baseline_formula(pi, q, n, a, categories)
@@ -65,6 +66,7 @@ def second_moment_symbolic(ctx: Context) -> dict[str, object]:
 def constant_norm_symbolic(ctx: Context) -> dict[str, object]:
     """b* - V when ||g(a)||^2 = c for every action: Σ π Q c / Σ π c - Σ π Q, zero once Σ π = 1."""
     categories, a, _, pi, q, n = _symbols()
+    reach(actions=categories, states=1)
     constant = sp.Symbol("c", positive=True)
     total = sp.Sum(pi[a], (a, 1, categories))
     optimal = optimal_baseline_formula(pi, q, n, a, categories).xreplace({n[a]: constant})
@@ -96,6 +98,7 @@ def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
 
     def minimises(case: tuple[list[int], list[Fraction], list[list[Fraction]], Fraction]) -> None:
         weights, values, rows, b = case
+        reach(actions=len(weights), states=1)
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q = np.array(values, dtype=object)
         scores = np.array(rows, dtype=object)
@@ -132,6 +135,7 @@ def softmax_example(ctx: Context) -> dict[str, object]:
     independently in sympy from π = exp(z)/Σ exp(z) and g(a) = e_a - π, evaluated to 60 digits."""
     logits, q = np.array(ctx.params.logits), np.array(ctx.params.q)
     actions = np.arange(len(logits))
+    reach(actions=len(actions), states=1)
     pi = ctx.impl.softmax(logits)
     scores = ctx.impl.softmax_score(np.broadcast_to(logits, (len(actions), len(logits))), actions)
     value = ctx.impl.state_value_from_q(pi, q)
@@ -168,6 +172,7 @@ def uniform_policy_exact(ctx: Context) -> dict[str, object]:
     exactly (fractions; the exact scores are checked against impl's softmax score)."""
     categories = len(ctx.params.q)
     pi = np.array([Fraction(1, categories)] * categories, dtype=object)
+    reach(actions=len(pi), states=1)
     q = np.array([as_written(v) for v in ctx.params.q], dtype=object)
     scores = exact_softmax_scores(pi)
     value = ctx.impl.state_value_from_q(pi, q)
@@ -190,6 +195,7 @@ def value_gap_symbolic(ctx: Context) -> dict[str, object]:
     with larger score norms have larger Q.
     """
     categories, a, _, pi, q, n = _symbols()
+    reach(actions=categories, states=1)
 
     def mean(term: sp.Basic) -> sp.Basic:
         return sp.Sum(pi[a] * term, (a, 1, categories))
@@ -232,6 +238,7 @@ def value_gap_exact(ctx: Context) -> dict[str, object]:
     softmax score), with the verifier's own squared score norms and the covariance Cov_π(Q, ||g||^2)
     computed from its definition; all in fractions."""
     pi, q = _exact_fractions(ctx.params.pi), _exact_fractions(ctx.params.q)
+    reach(actions=len(pi), states=1)
     scores = exact_softmax_scores(pi)
     norms = (scores * scores).sum(axis=1)
     covariance = pi @ (q * norms) - (pi @ q) * (pi @ norms)
@@ -291,6 +298,7 @@ def parameterisation_exact(ctx: Context) -> dict[str, object]:
     """
     pi, q = [Fraction(p) for p in ctx.params.pi], _exact_fractions(ctx.params.q)
     categories = len(pi)
+    reach(actions=categories, states=1)
     theta = sp.symbols(f"theta1:{categories + 1}", real=True)
     exp_logits = [sp.exp(t) for t in theta]
     scaled = [sp.exp(c * t) for c, t in zip(ctx.params.logit_scales, theta, strict=True)]
@@ -316,6 +324,50 @@ def parameterisation_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
+_TWO_ACTIONS = 2
+_PARAMETERS = 3
+
+
+@verifier("baseline_optimal.two_action_parameterisation_symbolic", kind="symbolic")
+def two_action_parameterisation_symbolic(ctx: Context) -> dict[str, object]:
+    """b* of a two-action policy in any parameterisation and any weighted Euclidean norm, K = 2 and sympy.
+
+    The logits z_1(θ), z_2(θ) are undefined functions of three parameters θ, so π = softmax(z(θ)) stands for
+    every parameterisation (a network's output layer included); the squared norm of a score g is
+    Σ_k m_k g_k^2 with positive symbolic weights m_k. The scores are differentiated by sympy, every derivative
+    ∂z_a/∂θ_k is then a free symbol, and b* (the boxed formula, :func:`optimal_baseline_formula`) is
+    simplified. Reported: b* minus (1 - π_1) Q_1 + π_1 Q_2, and whether b* still involves a derivative of the
+    logits or a weight of the norm. Both scores are multiples of ∇(z_1 - z_2), by 1 - π_1 and -π_1, so
+    their squared norms keep the ratio (1 - π_1)^2 : π_1^2 whatever the parameters and the norm.
+    """
+    theta = sp.symbols(f"theta1:{_PARAMETERS + 1}", real=True)
+    logits = [sp.Function(f"z{a}")(*theta) for a in range(1, _TWO_ACTIONS + 1)]
+    reach(actions=len(logits), states=1)
+    partition = sum(sp.exp(z) for z in logits)
+    probabilities = [sp.exp(z) / partition for z in logits]
+    norm_weights = sp.symbols(f"m1:{_PARAMETERS + 1}", positive=True)
+    values = sp.symbols(f"Q1:{_TWO_ACTIONS + 1}", real=True)
+    slopes = {sp.Derivative(z, t): sp.Symbol(f"dz{a}_{k}", real=True)
+              for a, z in enumerate(logits, 1) for k, t in enumerate(theta, 1)}
+    levels = {z: sp.Symbol(f"x{a}", real=True) for a, z in enumerate(logits, 1)}
+
+    def plain(expr: sp.Basic) -> sp.Basic:
+        return expr.subs(slopes).subs(levels)
+
+    squared_norms = [plain(sum(m * sp.diff(sp.log(p), t) ** 2 for m, t in zip(norm_weights, theta, strict=True)))
+                     for p in probabilities]
+    _, a, _, pi, q, n = _symbols()
+    optimal = optimal_baseline_formula(pi, q, n, a, _TWO_ACTIONS).doit().subs(
+        {pi[i + 1]: plain(p) for i, p in enumerate(probabilities)}
+        | {q[i + 1]: v for i, v in enumerate(values)} | {n[i + 1]: m for i, m in enumerate(squared_norms)})
+    optimal = sp.simplify(optimal)
+    first = plain(probabilities[0])
+    return {
+        "optimal_minus_closed_form": sp.simplify(optimal - ((1 - first) * values[0] + first * values[1])),
+        "depends_on_parameterisation_or_norm": bool(optimal.free_symbols & (set(slopes.values()) | set(norm_weights))),
+    }
+
+
 @verifier("baseline_optimal.regression_target_symbolic", kind="symbolic")
 def regression_target_symbolic(ctx: Context) -> dict[str, object]:
     """The squared error E_π[(Q(A) - v)^2] = Σ_a π_a (Q_a - v)^2 of a constant prediction v, K symbolic.
@@ -325,6 +377,7 @@ def regression_target_symbolic(ctx: Context) -> dict[str, object]:
     regression on sampled returns targets V.
     """
     categories, a, v, pi, q, _ = _symbols()
+    reach(actions=categories, states=1)
     total = sp.Sum(pi[a], (a, 1, categories))
     value = state_value_formula(pi, q, a, categories)
     error = sp.Sum(pi[a] * (q[a] - v) ** 2, (a, 1, categories))
@@ -348,6 +401,7 @@ def regression_target_property(ctx: Context) -> dict[str, object]:
 
     def minimises(case: tuple[list[int], list[Fraction], Fraction]) -> None:
         weights, values, prediction = case
+        reach(actions=len(weights), states=1)
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q = np.array(values, dtype=object)
 

@@ -1,21 +1,27 @@
 """What may be subtracted without changing the expected gradient (module step 4.2.1, week 16 step 2).
 
-Also the exact categorical helpers the other baseline verifiers share: the score of a softmax
-policy with respect to its logits, e_a - π, computed from exact probabilities and checked against
-the implementation's own (float) softmax score.
+Also the exact helpers the other baseline verifiers share: the score of a softmax policy with respect
+to its logits, e_a - π, computed from exact probabilities and checked against the implementation's own
+(float) softmax score; and random tabular MDPs, episodic or discounted, with their exact V^π, Q^π and
+discounted state visitation, solved here over the rationals.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sympy import QQ
+from sympy.polys.matrices import DomainMatrix
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, rounding_bound
+from verifiers._reach import reach_mdp
 
 
 def exact_softmax_scores(pi_a: np.ndarray) -> np.ndarray:
@@ -44,6 +50,7 @@ def score_mean_zero_symbolic(ctx: Context) -> dict[str, object]:
     ∂ log π_a / ∂z_k is differentiated by sympy, and the expectation is summed over a.
     """
     categories = sp.Symbol("K", integer=True, positive=True)
+    reach(actions=categories, states=1)
     a, j, k = sp.symbols("a j k", integer=True)
     theta, baseline = sp.symbols("theta b", real=True)
     pi = sp.Function("pi")
@@ -80,12 +87,13 @@ _two_step_mdps = st.tuples(st.lists(_probability, min_size=3, max_size=3),
 
 
 def _two_step_expected_gradient(ctx: Context, p_s: list[Fraction], r_sa: list[list[Fraction]],
-                                b_s: list[Fraction], gamma: Fraction) -> np.ndarray:
+                                b_s: list[Fraction], gamma: Fraction) -> tuple[np.ndarray, int]:
     """E[Σ_t (G_t - b(s_t)) ∇ log π(a_t|s_t)] over the four episodes of a two-step MDP.
 
     s0 -> (a0) -> s_{1+a0} -> (a1) -> end; two actions per state, π(1|s) = p_s[s], reward r(s, a).
     The policy is a softmax over two logits per state, so the parameter vector has 6 entries and
-    the score of (s, a) is e_a - π(.|s) in the block of state s.
+    the score of (s, a) is e_a - π(.|s) in the block of state s. Also returns the number of decisions
+    of an episode.
     """
     pi_sa = [np.array([1 - p, p], dtype=object) for p in p_s]
     expected = np.zeros(6, dtype=object)
@@ -97,10 +105,11 @@ def _two_step_expected_gradient(ctx: Context, p_s: list[Fraction], r_sa: list[li
             returns = np.array([rewards[0] + gamma * rewards[1], rewards[1]], dtype=object)
             advantages = ctx.impl.baseline_advantages(returns, np.array([b_s[0], b_s[s1]], dtype=object))
             estimate = np.zeros(6, dtype=object)
-            for t, (state, action) in enumerate(((0, a0), (s1, a1))):
+            steps = ((0, a0), (s1, a1))
+            for t, (state, action) in enumerate(steps):
                 estimate[2 * state:2 * state + 2] += advantages[t] * exact_softmax_scores(pi_sa[state])[action]
             expected = expected + probability * estimate
-    return expected
+    return expected, len(steps)
 
 
 @verifier("baseline_state.state_baseline_unbiased_property", kind="property", uses=("baseline_advantages",))
@@ -114,8 +123,12 @@ def state_baseline_unbiased_property(ctx: Context) -> dict[str, object]:
 
     def unbiased(mdp: tuple[list[Fraction], list[list[Fraction]], list[Fraction], Fraction]) -> None:
         p_s, r_sa, b_s, gamma = mdp
-        with_baseline = _two_step_expected_gradient(ctx, p_s, r_sa, b_s, gamma)
-        without = _two_step_expected_gradient(ctx, p_s, r_sa, [Fraction(0)] * 3, gamma)
+        with_baseline, horizon = _two_step_expected_gradient(ctx, p_s, r_sa, b_s, gamma)
+        without, _ = _two_step_expected_gradient(ctx, p_s, r_sa, [Fraction(0)] * 3, gamma)
+        # s_1 = 1 + a_0 is a function of the action; the coefficients are sampled returns G_t of the
+        # episodes, each weighted by its probability under the policy whose score is taken.
+        reach(states=len(p_s), actions=len(r_sa[0]), transitions="deterministic", horizon=horizon, discount=gamma,
+              advantages="estimated", data="current")
         assert list(with_baseline) == list(without), (list(with_baseline), list(without))
 
     return check_property(ctx, unbiased, _two_step_mdps)
@@ -145,6 +158,7 @@ def action_dependent_compensated_symbolic(ctx: Context) -> dict[str, object]:
     not identically zero and vanishes when every b_a is the same value c.
     """
     categories = sp.Symbol("K", integer=True, positive=True)
+    reach(actions=categories, states=1)
     a = sp.Symbol("a", integer=True)
     theta = sp.Symbol("theta", real=True)
     pi = sp.Function("pi")
@@ -156,6 +170,7 @@ def action_dependent_compensated_symbolic(ctx: Context) -> dict[str, object]:
     bias_formula = -sp.Derivative(sp.Sum(pi(a, theta) * baseline[a], (a, 1, categories)), theta).doit()
 
     logits = sp.symbols(f"z1:{_SOFTMAX_ACTIONS + 1}", real=True)
+    reach(actions=len(logits), states=1)
     values = sp.symbols(f"Q1:{_SOFTMAX_ACTIONS + 1}", real=True)
     baselines = sp.symbols(f"b1:{_SOFTMAX_ACTIONS + 1}", real=True)
     partition = sum(sp.exp(z) for z in logits)
@@ -198,6 +213,7 @@ def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
 
     def compensated(case: tuple[list[int], list[Fraction], list[Fraction]]) -> None:
         weights, values, baselines = case
+        reach(actions=len(weights), states=1)
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q, b = np.array(values, dtype=object), np.array(baselines, dtype=object)
         scores = exact_softmax_scores(pi)
@@ -242,6 +258,7 @@ def action_dependent_bias(ctx: Context) -> dict[str, object]:
     action-independent baseline Σ_a π(a) b(a).
     """
     pi = np.array([Fraction(p) for p in ctx.params.pi], dtype=object)
+    reach(actions=len(pi), states=1)
     q, b = (np.array([as_written(v) for v in values], dtype=object) for values in (ctx.params.q, ctx.params.b))
     scores = exact_softmax_scores(pi)
 
@@ -273,6 +290,7 @@ def advantage_mean_zero_symbolic(ctx: Context) -> dict[str, object]:
     a once the outer sum is expanded, so two sums cancel only when they are the same sum.
     """
     categories = sp.Symbol("K", integer=True, positive=True)
+    reach(actions=categories, states=1)
     a, c = sp.symbols("a c", integer=True)
     pi, q = sp.IndexedBase("pi", positive=True), sp.IndexedBase("Q", real=True)
     value = state_value_sum(pi, q, c, categories)
@@ -297,6 +315,7 @@ def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
 
     def mean_zero(case: tuple[list[int], list[Fraction], Fraction]) -> None:
         weights, values, offset = case
+        reach(actions=len(weights), states=1)
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q = np.array(values, dtype=object)
         value = ctx.impl.state_value_from_q(pi, q)
@@ -311,3 +330,147 @@ def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
         assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
     return check_property(ctx, mean_zero, _policies_and_values)
+
+
+# --------------------------------------------------------------------------- exact policy evaluation
+
+
+def exact_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """x with ``matrix @ x = rhs``, over the rationals (sympy's ``DomainMatrix`` over QQ), independently of impl."""
+    size = len(rhs)
+
+    def rational(x: Fraction | int) -> object:
+        x = Fraction(x)
+        return QQ(x.numerator, x.denominator)
+
+    system = DomainMatrix([[rational(x) for x in row] for row in matrix], (size, size), QQ)
+    solution = system.lu_solve(DomainMatrix([[rational(x)] for x in rhs], (size, 1), QQ))
+    return np.array([Fraction(int(x.numerator), int(x.denominator)) for x in solution.to_list_flat()], dtype=object)
+
+
+def exact_policy_evaluation(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fraction
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """V^π and Q^π of a kernel ``P[s, a, s2]`` whose rows may sum to less than 1 (the rest ends the episode),
+    solved here: (I - γ P_π) V = R_π, then Q = R + γ P V. ``P`` may carry a last column for the end of the
+    episode (:data:`mdps_with_end`); only the columns of the S states count."""
+    n_states = R.shape[0]
+    live = P[:, :, :n_states]
+    transition = (pi[:, :, None] * live).sum(axis=1)
+    system = np.eye(n_states, dtype=int).astype(object) - gamma * transition
+    values = exact_solve(system, (pi * R).sum(axis=1))
+    return values, R + gamma * (live * values).sum(axis=-1)
+
+
+def exact_discounted_visitation(P: np.ndarray, pi: np.ndarray, rho: np.ndarray, gamma: Fraction) -> np.ndarray:
+    """d(s) = Σ_t γ^t Pr(s_t = s) from s_0 ~ ρ: the solution of (I - γ P_π)^T d = ρ, solved here."""
+    n_states = len(rho)
+    transition = (pi[:, :, None] * P[:, :, :n_states]).sum(axis=1)
+    return exact_solve((np.eye(n_states, dtype=int).astype(object) - gamma * transition).T, rho)
+
+
+def longest_episode(P: np.ndarray) -> float:
+    """The most decisions an episode of ``P[s, a, s2]`` (last column: the episode ends) can take from any of its
+    S = P.shape[0] states: infinite when moves of positive probability close a cycle among the states."""
+    n_states = P.shape[0]
+    successors = [sorted({s2 for s2 in range(n_states) if any(P[s, a, s2] != 0 for a in range(P.shape[1]))})
+                  for s in range(n_states)]
+    decisions: dict[int, float] = {}
+    on_path: set[int] = set()
+
+    def longest_from(s: int) -> float:
+        if s in on_path:
+            return math.inf
+        if s not in decisions:
+            on_path.add(s)
+            decisions[s] = 1 + max((longest_from(s2) for s2 in successors[s]), default=0)
+            on_path.discard(s)
+        return decisions[s]
+
+    return max(longest_from(s) for s in range(n_states))
+
+
+def _normalised(weights: list[int]) -> np.ndarray:
+    return np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+
+
+def _mdp_with_end(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    """``P[s, a, :]`` over the S states and, in a last column, the end of the episode; ρ and π are positive.
+
+    At γ = 1 every (s, a) ends the episode with probability at least 1/10, so that V^π is finite; below 1 the
+    end may have probability 0 (a continuing MDP, or moves that are a function of the state and action).
+    With ``forward`` the moves only go to higher-numbered states, so every episode ends within S decisions.
+    A (s, a) drawn to move nowhere ends the episode.
+    """
+    moves, endings, eighths, policy, start, baselines, gamma_eighths, forward = drawn
+    gamma = Fraction(gamma_eighths, 8)
+    if forward:
+        moves = [[w if s2 > pair // n_actions else 0 for s2, w in enumerate(move)] for pair, move in enumerate(moves)]
+    endings = [end if gamma < 1 and sum(move) + end > 0 else max(end, 1) for move, end in zip(moves, endings,
+                                                                                               strict=True)]
+    P = np.array([_normalised([*move, end]) for move, end in zip(moves, endings, strict=True)],
+                 dtype=object).reshape(n_states, n_actions, n_states + 1)
+    return {"P": P, "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
+            "pi": np.array([_normalised(row) for row in policy], dtype=object), "rho": _normalised(start),
+            "b": np.array([Fraction(k, 8) for k in baselines], dtype=object), "gamma": gamma}
+
+
+@functools.cache
+def _mdps_with_end_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
+    pairs = n_states * n_actions
+    moves = st.lists(st.lists(st.integers(0, 3), min_size=n_states, max_size=n_states), min_size=pairs,
+                     max_size=pairs)
+    endings = st.lists(st.integers(0, 3), min_size=pairs, max_size=pairs)
+    eighths = st.lists(st.integers(-40, 40), min_size=pairs, max_size=pairs)
+    policy = st.lists(st.lists(st.integers(1, 4), min_size=n_actions, max_size=n_actions), min_size=n_states,
+                      max_size=n_states)
+    start = st.lists(st.integers(1, 3), min_size=n_states, max_size=n_states)
+    baselines = st.lists(st.integers(-40, 40), min_size=n_states, max_size=n_states)
+    return st.tuples(moves, endings, eighths, policy, start, baselines, st.integers(1, 8), st.booleans()).map(
+        functools.partial(_mdp_with_end, n_states, n_actions))
+
+
+# One to three states, two to four actions, γ from 1/8 to 1, a positive policy and start distribution; moves
+# anywhere, or only forward (episodes of at most S decisions). When every (s, a) ends the episode at once, each
+# state is a bandit.
+mdps_with_end = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(
+    lambda size: _mdps_with_end_of_size(*size))
+
+
+def tabular_softmax_scores(pi: np.ndarray) -> np.ndarray:
+    """scores[s, a] = ∇_θ log π(a|s) for a tabular softmax θ[s, a], flattened: e_a - π(.|s) in the block of s."""
+    n_states, n_actions = pi.shape
+    scores = np.zeros((n_states, n_actions, n_states * n_actions), dtype=object) + Fraction(0)
+    for s in range(n_states):
+        scores[s, :, s * n_actions:(s + 1) * n_actions] = exact_softmax_scores(pi[s])
+    return scores
+
+
+@verifier("baseline_state.state_baseline_exact_q_property", kind="property", uses=("baseline_advantages",))
+def state_baseline_exact_q_property(ctx: Context) -> dict[str, object]:
+    """On random MDPs (:data:`mdps_with_end`: one to three states, two to four actions, deterministic or stochastic
+    moves, γ in (0, 1]) with a tabular softmax policy, the policy gradient Σ_s d(s) Σ_a π(a|s) C(s, a) ∇log π(a|s)
+    with impl's coefficients C = Q^π(s, a) - b(s) equals, exactly, the one with C = Q^π(s, a) - 0.
+
+    Q^π and the discounted visitation d(s) = Σ_t γ^t Pr(s_t = s) are solved here over the rationals;
+    b is a random baseline per state. impl's ``baseline_advantages`` gets every (s, a) in one array, state
+    by state, with b(s) repeated for each action of s, so a baseline it takes from a neighbouring entry
+    depends on the action.
+    """
+
+    def unchanged(mdp: dict) -> None:
+        P, R, pi, rho, b, gamma = (mdp[k] for k in ("P", "R", "pi", "rho", "b", "gamma"))
+        n_states, n_actions = R.shape
+        _, q = exact_policy_evaluation(P, R, pi, gamma)
+        # The coefficients are the exact Q^π of the witness; its states are visited under the policy scored.
+        reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact", data="current")
+        weights = (exact_discounted_visitation(P, pi, rho, gamma)[:, None] * pi).reshape(-1)
+        scores = tabular_softmax_scores(pi).reshape(n_states * n_actions, -1)
+
+        def gradient(baseline: np.ndarray) -> list[Fraction]:
+            coefficients = ctx.impl.baseline_advantages(q.reshape(-1), np.repeat(baseline, n_actions))
+            return list((weights * coefficients) @ scores)
+
+        with_baseline, without = gradient(b), gradient(np.zeros(n_states, dtype=int).astype(object))
+        assert with_baseline == without, (with_baseline, without)
+
+    return check_property(ctx, unchanged, mdps_with_end)

@@ -8,7 +8,7 @@ import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 
 
 @verifier("baselines.loo_identity", kind="symbolic")
@@ -19,6 +19,7 @@ def loo_identity(ctx: Context) -> dict[str, object]:
     residual proves the identity for every G >= 2 at once.
     """
     group_size, r_i, others = sp.symbols("G R_i T")
+    reach(group=group_size)
     mean = (r_i + others) / group_size
     leave_one_out = r_i - others / (group_size - 1)
     scaled_centered = group_size / (group_size - 1) * (r_i - mean)
@@ -39,6 +40,7 @@ def loo_identity_property(ctx: Context) -> dict[str, object]:
     def identity_holds(groups: list[list[Fraction]]) -> None:
         rewards = np.array(groups, dtype=object)
         size = rewards.shape[-1]
+        reach(group=size)
         loo = ctx.impl.leave_one_out_advantages(rewards)
         centered = ctx.impl.group_centered_advantages(rewards)
         assert np.array_equal(loo, Fraction(size, size - 1) * centered), (loo, centered)

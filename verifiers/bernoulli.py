@@ -18,10 +18,13 @@ import sympy as sp
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written
+from verifiers._reach import reach_bandit
 from verifiers._sampling import bernoulli
 
+# The two actions of the one-step Bernoulli policy: A = 1 with probability p, A = 0 otherwise.
+_ACTIONS = (0, 1)
 _USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
          "leave_one_out_advantages")
 
@@ -49,8 +52,10 @@ def logit_score_formulas() -> dict[int, sp.Basic]:
 def logit_score_symbolic(ctx: Context) -> dict[str, object]:
     """The derivative of log π(a) in the logit z, minus a - p, for both actions (sympy, p = σ(z) symbolic)."""
     p = sp.Symbol("p", positive=True)
+    formulas = logit_score_formulas()
+    reach_bandit(len(formulas))
     return {"score_minus_action_minus_p": [sp.simplify(formula - (a - p))
-                                           for a, formula in sorted(logit_score_formulas().items())]}
+                                           for a, formula in sorted(formulas.items())]}
 
 
 _probabilities = st.fractions(min_value=Fraction(1, 1000), max_value=Fraction(999, 1000), max_denominator=1000)
@@ -65,6 +70,7 @@ def logit_score_property(ctx: Context) -> dict[str, object]:
 
     def agrees(case: tuple[Fraction, list[int]]) -> None:
         p, actions = case
+        reach_bandit(len(formulas))
         exact_p = sp.Rational(p.numerator, p.denominator)
         expected = [Fraction(str(formulas[a].subs(p_symbol, exact_p))) for a in actions]
         observed = ctx.impl.bernoulli_logit_score(np.array(actions, dtype=object), p)
@@ -76,6 +82,8 @@ def logit_score_property(ctx: Context) -> dict[str, object]:
 
 
 def _estimates(ctx: Context, actions: np.ndarray, p: object, rewards: np.ndarray) -> dict[str, np.ndarray]:
+    # Every estimator is handed sampled rewards, and two of them a baseline drawn from the same group.
+    reach(advantages="estimated")
     score = ctx.impl.bernoulli_logit_score(actions, p)
     advantages = {
         "no_baseline": rewards,
@@ -86,9 +94,14 @@ def _estimates(ctx: Context, actions: np.ndarray, p: object, rewards: np.ndarray
 
 
 def _group_outcomes(params: BernoulliGroup) -> tuple[np.ndarray, np.ndarray, Fraction, np.ndarray]:
-    """Every group of G actions, its probability, p, and the rewards, all exact."""
+    """Every group of G actions, its probability, p, and the rewards, all exact.
+
+    The groups' probabilities are the policy's own, the one whose score the estimators use: on-policy
+    answers to one prompt, each a single action.
+    """
     p, success, failure = as_written(params.p), as_written(params.reward_success), as_written(params.reward_failure)
-    groups = np.array(list(itertools.product((0, 1), repeat=params.group_size)), dtype=object)
+    groups = np.array(list(itertools.product(_ACTIONS, repeat=params.group_size)), dtype=object)
+    reach_bandit(len(_ACTIONS), group=groups.shape[1], data="current", tokens=1)
     successes = groups.sum(axis=1)
     probability = np.array([p**k * (1 - p) ** (params.group_size - k) for k in successes], dtype=object)
     rewards = np.where(groups == 1, success, failure).astype(object)
@@ -139,6 +152,8 @@ def group_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     widest = max(bounds.values())
     n = ctx.samples_needed((-widest, widest))
     actions = bernoulli(ctx.rng, params.p, (n, group_size))
+    # Drawn from the policy whose score is taken, in groups of G one-action answers.
+    reach_bandit(len(_ACTIONS), group=actions.shape[1], data="current", tokens=1)
     rewards = np.where(actions == 1, params.reward_success, params.reward_failure)
     estimates = _estimates(ctx, actions, params.p, rewards)
     return {name: ctx.mean_estimate(values, (-bounds[name], bounds[name]), "empirical-bernstein")
@@ -206,6 +221,7 @@ def normalized_estimator_ratios(ctx: Context) -> dict[str, object]:
         centered = ctx.impl.score_function_gradient(ctx.impl.group_centered_advantages(rewards), score)
         normalized = ctx.impl.score_function_gradient(
             ctx.impl.group_normalized_advantages(rewards.astype(float), ctx.params.eps), score.astype(float))
+        reach(advantages="estimated")
         centered_ratios.append((probability * centered).sum() / gradient)
         normalized_ratios.append(float(probability.astype(float) @ normalized) / float(gradient))
     return {"centered_ratio": centered_ratios, "normalized_ratio": normalized_ratios}

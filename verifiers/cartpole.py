@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import Field
 
-from harness import ClaimsError, Context, NoParams, SeedRun, check_property, verifier
+from harness import ClaimsError, Context, NoParams, SeedRun, check_property, reach, verifier
 from verifiers._numeric import largest, rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
@@ -149,6 +149,7 @@ def step_matches_equations_property(ctx: Context) -> dict[str, object]:
 
     def steps_as_the_equations_say(case: tuple[np.ndarray, np.ndarray, int]) -> None:
         state, actions, reset_seed = case
+        reach(transitions="deterministic")  # the oracle, euler_step, is a function of the state and the action
         env = ctx.impl.VectorCartPole(state.shape[0], np.random.default_rng(reset_seed))
         env.state = state.copy()
         dynamics_error = _errors_in_tolerances(ctx.impl.cartpole_dynamics(state, actions[0]),
@@ -223,6 +224,7 @@ def time_limit_from_reset(ctx: Context) -> dict[str, object]:
         previous_truncated[ended] = truncated[ended]
         running[ended] = 0
         observation = step.observation
+    reach(horizon=[*truncated_lengths, *terminated_lengths])  # the decisions of each episode that ended
     return {
         "truncated_episode_lengths": sorted(set(truncated_lengths)),
         "longest_episode": int(max([*truncated_lengths, *terminated_lengths, *running.tolist()])),
@@ -324,6 +326,7 @@ def matches_gymnasium(ctx: Context) -> dict[str, object]:
         elif terminated:
             terminated_at.append(length)
     gym_env.close()
+    reach(horizon=lengths)
     differing = _gymnasium_constants_differing(constants, cartpole)
     return {
         "gymnasium_version": gymnasium.__version__,
@@ -357,6 +360,18 @@ def greedy_returns(impl: Any, params: dict[str, np.ndarray], episodes: int, seed
         returns += np.asarray(step.reward) * running
         running &= ~(np.asarray(step.terminated, dtype=bool) | np.asarray(step.truncated, dtype=bool))
     return returns
+
+
+def _reach_ppo_run(impl: Any, run: Any, final_returns: np.ndarray | None = None) -> None:
+    """What one seed's PPO run computed with: its discount, the actions its policy chooses among, the lengths of
+    the verifiers' evaluation episodes (+1 per step, so a return is a length), advantages estimated by GAE with the
+    run's critic (impl's gae_advantages, in LOOP_USES) and ratios against the rollout's stored π_old. Called in the
+    verifier's own process: the seeds' processes record nothing."""
+    observation = impl.VectorCartPole(1, np.random.default_rng(0)).observation()
+    actions = np.shape(impl.policy_logits(run.params, observation))[-1]
+    reach(discount=run.config.gamma, actions=actions, advantages="estimated", data="old")
+    if final_returns is not None:
+        reach(horizon=np.asarray(final_returns))
 
 
 def _train_ppo(run: SeedRun, total_env_steps: int, eval_every: int) -> object:
@@ -420,6 +435,8 @@ def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     results = ctx.map_seeds(_train_and_evaluate, params.seeds, params.total_env_steps, params.eval_every,
                             params.final_eval_episodes, {})
     runs = [run for run, _ in results]
+    for run, returns in results:
+        _reach_ppo_run(ctx.impl, run, returns)
     finals = [float(returns.mean()) for _, returns in results]
     tracked = ("value_loss", "entropy", "kl_k3", "grad_norm", "explained_variance")
     observed = {
@@ -484,9 +501,17 @@ def one_detail_changed_experiment(ctx: Context) -> dict[str, object]:
     arms = {name: ctx.map_seeds(_train_and_evaluate, params.seeds, params.total_env_steps, 0,
                                 params.final_eval_episodes, changes)
             for name, changes in (("default", {}), ("changed", dict(params.changed)))}
+    for results in arms.values():
+        for run, returns in results:
+            _reach_ppo_run(ctx.impl, run, returns)
     finals = {name: [float(returns.mean()) for _, returns in results] for name, results in arms.items()}
     kl = {name: [float(np.median(run.diagnostics["kl_k3"])) for run, _ in results] for name, results in arms.items()}
+    # Both arms of a seed start alike: a run that differs anywhere shows that the loop honours the changed detail.
+    differ = [any(not np.array_equal(default.diagnostics[name], changed.diagnostics[name], equal_nan=True)
+                  for name in ("kl_k3", "loss", "grad_norm"))
+              for (default, _), (changed, _) in zip(arms["default"], arms["changed"], strict=True)]
     return {
+        "seeds_where_runs_differ": int(sum(differ)),
         "default_final_returns": finals["default"],
         "changed_final_returns": finals["changed"],
         "seeds": list(params.seeds),
@@ -524,6 +549,8 @@ def ratios_in_training(ctx: Context) -> dict[str, object]:
     and k3 KL; per seed their largest values over the iterations, and :func:`ratio_statistics` of them."""
     config = ctx.impl.PPOConfig(total_env_steps=ctx.params.total_env_steps, eval_every=0)
     runs = ctx.map_seeds(_train_ppo, ctx.params.seeds, ctx.params.total_env_steps, 0)
+    for run in runs:
+        _reach_ppo_run(ctx.impl, run)
     outside = [float(run.diagnostics["ratio_outside_fraction"].max()) for run in runs]
     kl = [float(run.diagnostics["kl_k3"].max()) for run in runs]
     return {

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, Declined, Unsupported, check_property, verifier
+from harness import Context, Declined, Unsupported, check_property, reach, verifier
 from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
@@ -32,6 +32,15 @@ EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
 # The harness's bound on the epsilon normalize_advantages adds to the standard deviation, which is
 # there only to keep the division finite (Stable-Baselines3 and CleanRL add 1e-8).
 STABILISER_AT_MOST = 1e-5
+
+
+def reach_buffer(gamma: object, length: int) -> None:
+    """What a buffer witness reached: its discount, and its length as the horizon of the trajectory it holds.
+
+    Its values V(s_t) are drawn numbers, a critic's, never V^π of an environment: the advantages
+    computed from them are estimates.
+    """
+    reach(discount=gamma, horizon=length, advantages="estimated")
 
 
 @verifier("gae.telescoping_symbolic", kind="symbolic")
@@ -52,6 +61,8 @@ def telescoping_symbolic(ctx: Context) -> dict[str, object]:
     def right_side(horizon: sp.Expr, rewards: sp.Expr) -> sp.Expr:
         return rewards + gamma ** (horizon + 1) * v[t + horizon + 1] - v[t]
 
+    # γ carries no assumption, so the proof speaks for γ = 1 and γ < 1; the segment has n + 1 steps, n >= 0.
+    reach(discount=gamma, horizon=n + 1)
     base = delta(t) - right_side(0, r[t + 1])
     next_rewards = partial_rewards + gamma ** (n + 1) * r[t + n + 2]
     step = (right_side(n + 1, next_rewards) - right_side(n, partial_rewards)) - gamma ** (n + 1) * delta(t + n + 1)
@@ -82,6 +93,7 @@ def telescoping_property(ctx: Context) -> dict[str, object]:
     def telescopes(segment: tuple[np.ndarray, np.ndarray, bool, bool, float]) -> None:
         rewards, values, terminal, edge_marked, gamma = segment
         length = len(rewards)
+        reach_buffer(gamma, length)
         terminated, trace_cut = np.zeros(length), np.zeros(length)
         terminated[-1] = float(terminal)
         trace_cut[-1] = float(terminal or edge_marked)
@@ -205,7 +217,7 @@ class Discounting(BaseModel):
     """γ and λ of a GAE check."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    gamma: float = Field(gt=0, lt=1, description="the discount γ")
+    gamma: float = Field(gt=0, le=1, description="the discount γ")
     gae_lambda: float = Field(gt=0, lt=1, description="the GAE parameter λ")
 
 
@@ -224,6 +236,7 @@ def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
 
     def endpoints(buffer: tuple) -> None:
         columns, gamma, _ = buffer
+        reach_buffer(gamma, len(columns[0][0]))
         arrays = _stacked(columns)
         delta = ctx.impl.td_errors(arrays["r_t"], arrays["v_t"], arrays["v_tp1"], arrays["terminated_t"], gamma)
         length = len(columns[0][0])
@@ -261,6 +274,7 @@ def n_step_definition_float_property(ctx: Context) -> dict[str, object]:
         columns, gamma, _ = buffer
         arrays = _stacked(columns)
         length = len(columns[0][0])
+        reach_buffer(gamma, length)
         for n in (1, 2, 3, length + 1):
             estimate = ctx.impl.n_step_advantages(*arrays.values(), gamma, n)
             for env, column in enumerate(columns):
@@ -283,10 +297,13 @@ def recursion_equals_sum_symbolic(ctx: Context) -> dict[str, object]:
     Base: S_1(t) = δ_t and the recursion gives δ_t + c·0. Step: assume S_L(t') = δ_{t'} + c S_{L-1}(t'+1)
     for every t'. The definition gives S_{L+1}(t) = S_L(t) + c^L δ_{t+L} and
     S_L(t+1) = S_{L-1}(t+1) + c^{L-1} δ_{t+L}; with S_{L-1}(t+1) an opaque symbol X, a zero residual
-    of S_{L+1}(t) - (δ_t + c S_L(t+1)) proves the step for symbolic L, t and c.
+    of S_{L+1}(t) - (δ_t + c S_L(t+1)) proves the step for symbolic L, t, γ and λ. Neither γ nor λ
+    carries an assumption: the proof speaks for γ = 1 as for γ < 1.
     """
-    c, rest = sp.symbols("c X")
+    gamma, lambda_, rest = sp.symbols("gamma lambda X")
+    c = gamma * lambda_
     length = sp.Symbol("L", integer=True, positive=True)
+    reach(discount=gamma, horizon=length)
     t = sp.Symbol("t", integer=True)
     delta = sp.IndexedBase("delta")
     base = delta[t] - (delta[t] + c * 0)
@@ -322,8 +339,10 @@ def _rollout_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
 
 # Rollouts shaped [T] or [T, n_envs], events drawn entry by entry, and γ, λ. Some are longer than 32
 # steps: a vectorised GAE may work in blocks (impl's of 16 steps), and a block's error can hide until
-# a trace crosses into a block that is neither the last nor the one before it.
-_rollout_arrays = st.tuples(st.one_of(st.integers(min_value=1, max_value=30), st.integers(min_value=33, max_value=64)),
+# a trace crosses into a block that is neither the last nor the one before it. One range of lengths, not
+# two ranges to choose from: a failure found at 33 steps then shrinks to the fewest that fail, where the
+# other choice would leave the shrinker at the upper range's bottom.
+_rollout_arrays = st.tuples(st.integers(min_value=1, max_value=64),
                             st.integers(min_value=0, max_value=4)).flatmap(
     lambda size: _rollout_arrays_of_shape(size[:1] if size[1] == 0 else size))
 
@@ -353,6 +372,7 @@ def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
     :func:`_rollout`) equals the explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
 
     def equals_sum(arrays: tuple) -> None:
+        reach_buffer(arrays[5], len(arrays[0]))
         advantages = ctx.impl.gae_advantages(*arrays)
         expected = _fragment_sums(*arrays)
         assert advantages.shape == expected.shape, (advantages.shape, expected.shape)
@@ -369,6 +389,7 @@ def lambda_zero_property(ctx: Context) -> dict[str, object]:
 
     def is_td_error(arrays: tuple) -> None:
         r, v, v_next, terminated, trace_cut, gamma, _ = arrays
+        reach_buffer(gamma, len(r))
         advantages = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, 0.0)
         written_out = r + gamma * (1 - terminated) * v_next - v
         bound = rounding_bound(4, float(np.abs(r).max() + np.abs(v).max() + np.abs(v_next).max()))
@@ -395,6 +416,7 @@ def terminal_monte_carlo_exact(ctx: Context) -> dict[str, object]:
     def monte_carlo(episode: tuple) -> None:
         rewards, values, gamma = episode
         length = len(rewards)
+        reach_buffer(gamma, length)
         terminated = np.zeros(length, dtype=int)
         terminated[-1] = 1
         advantages = ctx.impl.gae_advantages(np.array(rewards, dtype=object), np.array(values[:-1], dtype=object),
@@ -413,8 +435,11 @@ def mixture_symbolic(ctx: Context) -> dict[str, object]:
     Â^(n) = Σ_{l<n} γ^l δ_{t+l} on a consistent fragment, so in (1-λ) Σ_{n≥1} λ^{n-1} Â^(n), δ_{t+l}
     carries γ^l times (1-λ) Σ_{n>l} λ^{n-1}. On a fragment of L steps every n ≥ L gives Â^(L),
     whose weights sum to λ^{L-1}: the coefficient is (1-λ) Σ_{n=l+1}^{L-1} λ^{n-1} + λ^{L-1}.
-    Both that and the unbounded sum (for 0 < λ < 1) must equal λ^l.
+    Both that and the unbounded sum (for 0 < λ < 1) must equal λ^l, so that with γ^l the weight is (γλ)^l;
+    γ > 0 is a symbol, every discount up to 1 included, and the fragment's length L is symbolic too,
+    or unbounded.
     """
+    gamma = sp.Symbol("gamma", positive=True)
     lambda_ = sp.Symbol("lambda", positive=True)
     n = sp.Symbol("n", integer=True, positive=True)
     lag = sp.Symbol("l", integer=True, nonnegative=True)
@@ -422,8 +447,11 @@ def mixture_symbolic(ctx: Context) -> dict[str, object]:
     finite = (1 - lambda_) * sp.summation(lambda_ ** (n - 1), (n, lag + 1, length - 1)) + lambda_ ** (length - 1)
     unbounded = (1 - lambda_) * sp.summation(lambda_ ** (n - 1), (n, lag + 1, sp.oo))
     below_one = sp.refine(sp.simplify(unbounded), sp.Q.lt(lambda_, 1))
-    return {"finite_fragment_residual": sp.simplify(finite - lambda_**lag),
-            "unbounded_residual": sp.simplify(below_one - lambda_**lag)}
+    reach(discount=gamma, horizon=length)
+    reach(discount=gamma, horizon=math.inf)
+    weight = (gamma * lambda_) ** lag
+    return {"finite_fragment_residual": sp.simplify(gamma**lag * finite - weight),
+            "unbounded_residual": sp.simplify(gamma**lag * below_one - weight)}
 
 
 @verifier("gae.mixture_property", kind="property", uses=("gae_advantages", "n_step_advantages"))
@@ -436,6 +464,7 @@ def mixture_property(ctx: Context) -> dict[str, object]:
         columns, gamma, lambda_ = buffer
         arrays = _stacked(columns)
         length = len(columns[0][0])
+        reach_buffer(gamma, length)
         advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
         estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in range(1, length + 1)}
         for env, (events, *_) in enumerate(columns):
@@ -459,6 +488,7 @@ def value_targets_property(ctx: Context) -> dict[str, object]:
 
     def targets_unchanged(buffer: tuple) -> None:
         columns, gamma, lambda_ = buffer
+        reach_buffer(gamma, len(columns[0][0]))
         arrays = _stacked(columns)
         advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
         kept = advantages.copy()
@@ -481,6 +511,83 @@ def value_targets_property(ctx: Context) -> dict[str, object]:
                 spread, np.std(normalized))
 
     return check_property(ctx, targets_unchanged, _float_buffers)
+
+
+def _estimates_and_targets(ctx: Context, columns: list, gamma: object, lambda_: object
+                           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, list]]]:
+    """impl's TD error, n-step estimates (n = 1, 2, 3, T + 1) and GAE of a buffer, impl's value targets built from
+    each, and per column each estimate's target written out here (see :func:`target_minus_prediction_property`)."""
+    arrays = _stacked(columns)
+    length = len(columns[0][0])
+    reach_buffer(gamma, length)
+    estimates = {"TD error": ctx.impl.td_errors(arrays["r_t"], arrays["v_t"], arrays["v_tp1"], arrays["terminated_t"],
+                                                gamma)}
+    for n in (1, 2, 3, length + 1):
+        estimates[f"{n}-step"] = ctx.impl.n_step_advantages(*arrays.values(), gamma, n)
+    estimates["GAE"] = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+    value_targets = {name: ctx.impl.value_targets(arrays["v_t"], estimate) for name, estimate in estimates.items()}
+    targets = []
+    for column in columns:
+        events, r, v, v_next = column
+        one_step = [r[t] + gamma * (0 if events[t] == TERMINATED else v_next[t]) for t in range(length)]
+        lambda_return = [advantage + v[t] for t, advantage in
+                         enumerate(truncated_lambda_return_advantages(*column, gamma, lambda_))]
+        written = {"TD error": one_step, "GAE": lambda_return}
+        for n in (1, 2, 3, length + 1):
+            written[f"{n}-step"] = [_n_step_definition(*column, gamma, n, t) + v[t] for t in range(length)]
+        targets.append(written)
+    return estimates, value_targets, targets
+
+
+@verifier("gae.target_minus_prediction_property", kind="property",
+          uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
+def target_minus_prediction_property(ctx: Context) -> dict[str, object]:
+    """In exact arithmetic on random buffers with all four events, each of impl's advantage estimates
+    is a target minus the critic's prediction V(s_t), the target written out here from the rewards and
+    values alone, and impl's value target V(s_t) + Â_t built from it is that target itself:
+
+    - the TD error, whose target is r_t + γ (1 - terminated_t) V(s_{t+1});
+    - the n-step estimate for n = 1, 2, 3 and T + 1, whose target is Σ_{l<m} γ^l r_{t+l} plus
+      γ^m V(s_{t+m}) unless step t+m-1 terminates, m = min(n, e - t + 1) for the end e of t's fragment;
+    - GAE, whose target is the λ-return G_t = r_t + γ [(1-λ) V(s_{t+1}) + λ G_{t+1}] inside the
+      fragment, r_t + γ V(s_{t+1}) at its cut end and r_t at a true terminal
+      (:func:`truncated_lambda_return_advantages`).
+
+    Unlike a check that V̂ = V + Â for impl's own Â, this fails for any Â that is not a target minus
+    V(s_t): twice GAE's advantages, say, give V + 2Â, which is no λ-return unless Â = 0.
+    """
+
+    def is_target_minus_prediction(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
+        for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
+            v = column[2]
+            for name, target in written.items():
+                for t, expected in enumerate(target):
+                    assert estimates[name][t, env] == expected - v[t], (name, t, env, estimates[name][t, env],
+                                                                         expected, v[t])
+                    assert value_targets[name][t, env] == expected, (name, t, env, value_targets[name][t, env])
+
+    return check_property(ctx, is_target_minus_prediction, _exact_buffers)
+
+
+@verifier("gae.target_minus_prediction_float_property", kind="property",
+          uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
+def target_minus_prediction_float_property(ctx: Context) -> dict[str, object]:
+    """:func:`target_minus_prediction_property` on random float buffers, within the rounding of each column's
+    sums: the same check for implementations that compute only in floats."""
+
+    def is_target_minus_prediction(buffer: tuple) -> None:
+        columns, gamma, lambda_ = buffer
+        estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
+        for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
+            v, bound = np.array(column[2]), 2 * _column_bound(column)
+            for name, target in written.items():
+                expected = np.array(target)
+                assert np.all(np.abs(estimates[name][:, env] - (expected - v)) <= bound), (name, env)
+                assert np.all(np.abs(value_targets[name][:, env] - expected) <= bound), (name, env)
+
+    return check_property(ctx, is_target_minus_prediction, _float_buffers)
 
 
 # Step 4.3.4: termination, truncation and the buffer's edge --------------------------------------
@@ -525,6 +632,7 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
     terminated, trace_cut = masks(events)
     continues = [t for t in range(length - 1) if events[t] == ORDINARY]
     v_next[continues] = v[[t + 1 for t in continues]]
+    reach_buffer(gamma, length)
 
     def advantages(rewards: np.ndarray = r, values: np.ndarray = v, next_values: np.ndarray = v_next,
                    **options: object) -> np.ndarray:
@@ -572,6 +680,7 @@ def four_events_property(ctx: Context) -> dict[str, object]:
 
     def follows_the_table(buffer: tuple) -> None:
         columns, gamma, lambda_ = buffer
+        reach_buffer(gamma, len(columns[0][0]))
         advantages = ctx.impl.gae_advantages(*_stacked(columns).values(), gamma, lambda_)
         for env, column in enumerate(columns):
             expected = np.array(reference_gae(*column, gamma, lambda_))
@@ -601,7 +710,7 @@ class TruncatedStep(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     reward: float = Field(description="r_{t+1}, the reward of the truncated transition")
-    gamma: float = Field(gt=0, lt=1, description="the discount γ")
+    gamma: float = Field(gt=0, le=1, description="the discount γ")
     gae_lambda: float = Field(ge=0, le=1, description="the GAE parameter λ")
     next_value: float = Field(description="V(s_{t+1}) of the last observation before reset()")
     value: float = Field(description="V(s_t) of the truncated transition's state")
@@ -624,6 +733,7 @@ def single_done_counterexample(ctx: Context) -> dict[str, object]:
     v = np.array([as_written(params.value), Fraction(2)], dtype=object)
     v_next = np.array([as_written(params.next_value), Fraction(3)], dtype=object)
     terminated, trace_cut = masks(events)
+    reach_buffer(gamma, len(events))
     advantages = ctx.impl.gae_advantages(r, v, v_next, terminated.astype(int), trace_cut.astype(int), gamma, lambda_)
     correct = ctx.impl.value_targets(v, advantages)[0]
     single_flag = v[0] + single_done_gae(events, r, v, v_next, gamma, lambda_)[0]
@@ -638,6 +748,7 @@ def single_done_bias_property(ctx: Context) -> dict[str, object]:
 
     def biased_at_time_limits(buffer: tuple) -> None:
         columns, gamma, lambda_ = buffer
+        reach_buffer(gamma, len(columns[0][0]))
         arrays = _stacked(columns)
         targets = ctx.impl.value_targets(arrays["v_t"], ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_))
         for env, column in enumerate(columns):
@@ -673,6 +784,7 @@ def streaming_property(ctx: Context) -> dict[str, object]:
 
     def matches_unsplit(split_buffer: tuple) -> None:
         (columns, gamma, lambda_), splits = split_buffer
+        reach_buffer(gamma, len(columns[0][0]))
         arrays = _stacked(columns)
         whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
         streamed, carry = [], None
@@ -713,6 +825,7 @@ def batch_cut_property(ctx: Context) -> dict[str, object]:
 
     def is_truncated_estimate(split_buffer: tuple) -> None:
         (columns, gamma, lambda_), splits = split_buffer
+        reach_buffer(gamma, len(columns[0][0]))
         arrays = _stacked(columns)
         whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
         for piece in _pieces(len(whole), splits):

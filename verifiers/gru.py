@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import Field, model_validator
 from scipy.special import log_softmax
 
-from harness import Context, NoParams, SeedRun, check_property, verifier
+from harness import Context, NoParams, SeedRun, check_property, reach, verifier
 from harness.stats import hoeffding_halfwidth
 from verifiers._numeric import rounding_bound
 
@@ -67,6 +67,8 @@ def answer_distribution_exact(ctx: Context) -> dict[str, object]:
     for row, (answer, _) in enumerate(answers):
         tokens[row, :prompt_length + len(answer)] = [*params.prompt, *answer]
     lengths = np.array([len(a) for a, _ in answers])
+    # Every answer to one prompt, finished (its EOS counted) or cut, each token chosen among the whole vocabulary.
+    reach(tokens=lengths, horizon=lengths, actions=params.vocab_size, states=1)
     logits, _ = ctx.impl.gru_forward(policy, tokens)
     mask = ctx.impl.response_mask(tokens, np.full(len(answers), prompt_length), lengths, params.eos_id)
     log_probs = ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask)
@@ -123,6 +125,9 @@ def equal_rewards_no_signal(ctx: Context) -> dict[str, object]:
     tokens, generated, _ = ctx.impl.gru_sample(policy, prompts, lengths, params.max_tokens, params.eos_id,
                                                params.pad_id, ctx.rng)
     rewards = np.full(params.group_size, params.reward)
+    # One prompt's group, sampled by the policy whose terms are differentiated; its answers' lengths are the sampler's.
+    reach(group=len(rewards), tokens=generated, horizon=generated, actions=params.vocab_size, states=1,
+          data="current", advantages="estimated")
     advantages = {"rloo": ctx.impl.rloo_advantages(rewards, params.group_size),
                   "group_mean": ctx.impl.group_mean_advantages(rewards, params.group_size),
                   "grpo": ctx.impl.grpo_advantages(rewards, params.group_size, 1e-8)}
@@ -187,6 +192,8 @@ def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
         lengths = rng.integers(1, prompt_length + 1, size=batch)
         tokens, generated, truncated = ctx.impl.gru_sample(policy, prompts, lengths, max_tokens, params.eos_id,
                                                            params.pad_id, rng)
+        reach(tokens=generated, horizon=generated, actions=params.vocab_size,
+              states=len({tuple(prompts[b, :lengths[b]]) for b in range(batch)}))
         mask = ctx.impl.response_mask(tokens, lengths, generated, params.eos_id)
         for b in range(batch):
             answer = list(tokens[b, lengths[b]:lengths[b] + generated[b]])
@@ -244,6 +251,12 @@ _TRAINING_BLOCKS = ("gru_init", "gru_forward", "gru_backward", "gru_sample", "ad
                     "token_clipped_surrogate")
 
 
+def _reach_training(params: _Protocol) -> None:
+    """What every training run of the protocol uses (its seeds run elsewhere and record nothing): groups of
+    ``group_size`` answers per prompt with RLOO advantages, and PPO epochs over the batch the old policy sampled."""
+    reach(group=params.group_size, data="old", advantages="estimated")
+
+
 def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, list]:
     """One seed's GRU training run, wherever the seed runs."""
     return run.call_reporting(run.impl.train_gru_policy, run.seed, iterations,
@@ -267,6 +280,7 @@ def training_experiment(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
+    _reach_training(params)
     histories = ctx.map_seeds(_train_gru, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
     initial, final = curves[:, 0].tolist(), curves[:, -1].tolist()
@@ -364,6 +378,7 @@ def training_figure_property(ctx: Context) -> dict[str, object]:
     equally spaced evaluations.
     """
     runs = ctx.params.runs
+    # Random histories drawn into a figure: no policy, prompt or answer, so no scope dimension applies to them.
 
     def figure_holds(schedule: tuple[int, int, int, bool]) -> None:
         evaluations, every, seed, ties = schedule
@@ -424,6 +439,7 @@ def seed_spread_experiment(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     iterations = params.iterations_full if ctx.profile == "full" else params.iterations_smoke
+    _reach_training(params)
     histories = ctx.map_seeds(_train_gru_evaluated_at_ends, params.seeds, iterations, params)
     curves = np.array([h["eval_reward"] for h in histories])
     evaluated = len(ctx.impl.task_prompts()) * params.eval_samples_per_prompt
@@ -564,6 +580,10 @@ def training_loop_contract(ctx: Context) -> dict[str, object]:
             decoded = [(int(prompts[b, lengths[b] - 1]), tuple(int(t) for t in prompts[b, :lengths[b] - 1]))
                        for b in range(len(tokens))]
             assert set(decoded) <= task_prompts, ("prompts that are not the task's", set(decoded) - task_prompts)
+            # The batch the loop trains on: groups of G answers per prompt, of their masked lengths, reused by the
+            # epochs after the policy that sampled them; the advantages come from the sampled rewards.
+            reach(group=group_size, tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), states=len(set(decoded)),
+                  data="old", advantages="estimated")
             counts["batches_with_answers_of_several_lengths"] += len(set(mask.sum(axis=1))) > 1
             rewards = [Fraction(ctx.impl.verifiable_reward(int(prompts[b, lengths[b] - 1]),
                                                            tuple(int(t) for t in prompts[b, :lengths[b] - 1]),
@@ -580,6 +600,7 @@ def training_loop_contract(ctx: Context) -> dict[str, object]:
                 expected_advantages += [float(r - (sum(group) - r) / (group_size - 1)) for r in group]
             expected_advantages = np.array(expected_advantages)
             old_logits, _ = ctx.impl.gru_forward(sample["params"], tokens)
+            reach(actions=old_logits.shape[-1])  # each token chosen among the GRU's whole vocabulary
             own_old = np.take_along_axis(log_softmax(old_logits[:, :-1], axis=-1), tokens[:, 1:, None], axis=-1)[..., 0]
             bound = rounding_bound(8 * tokens.shape[1] * old_logits.shape[-1], float(np.abs(own_old).max()) + 1.0)
             for epoch, step in enumerate(steps):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 
 
@@ -47,6 +47,7 @@ def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     """
 
     def nonnegative(log_ratio: np.ndarray) -> None:
+        reach(data="old")  # log r = log π_θ - log π_old of stored actions
         k3 = ctx.impl.kl_k3(log_ratio)
         rounding = np.array([rounding_bound(3, float(np.exp(x))) for x in log_ratio])
         negative = k3 < -rounding
@@ -66,6 +67,8 @@ def k3_unbiased_symbolic(ctx: Context) -> dict[str, object]:
     Σ q - Σ p = 1 - 1 = 0.
     """
     categories = sp.Symbol("K", integer=True, positive=True)
+    # One state's distributions over K actions, every K; the expectation is under p = π_old.
+    reach(states=1, actions=categories, data="old")
     a = sp.Symbol("a", integer=True)
     p, q = sp.IndexedBase("p", positive=True), sp.IndexedBase("q", positive=True)
     k3 = (q[a] / p[a] - 1) - sp.log(q[a] / p[a])
@@ -89,6 +92,7 @@ def k3_unbiased_property(ctx: Context) -> dict[str, object]:
     computed from its definition, up to float64 rounding."""
 
     def unbiased(logits: tuple[np.ndarray, np.ndarray]) -> None:
+        reach(states=1, actions=logits[0].size, data="old")  # one state's policies; the expectation under π_old
         log_old, log_new = (log_softmax(z) for z in logits)
         p_old = np.exp(log_old)
         expectation = p_old @ ctx.impl.kl_k3(log_new - log_old)
@@ -116,6 +120,7 @@ def _finite_batch(ctx: Context) -> tuple[np.ndarray, np.ndarray, float]:
     """The batch's actions, their log-ratios log pi_new - log pi_old, and the exact KL(pi_old || pi_new)."""
     p_old, p_new = np.array(ctx.params.pi_old), np.array(ctx.params.pi_new)
     actions = np.array(ctx.params.actions)
+    reach(states=1, actions=p_old.size, data="old")  # one state's policies; the batch's actions come from π_old
     log_ratio = np.log(p_new[actions]) - np.log(p_old[actions])
     return actions, log_ratio, float(p_old @ (np.log(p_old) - np.log(p_new)))
 
@@ -158,6 +163,10 @@ class UnbiasednessConditions(BaseModel):
 def _k3_expectation(impl: object, sampling: np.ndarray, pi_old: np.ndarray, pi_new: np.ndarray) -> float:
     """Σ_a sampling(a) k3(a) with impl's k3 of log π_new(a) - log π_old(a), over the actions sampling can draw."""
     drawn = sampling > 0
+    # One state's policies; the actions are drawn from π_old, the policy the ratios divide by, or from the
+    # current π_θ they are compared with.
+    reach(states=1, actions=sampling.size, data="old" if sampling is pi_old else "current" if sampling is pi_new
+          else "other")
     return float(sampling[drawn] @ impl.kl_k3(np.log(pi_new[drawn]) - np.log(pi_old[drawn])))
 
 
@@ -206,6 +215,7 @@ def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
     step = np.array(ctx.params.step)
     kls = []
     for logits in (np.array(ctx.params.logits_a), np.array(ctx.params.logits_b)):
+        reach(states=1, actions=logits.size)
         before, after = log_softmax(logits), log_softmax(logits + step)
         kls.append(float(np.exp(before) @ (before - after)))
     return {"step_length": float(np.linalg.norm(step)), "kl_a": kls[0], "kl_b": kls[1], "kl_ratio": kls[0] / kls[1]}

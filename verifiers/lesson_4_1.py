@@ -3,10 +3,14 @@
 * 4.1.1: the score-function estimator needs samples of the current policy (symbolic, and a witness);
 * 4.1.2: moving the derivative under the integral needs regularity (X ~ Uniform(0, θ));
 * 4.1.3: a bad checker gives the correct gradient of its own, wrong objective;
-* 4.1.5: REINFORCE's estimate is (1/N) Σ_i Σ_t w_{i,t} ∇ log π (property), the policy gradient
-  theorem on random infinite-horizon MDPs, against J differentiated with dual numbers (property), and
-  the expected step's effect on each action's probability (exact: with three actions one with a
-  positive advantage can lose probability).
+* 4.1.4: the full return and the reward-to-go give the same expected gradient on random exact MDPs;
+* 4.1.2 and 4.1.5: a step along one sampled term w ∇log π(a|s) moves the chosen logit and probability with the
+  sign of w (property);
+* 4.1.5: REINFORCE's estimate is (1/N) Σ_i Σ_t w_{i,t} ∇ log π (property); with the recipe's weights G_t and
+  γ < 1 it is unbiased for no objective, while γ^t G_t (or γ = 1) makes it unbiased for J (exact); the policy
+  gradient theorem on random infinite-horizon MDPs, against J differentiated with dual numbers (property); and
+  the expected step's effect on each action's probability (exact: with three actions one with a positive
+  advantage can lose probability).
 
 Every reference here is the verifier's own and exact (sympy, fractions); the implementation is
 reached only through ``ctx.impl``.
@@ -15,15 +19,25 @@ reached only through ``ctx.impl``.
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
-from verifiers._numeric import as_written, exact_distribution, largest_magnitude
+from harness import Context, assume, check_property, reach, verifier
+from verifiers._numeric import as_written, exact_distribution, largest_magnitude, log_softmax, rounding_bound
+from verifiers._reach import reach_bandit, reach_mdp
+from verifiers.policy_gradient import (
+    ExactMDP,
+    WeightField,
+    asymmetry,
+    finite_horizon_policy_gradient,
+)
+from verifiers.trajectory_law import exact_mdps
 
 
 def _exact(values: list[float]) -> np.ndarray:
@@ -55,7 +69,9 @@ def current_policy_samples_symbolic(ctx: Context) -> dict[str, object]:
     score = sp.diff(sp.log(p(k, theta)), theta)
     gradient = sp.diff(sp.Sum(f[k] * p(k, theta), (k, 1, categories)), theta)
     on_policy = sp.Sum(p(k, theta) * f[k] * score, (k, 1, categories))
+    reach(actions=categories, data="current")
     off_policy = sp.Sum(q[k] * f[k] * score, (k, 1, categories))
+    reach(actions=categories, data="other")
     off_residual = sp.simplify(off_policy - gradient)
     formula = sp.Sum((q[k] - p(k, theta)) * f[k] * score, (k, 1, categories))
     return {"on_policy_residual": sp.simplify(on_policy - gradient),
@@ -101,7 +117,8 @@ def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
     for size in range(1, params.max_samples + 1):
         samples = np.array(list(itertools.product(range(len(p)), repeat=size)))
         estimates = ctx.impl.score_function_gradient(f[samples], scores[samples])
-        for distribution, largest in ((p, on_policy), (q, off_policy)):
+        for distribution, largest, drawn_by in ((p, on_policy, "current"), (q, off_policy, "other")):
+            reach_bandit(len(p), data=drawn_by)
             bias = np.prod(distribution[samples], axis=1) @ estimates - gradient
             largest.append(max(abs(b) for b in bias))
             if distribution is q and size == 1:
@@ -173,6 +190,8 @@ def bad_checker_exact(ctx: Context) -> dict[str, object]:
     pi = _exact(params.probabilities)
     true, checker = _exact(params.true_rewards), _exact(params.checker_rewards)
     scores = _scores(pi)
+    # Every answer is weighted by its probability under the policy differentiated.
+    reach_bandit(len(pi), data="current")
     estimates = ctx.impl.score_function_gradient(checker[:, None], scores[:, None, :])
     expectation = pi @ estimates
     checker_gradient, true_gradient = (pi * checker) @ scores, (pi * true) @ scores
@@ -180,6 +199,104 @@ def bad_checker_exact(ctx: Context) -> dict[str, object]:
                                                                               strict=True)],
             "checker_objective_gradient": list(checker_gradient),
             "true_objective_gradient": list(true_gradient)}
+
+
+# --------------------------------------------------------------------------- 4.1.4: the reward-to-go
+
+
+_tenths = st.integers(0, 10).map(lambda n: Fraction(n, 10))
+
+
+def _all_exact(values: np.ndarray) -> bool:
+    """Whether every entry is an integer or a fraction (exact arithmetic), not a float."""
+    return all(isinstance(value, int | Fraction) for value in np.ravel(values))
+
+
+@verifier("lesson_4_1.causal_weights_property", kind="property",
+          uses=("enumerate_trajectories", "full_return_weights", "discounted_objective_weights", "reinforce_gradient"))
+def causal_weights_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs (1 to 3 states, 2 or 3 actions, horizons 1 to 3 with at most 128 trajectories,
+    transition rows that may put all their mass on one state), a policy table and γ in {0, 1/10, ..., 1}: the
+    exact expectations of impl's REINFORCE estimate with the full discounted return R_γ(τ) at every step and
+    with γ^t G_t are equal, and equal the gradient of J_γ from the verifier's finite-horizon policy gradient
+    theorem (:func:`verifiers.policy_gradient.finite_horizon_policy_gradient`), in rational arithmetic: the
+    rewards before step t add nothing in expectation to its term (:class:`verifiers.policy_gradient.WeightField`
+    writes the scores and takes the expectations)."""
+
+    def same_expectation(mdp: object, pi: np.ndarray, horizon: int, gamma: Fraction) -> None:
+        # The weights are returns of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="estimated")
+        field = WeightField(ctx, mdp, pi, horizon)
+        full = field.expectation(ctx.impl.full_return_weights(field.paths.r_t, gamma))
+        causal = field.expectation(ctx.impl.discounted_objective_weights(field.paths.r_t, gamma))
+        theorem = finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma)
+        # Weights in floats (an idiom without exact arithmetic) may differ by their rounding alone: the enumerated
+        # sum of M (T + 4) operations on numbers up to T max|R|.
+        n_states, n_actions = pi.shape
+        bound = rounding_bound(len(field.paths.probability) * (horizon + 4) + horizon * (n_states**2 * n_actions + 10),
+                               horizon * float(np.abs(mdp.R).max()))
+        for side, other in ((full, causal), (causal, theorem)):
+            gap = largest_magnitude((side - other).ravel())
+            assert gap == 0 if _all_exact(side) else float(gap) <= bound, (side, other)
+
+    return check_property(ctx, lambda example, gamma: same_expectation(*example, gamma),
+                          exact_mdps(most_trajectories=128), _tenths)
+
+
+# --------------------------------------------------------------------------- 4.1.2 and 4.1.5: one sampled term
+
+
+@st.composite
+def _sampled_terms(draw: st.DrawFn) -> tuple[np.ndarray, int, int, float, float, float]:
+    """Logits θ [S, A] of a tabular softmax policy (1 to 3 states, 2 to 4 actions, entries in [-3, 3]), a state s
+    and an action a, the action's value Q(s, a), a baseline b(s) (Q(s, a) itself in some draws) and a step size."""
+    n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    logits = draw(hnp.arrays(np.float64, (n_states, n_actions), elements=st.floats(min_value=-3, max_value=3)))
+    state, action = draw(st.integers(0, n_states - 1)), draw(st.integers(0, n_actions - 1))
+    value = draw(st.floats(min_value=-5, max_value=5))
+    baseline = draw(st.one_of(st.just(value), st.floats(min_value=-5, max_value=5)))
+    return logits, state, action, value, baseline, draw(st.floats(min_value=1e-3, max_value=2))
+
+
+@verifier("lesson_4_1.sampled_term_sign_property", kind="property",
+          uses=("tabular_softmax_score", "reinforce_gradient"))
+def sampled_term_sign_property(ctx: Context) -> dict[str, object]:
+    """One sampled term's step θ ← θ + η (Q(s,a) - b(s)) ∇_θ log π_θ(a|s), through impl's score and estimator (one
+    step of one trajectory), on random tabular logits: it equals the verifier's η w (e_a - π(·|s)) in row s (w =
+    Q(s,a) - b(s)) up to rounding and leaves the other rows exactly; in row s the chosen logit moves by more than
+    every other when w > 0 and by less when w < 0 (by η w (1 - π(a|s) + π(b|s)) relative to logit b); π(a|s), by
+    the verifier's softmax, rises when w > 0 and falls when w < 0, for every step size; w = 0 moves nothing.
+
+    Along the direction v = e_a - π(·|s) the derivative of log π(a|s) is v_a - Σ_b π'(b) v_b at every point π'
+    of the segment, positive because v_a is the largest entry of v: the sign holds for every step size, not only
+    small ones. |η w| is at least 1e-6 (else the example is discarded), so every change stays far above float64
+    resolution.
+    """
+
+    def sign_follows(example: tuple[np.ndarray, int, int, float, float, float]) -> None:
+        logits, state, action, value, baseline, step_size = example
+        weight = value - baseline
+        assume(weight == 0 or abs(step_size * weight) >= 1e-6)
+        n_states, n_actions = logits.shape
+        reach(states=n_states, actions=n_actions)
+        score = ctx.impl.tabular_softmax_score(logits, state, action)
+        step = step_size * np.asarray(ctx.impl.reinforce_gradient(np.array([[weight]]), np.asarray(score)[None, None]),
+                                      dtype=float)
+        pi = np.exp(log_softmax(logits[state]))
+        reference = step_size * weight * (np.eye(n_actions)[action] - pi)
+        bound = rounding_bound(8 * n_actions, abs(step_size * weight))
+        assert np.abs(step[state] - reference).max() <= bound, (step[state], reference, bound)
+        assert np.all(np.delete(step, state, axis=0) == 0), ("a row other than s moved", step)
+        if weight == 0:
+            assert np.all(step == 0), step
+            return
+        others = np.delete(np.arange(n_actions), action)
+        relative = step[state, action] - step[state, others]
+        assert np.all(np.sign(relative) == np.sign(weight)), ("logit of a relative to the others", relative, weight)
+        change = np.exp(log_softmax(logits[state] + step[state]))[action] - pi[action]
+        assert np.sign(change) == np.sign(weight), ("π(a|s) moved against the weight", change, weight)
+
+    return check_property(ctx, sign_follows, _sampled_terms())
 
 
 # --------------------------------------------------------------------------- 4.1.5: the estimator's form
@@ -209,6 +326,8 @@ def reinforce_form_property(ctx: Context) -> dict[str, object]:
     def matches(batch: tuple[np.ndarray, np.ndarray]) -> None:
         w_t, score_t = batch
         horizon, batches, trajectories = w_t.shape
+        # Arbitrary numbers stand for the weights: estimates, whatever objective they belong to.
+        reach(horizon=horizon, advantages="estimated")
         estimate = ctx.impl.reinforce_gradient(w_t, score_t)
         for m in range(batches):
             definition = [sum(w_t[t, m, i] * score_t[t, m, i, j] for t in range(horizon) for i in range(trajectories))
@@ -218,6 +337,7 @@ def reinforce_form_property(ctx: Context) -> dict[str, object]:
         assert list(alone) == list(estimate[0]), (list(alone), list(estimate[0]))
 
     return check_property(ctx, matches, _reinforce_batches())
+
 
 
 # --------------------------------------------------------------------------- 4.1.5: the theorem
@@ -289,6 +409,14 @@ def _objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: list[list[obje
     return sum((rho[s] * values[s] for s in range(n_states)), Fraction(0))
 
 
+def _softmax_direction(pi: np.ndarray, state: int, action: int) -> list[list[_Dual]]:
+    """The policy table as duals π + ε ∂π/∂θ_{s,a}: ∂π(b|u)/∂θ_{s,a} is π(b|s) (δ_ab - π(a|s)) in row s, zero
+    elsewhere (the softmax's exact derivative)."""
+    n_states, n_actions = pi.shape
+    return [[_Dual(pi[u, b], pi[u, b] * (int(action == b) - pi[u, action]) if u == state else 0)
+             for b in range(n_actions)] for u in range(n_states)]
+
+
 @st.composite
 def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]:
     """An exact MDP of up to 3 states and 3 actions (transition rows may hold zeros), a positive policy
@@ -324,15 +452,67 @@ def policy_gradient_theorem_property(ctx: Context) -> dict[str, object]:
         system = [[Fraction(int(t == s)) - gamma * kernel[t, s] for t in range(n_states)] for s in range(n_states)]
         visitation = _solve(system, list(rho))  # (I - γ P_π)ᵀ d = ρ
         assert sum(visitation) == 1 / (1 - gamma), (visitation, gamma)
+        # The theorem's side: the exact Q^π of the stationary discounted setting, visits of π itself.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="exact")
         q = ctx.impl.policy_action_values(P, R, pi, gamma)
         for s, a in itertools.product(range(n_states), range(n_actions)):
-            moved = [[_Dual(pi[u, b], pi[u, b] * (int(a == b) - pi[u, a]) if u == s else 0) for b in range(n_actions)]
-                     for u in range(n_states)]
-            derivative = _objective(P, R, rho, moved, gamma).b
+            derivative = _objective(P, R, rho, _softmax_direction(pi, s, a), gamma).b
             theorem = visitation[s] * pi[s, a] * (q[s, a] - sum(pi[s, b] * q[s, b] for b in range(n_actions)))
             assert derivative == theorem, ((s, a), derivative, theorem)
 
     return check_property(ctx, theorem_holds, _discounted_mdps())
+
+
+# --------------------------------------------------------------------------- 4.1.5: which objective the weights fit
+
+
+def _finite_horizon_objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: list[list[object]], horizon: int,
+                              gamma: Fraction) -> object:
+    """J_γ = Σ_{t<T} γ^t Σ_s d_t(s) Σ_a π(a|s) R(s, a), with d_0 = ρ and d_{t+1}(s2) = Σ_{s,a} d_t(s) π(a|s) P(s2|s, a):
+    the literal discounted objective of step 4.1.4, for fractions or duals."""
+    n_states, n_actions = R.shape
+    visits, total = list(rho), Fraction(0)
+    for t in range(horizon):
+        total = total + gamma**t * sum((visits[s] * pi[s][a] * R[s, a] for s in range(n_states)
+                                        for a in range(n_actions)), Fraction(0))
+        visits = [sum((visits[s] * pi[s][a] * P[s, a, s2] for s in range(n_states) for a in range(n_actions)),
+                      Fraction(0)) for s2 in range(n_states)]
+    return total
+
+
+@verifier("lesson_4_1.reinforce_weights_objective_exact", kind=("exact", "counterexample"),
+          uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "reinforce_gradient"),
+          params=ExactMDP)
+def reinforce_weights_objective_exact(ctx: Context) -> dict[str, object]:
+    """Which objective REINFORCE is unbiased for, with the recipe's weights G_t and with γ^t G_t, exactly.
+
+    For each γ: the exact expectation of impl's estimate over every trajectory impl enumerates, with impl's
+    ``discounted_returns`` (G_t) and ``discounted_objective_weights`` (γ^t G_t) as weights, minus ∇J_γ, the
+    gradient of the literal objective differentiated here in dual numbers (forward mode over fractions, the
+    softmax's exact derivative; :func:`_finite_horizon_objective`), the largest coordinate reported; and the
+    asymmetry of each field's Jacobian (:class:`verifiers.policy_gradient.WeightField`). A field with an
+    asymmetric Jacobian is the gradient of no function: no objective exists for which that estimate is unbiased.
+    """
+    params = ctx.params
+    mdp, pi = params.exact_tables()
+    field = WeightField(ctx, mdp, pi, params.horizon)
+    n_states, n_actions = pi.shape
+    results: dict[str, list[object]] = {key: [] for key in (
+        "bias_with_returns_by_gamma", "asymmetry_with_returns_by_gamma",
+        "bias_with_discounted_weights_by_gamma", "asymmetry_with_discounted_weights_by_gamma")}
+    for gamma in map(as_written, params.gammas):
+        # The weights are returns of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=params.horizon, data="current", advantages="estimated")
+        gradient = np.array([[_finite_horizon_objective(mdp.P, mdp.R, mdp.rho, _softmax_direction(pi, s, a),
+                                                        params.horizon, gamma).b
+                              for a in range(n_actions)] for s in range(n_states)], dtype=object)
+        for name, weights in (("returns", ctx.impl.discounted_returns),
+                              ("discounted_weights", ctx.impl.discounted_objective_weights)):
+            w_t = weights(field.paths.r_t, gamma)
+            results[f"bias_with_{name}_by_gamma"].append(
+                largest_magnitude((field.expectation(w_t) - gradient).ravel()))
+            results[f"asymmetry_with_{name}_by_gamma"].append(asymmetry(field.jacobian(w_t)))
+    return results
 
 
 # --------------------------------------------------------------------------- 4.1.5: the sign of the expected step
@@ -364,6 +544,7 @@ def expected_step_probabilities_exact(ctx: Context) -> dict[str, object]:
     """
     pi, q = _exact(ctx.params.policy), _exact(ctx.params.q)
     advantage = q - (pi * q).sum()
+    reach(states=1, actions=len(pi), advantages="exact")
     step = ctx.impl.score_function_gradient(len(pi) * pi * advantage, _scores(pi))
     change = pi * (step - (pi * step).sum())
     return {"advantages": list(advantage), "logit_step": list(step), "probability_change": list(change),

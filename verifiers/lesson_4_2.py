@@ -1,6 +1,11 @@
 """Lesson 4.2's statements that the checks of the other baseline verifiers leave open.
 
 * 4.2.1: with b(s) = V(s) the coefficient of the score is exactly the advantage Q(s, a) - V(s);
+* 4.2.2: V^π(s) = E[Q^π(s, A) | s] for the V^π and Q^π of an MDP: impl's Bellman evaluation of a policy
+  against the verifier's own exact solution, and impl's V-from-Q on the exact Q^π of episodic and
+  discounted MDPs;
+* 4.2.4: RLOO's answer-level estimator with answers of several tokens: each answer's leave-one-out
+  advantage times the sum of its tokens' scores;
 * 4.2.5: the order of the estimators' variances depends on the parameterisation too: one policy,
   one reward table and one group size, with the order of two estimators' total variances
   reversed between the logits and logits scaled per coordinate.
@@ -11,14 +16,18 @@ through ``ctx.impl``.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
+from verifiers._reach import reach_bandit, reach_mdp
+from verifiers.baseline_state import exact_policy_evaluation, exact_softmax_scores, longest_episode, mdps_with_end
 
 # --------------------------------------------------------------------------- 4.2.1
 
@@ -37,6 +46,7 @@ def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
 
     def is_advantage(case: tuple[list[int], list[Fraction]]) -> None:
         weights, values = case
+        reach(actions=len(weights), states=1)
         pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
         q = np.array(values, dtype=object)
         coefficient = ctx.impl.baseline_advantages(q, ctx.impl.state_value_from_q(pi, q))
@@ -45,6 +55,140 @@ def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
         assert [c > 0 for c in coefficient] == [v > mean for v in q], list(coefficient)
 
     return check_property(ctx, is_advantage, _states)
+
+
+# --------------------------------------------------------------------------- 4.2.2
+
+
+def _weights_to_rows(weights: np.ndarray) -> np.ndarray:
+    """Integer weights to probabilities along the last axis; a row of zeros puts all its mass on index 0."""
+    weights = np.array(weights, dtype=int)
+    weights[..., 0] += weights.sum(axis=-1) == 0
+    return np.vectorize(Fraction, otypes=[object])(weights, weights.sum(axis=-1, keepdims=True))
+
+
+def _discounted_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    moves, eighths, policy, gamma_sixteenths = drawn
+    return {"P": _weights_to_rows(np.array(moves).reshape(n_states, n_actions, n_states)),
+            "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
+            "pi": _weights_to_rows(np.array(policy)), "gamma": Fraction(gamma_sixteenths, 16)}
+
+
+@functools.cache
+def _discounted_mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
+    pairs = n_states * n_actions
+    moves = st.lists(st.lists(st.integers(0, 3), min_size=n_states, max_size=n_states), min_size=pairs,
+                     max_size=pairs)
+    eighths = st.lists(st.integers(-40, 40), min_size=pairs, max_size=pairs)
+    policy = st.lists(st.lists(st.integers(0, 3), min_size=n_actions, max_size=n_actions), min_size=n_states,
+                      max_size=n_states)
+    return st.tuples(moves, eighths, policy, st.integers(0, 15)).map(
+        functools.partial(_discounted_mdp, n_states, n_actions))
+
+
+# Stochastic kernels P[s, a, s2] (every row sums to 1; with one state, or rows of one weight, deterministic),
+# one to three states, two to four actions, any policy (zeros allowed) and γ in [0, 15/16].
+_discounted_mdps = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(
+    lambda size: _discounted_mdps_of_size(*size))
+
+
+@verifier("lesson_4_2.bellman_value_is_expected_q_property", kind="property",
+          uses=("policy_state_values", "policy_action_values", "state_value_from_q"))
+def bellman_value_is_expected_q_property(ctx: Context) -> dict[str, object]:
+    """On random discounted MDPs and policies, impl's Bellman evaluation of the policy is the verifier's own:
+    impl's V^π is the exact solution of (I - γ P_π) V = R_π, impl's Q^π is R + γ P V^π for that solution, and
+    V^π(s) = Σ_a π(a|s) Q^π(s, a) holds for impl's own pair, both as a sum here and through impl's
+    ``state_value_from_q``. A Q^π shifted by a constant, or a V^π that is not the π-expectation of Q^π, fails
+    one of these."""
+
+    def evaluates(mdp: dict) -> None:
+        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        values, action_values = exact_policy_evaluation(P, R, pi, gamma)
+        # A stationary discounted setting: the Bellman fixed point of an unbounded horizon, with exact Q^π.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+        impl_values = ctx.impl.policy_state_values(P, R, pi, gamma)
+        impl_action_values = ctx.impl.policy_action_values(P, R, pi, gamma)
+        assert list(impl_values) == list(values), ("V^π", list(impl_values), list(values))
+        assert np.array_equal(impl_action_values, action_values), ("Q^π", impl_action_values, action_values)
+        assert list((pi * impl_action_values).sum(axis=-1)) == list(impl_values), ("Σ_a π Q^π", impl_values)
+        from_q = ctx.impl.state_value_from_q(pi, impl_action_values)
+        assert list(from_q) == list(impl_values), ("state_value_from_q(π, Q^π)", list(from_q), list(impl_values))
+
+    return check_property(ctx, evaluates, _discounted_mdps)
+
+
+@verifier("lesson_4_2.value_from_exact_q_property", kind="property", uses=("state_value_from_q",))
+def value_from_exact_q_property(ctx: Context) -> dict[str, object]:
+    """On random MDPs, episodic at γ = 1 and episodic or discounted below it (:data:`mdps_with_end`), impl's
+    V from Q, applied to the exact Q^π of every state, gives the exact V^π: both solved here over the
+    rationals, V^π from the Bellman equation (I - γ P_π) V = R_π and Q^π = R + γ P V^π from it."""
+
+    def is_expectation(mdp: dict) -> None:
+        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        values, action_values = exact_policy_evaluation(P, R, pi, gamma)
+        reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact")
+        observed = ctx.impl.state_value_from_q(pi, action_values)
+        assert list(observed) == list(values), (list(observed), list(values))
+
+    return check_property(ctx, is_expectation, mdps_with_end)
+
+
+# --------------------------------------------------------------------------- 4.2.4
+
+
+def _rloo_batch(vocabulary: int, group_size: int, drawn: list) -> dict[str, object]:
+    """Answers of one to three tokens, each token drawn from its own exact softmax over the vocabulary, with the
+    score of the token, e_y - π (the verifier's own), and a reward per answer."""
+    scores = [[exact_softmax_scores(np.array([Fraction(w, sum(weights)) for w in weights], dtype=object))[token]
+               for weights, token in tokens] for tokens, _ in drawn]
+    return {"vocabulary": vocabulary, "group_size": group_size, "scores": scores,
+            "rewards": [Fraction(eighths, 8) for _, eighths in drawn]}
+
+
+@functools.cache
+def _rloo_batches_of_size(vocabulary: int, group_size: int, prompts: int) -> st.SearchStrategy:
+    token = st.tuples(st.lists(st.integers(1, 4), min_size=vocabulary, max_size=vocabulary),
+                      st.integers(0, vocabulary - 1))
+    answer = st.tuples(st.lists(token, min_size=1, max_size=3), st.integers(-40, 40))
+    answers = group_size * prompts
+    return st.lists(answer, min_size=answers, max_size=answers).map(
+        functools.partial(_rloo_batch, vocabulary, group_size))
+
+
+# A vocabulary of two or three tokens, groups of two to four answers, one or two prompts.
+_rloo_batches = st.tuples(st.integers(2, 3), st.integers(2, 4), st.integers(1, 2)).flatmap(
+    lambda size: _rloo_batches_of_size(*size))
+
+
+@verifier("lesson_4_2.rloo_answer_level_property", kind="property", uses=("rloo_advantages", "reinforce_gradient"))
+def rloo_answer_level_property(ctx: Context) -> dict[str, object]:
+    """On random batches of answers (one to three tokens each, with exact token scores) in contiguous groups of G
+    per prompt, impl's RLOO advantages, each weighting every token of its answer, and impl's REINFORCE estimate
+    over those token sequences give, per prompt, (1/G) Σ_i (R_i - (1/(G-1)) Σ_{j≠i} R_j) Σ_t ∇log π(y_it),
+    computed here from the definition."""
+
+    def answer_level(batch: dict) -> None:
+        vocabulary, group_size, scores, rewards = (batch[k] for k in ("vocabulary", "group_size", "scores",
+                                                                      "rewards"))
+        lengths = [len(tokens) for tokens in scores]
+        reach(group=group_size, tokens=lengths, actions=vocabulary)
+        prompts = len(rewards) // group_size
+        advantages = ctx.impl.rloo_advantages(np.array(rewards, dtype=object), group_size)
+        weights = np.zeros((max(lengths), prompts, group_size), dtype=object) + Fraction(0)
+        token_scores = np.zeros((max(lengths), prompts, group_size, vocabulary), dtype=object) + Fraction(0)
+        for i, tokens in enumerate(scores):
+            prompt, answer = divmod(i, group_size)
+            for t, score in enumerate(tokens):
+                weights[t, prompt, answer] = advantages[i]
+                token_scores[t, prompt, answer] = score
+        observed = ctx.impl.reinforce_gradient(weights, token_scores)
+        for prompt in range(prompts):
+            group = range(prompt * group_size, (prompt + 1) * group_size)
+            expected = sum((rewards[i] - sum(rewards[j] for j in group if j != i) / (group_size - 1))
+                           * sum(scores[i], np.zeros(vocabulary, dtype=object)) for i in group) / group_size
+            assert list(observed[prompt]) == list(expected), (prompt, list(observed[prompt]), list(expected))
+
+    return check_property(ctx, answer_level, _rloo_batches)
 
 
 # --------------------------------------------------------------------------- 4.2.5
@@ -88,6 +232,9 @@ def group_variances_by_parameterisation_exact(ctx: Context) -> dict[str, object]
     categories = len(pi)
     groups = np.array(list(itertools.product(range(categories), repeat=params.group_size)))
     probability = np.prod(pi[groups], axis=1)
+    # Every group of independent one-action answers, weighted by the policy whose score is taken; the
+    # estimators are handed sampled rewards and group baselines.
+    reach_bandit(categories, group=groups.shape[1], data="current", tokens=1, advantages="estimated")
     group_rewards = rewards[groups]
     advantages = {"no_baseline": group_rewards,
                   "group_mean": ctx.impl.group_centered_advantages(group_rewards),

@@ -2,7 +2,8 @@
 
 Step 4.3.1: explained variance as the share of the targets' variance a critic accounts for, not
 only its two endpoints. Step 4.3.2: how large a long target's variance can get, not only that it is
-positive. Step 4.3.3: where the bootstrapped tail at a rollout's edge matters most (short buffers,
+positive, and that a random next state alone makes it noisy where a deterministic one does not.
+Step 4.3.3: where the bootstrapped tail at a rollout's edge matters most (short buffers,
 long episodes). Step 4.3.4: that the state at a time-limit truncation has a continuation value of its
 own. Step 4.3.5: what using each batch once buys (the step is the collecting policy's gradient in
 expectation, and a reused batch no longer gives the changed policy's), and what PPO's clipping buys
@@ -12,6 +13,7 @@ when one batch is reused for several epochs.
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -19,8 +21,9 @@ import numpy as np
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, verifier
-from verifiers._numeric import log_softmax, rounding_bound
+from harness import Context, check_property, reach, verifier
+from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.actor_critic import (
     Chain,
     Corridor,
@@ -32,8 +35,10 @@ from verifiers.actor_critic import (
     chain_critic,
     chain_values,
     corridor,
+    reach_chain,
 )
 from verifiers.syllabus_ppo import ClippedEpochs
+from verifiers.tabular import exact_policy_values
 
 # ------------------------------------------------------------------ 4.3.1: explained variance is a share
 
@@ -108,6 +113,7 @@ def long_target_variance_grows_exact(ctx: Context) -> dict[str, object]:
                                          "ratio_by_length": []}
     for length in ctx.params.lengths:
         chain = Chain(**{**ctx.params.chain.model_dump(), "length": length})
+        reach_chain(chain, advantages="exact" if chain.critic_error == 0 else "estimated")
         rewards, probability = _chain_paths(chain, None)
         critic = chain_critic(chain, chain_values(chain))
         _, long = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, length))
@@ -115,6 +121,80 @@ def long_target_variance_grows_exact(ctx: Context) -> dict[str, object]:
         observed["long_target_variance_by_length"].append(long)
         observed["one_step_variance_by_length"].append(short)
         observed["ratio_by_length"].append(long / short if short else None)
+    return observed
+
+
+class EpisodicMDP(BaseModel):
+    """A small episodic MDP: P[s][a][s2], R[s][a] and π[s][a], a start state, and an absorbing terminal state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    P: list[list[list[float]]] = Field(min_length=2, description="P[s][a][s2]; the terminal state's row absorbs")
+    R: list[list[float]] = Field(min_length=2, description="R[s][a], the reward of taking a in s (0 in the terminal)")
+    pi: list[list[float]] = Field(min_length=2, description="π(a|s), the policy that collects the episodes")
+    start: int = Field(ge=0, description="the state every episode starts from")
+    terminal: int = Field(ge=0, description="the absorbing terminal state, worth 0")
+
+
+class TwoEnvironments(BaseModel):
+    """The same task with deterministic and with stochastic transitions, its discount, and its episodes' length."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    deterministic: EpisodicMDP
+    stochastic: EpisodicMDP
+    gamma: float = Field(gt=0, le=1, description="the discount γ")
+    horizon: int = Field(ge=1, le=8, description="decisions of every episode: the terminal is reached after exactly "
+                                                 "this many")
+
+
+def _episodes(mdp: EpisodicMDP, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every episode of ``horizon`` decisions from the start state, exactly: states [horizon + 1, M], actions
+    [horizon, M], their probabilities [M], and the MDP's P, R, π as exact arrays."""
+    P, R, pi = (np.vectorize(as_written, otypes=[object])(np.array(table, dtype=float))
+                for table in (mdp.P, mdp.R, mdp.pi))
+    paths = [((mdp.start,), (), Fraction(1))]
+    for _ in range(horizon):
+        paths = [(states + (following,), actions + (a,), probability * pi[states[-1], a] * P[states[-1], a, following])
+                 for states, actions, probability in paths for a in range(pi.shape[1]) for following in range(len(P))
+                 if pi[states[-1], a] * P[states[-1], a, following]]
+    if any(states[-1] != mdp.terminal or mdp.terminal in states[:-1] for states, _, _ in paths):
+        raise ValueError(f"every episode must reach the terminal state {mdp.terminal} after exactly {horizon} "
+                         "decisions")
+    states = np.array([path[0] for path in paths]).T
+    actions = np.array([path[1] for path in paths]).T
+    return states, actions, np.array([path[2] for path in paths], dtype=object), (P, R, pi)
+
+
+@verifier("lesson_4_3.long_target_noise_by_transitions_exact", kind="exact", uses=("n_step_advantages",),
+          params=TwoEnvironments)
+def long_target_noise_by_transitions_exact(ctx: Context) -> dict[str, object]:
+    """The variance of the Monte Carlo target (impl's n-step estimate with n = horizon, to the episode's end)
+    and of the one-step target at the start state, each plus V^π(s_0), over every episode enumerated
+    exactly, in the same task with deterministic and with stochastic transitions: the randomness of the
+    long target here is the environment's next states alone (the policy and the rewards of each (s, a)
+    are fixed).
+
+    V^π is solved here on the live states with sympy (the terminal is worth 0); the critic is exact, so
+    each target is unbiased and only its noise differs.
+    """
+    params = ctx.params
+    gamma = as_written(params.gamma)
+    observed: dict[str, object] = {}
+    for name in ("deterministic", "stochastic"):
+        mdp = getattr(params, name)
+        s, a, probability, (P, R, pi) = _episodes(mdp, params.horizon)
+        reach_mdp(P, gamma=gamma, horizon=params.horizon, advantages="exact")
+        live = [state for state in range(len(P)) if state != mdp.terminal]
+        values = np.zeros(len(P), dtype=object) + Fraction(0)
+        values[live] = exact_policy_values(P[np.ix_(live, range(P.shape[1]), live)], R[live], pi[live], gamma)
+        terminated = (s[1:] == mdp.terminal).astype(int)
+        observed[f"{name}_episodes"] = len(probability)
+        for horizon, n in (("long", params.horizon), ("one_step", 1)):
+            estimate = ctx.impl.n_step_advantages(R[s[:-1], a], values[s[:-1]], values[s[1:]], terminated, terminated,
+                                                  gamma, n)[0]
+            _, variance = _mean_and_variance(probability, estimate + values[mdp.start])
+            observed[f"{name}_{horizon}_target_variance"] = variance
+    observed["stochastic_long_minus_one_step_variance"] = (observed["stochastic_long_target_variance"]
+                                                           - observed["stochastic_one_step_target_variance"])
     return observed
 
 
@@ -145,10 +225,10 @@ def _tail_bound(length: int) -> float:
 
 
 def _edge_tail_draws() -> st.SearchStrategy:
-    # γ in [1/2, 15/16] and λ in [1/2, 1] (sixteenths, so γλ < 1), a buffer length, the number of buffers an
-    # episode spans, a seed. The smallest tail coefficient, γ (γλ)^(T-1) >= 1e-7, stays far above float rounding,
+    # γ and λ in [1/2, 1] (sixteenths; γ = λ = 1 makes γλ = 1), a buffer length, the number of buffers an
+    # episode spans, a seed. The smallest tail coefficient, γ (γλ)^(T-1) >= 1e-8, stays far above float rounding,
     # so a coefficient read as zero is zero.
-    return st.tuples(st.integers(8, 15), st.integers(8, 16), st.integers(1, 12), st.integers(1, 5),
+    return st.tuples(st.integers(8, 16), st.integers(8, 16), st.integers(1, 12), st.integers(1, 5),
                      st.integers(0, 2**32 - 1))
 
 
@@ -158,7 +238,8 @@ def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
 
     - Short buffers: for one episode that goes on past a buffer of T steps, the mean over the
       buffer's steps of ∂Â_t/∂V(s_T), the weight the critic's tail carries, is larger for T than
-      for T + 1 (it is γ/T Σ_{k<T} (γλ)^k, which falls with T when γλ < 1), and every step's
+      for T + 1 (it is γ/T Σ_{k<T} (γλ)^k, which falls with T when γλ < 1; with γ = λ = 1 it is 1 at
+      every T, and only the share of steps below says where the tail weighs most), and every step's
       coefficient is positive: no estimate of the buffer is free of the tail.
     - Long episodes: an episode of k T steps ending in a true terminal, collected in k consecutive
       buffers of T, has a share of (k - 1)/k of its steps whose estimates carry an edge's tail (all
@@ -169,6 +250,8 @@ def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
     def weighs_most(draw: tuple) -> None:
         gamma_16, lambda_16, length, pieces, seed = draw
         gamma, lambda_ = gamma_16 / 16, lambda_16 / 16
+        # Buffers of random values (a critic's estimates) cut from episodes of k and k + 1 buffers' length.
+        reach(discount=gamma, horizon=[pieces * length, (pieces + 1) * length], advantages="estimated")
         rng = np.random.default_rng(seed)
         means = []
         for size in (length, length + 1):
@@ -176,7 +259,10 @@ def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
             assert np.all(coefficients > _tail_bound(size)), ("a step without the edge's tail", size, coefficients)
             means.append(float(coefficients.mean()))
         margin = means[0] - means[1]
-        assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
+        if gamma * lambda_ < 1:
+            assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
+        else:
+            assert abs(margin) <= 2 * _tail_bound(length + 1), ("with γλ = 1 every step carries the whole tail", means)
         shares = []
         for k in (pieces, pieces + 1):
             carrying = 0
@@ -216,6 +302,8 @@ def truncation_continuation_value_exact(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp = corridor(params)
     theta, phi = _start(mdp, ctx.rng)
+    # Episodes cut at the time limit, valued in the untruncated task under the policy that collected them.
+    reach_mdp(mdp["P"], gamma=params.gamma, horizon=[params.time_limit, math.inf], data="current")
     rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
     shape = (params.n_steps, params.n_envs)
     reached_goal = mdp["terminal"][rollout.s_tp1]
@@ -241,6 +329,10 @@ def truncation_continuation_value_exact(ctx: Context) -> dict[str, object]:
 # ------------------------------------------------------------------ 4.3.5: what a single use of each batch buys
 
 
+# The discount of the one-step iterations below: an episode of one step ends before any discounting.
+ONE_STEP_DISCOUNT = 1.0
+
+
 def _one_step_rollout(state: int, action: int, reward: float, value: float, log_pi: float, terminal: int
                       ) -> SimpleNamespace:
     """One transition into the terminal state, shaped [1, 1], with the fields of step 4.3.5's rollout."""
@@ -256,11 +348,24 @@ def _policy_gradient(theta: np.ndarray, rewards: np.ndarray, rho: np.ndarray) ->
     return rho[:, None] * pi * (rewards - (pi * rewards).sum(axis=1, keepdims=True))
 
 
+def _old_data_step(theta: np.ndarray, rewards: np.ndarray, phi: np.ndarray, rho: np.ndarray, sampling: np.ndarray
+                   ) -> np.ndarray:
+    """Σ_s ρ(s) Σ_a sampling(a|s) (R(s, a) - φ(s)) (e_a - π_θ(·|s)), row by row: the expected policy-gradient
+    step at θ on one-step data drawn from ``sampling``, written out here; ∇J(θ) when ``sampling`` is π_θ."""
+    pi = np.exp(log_softmax(theta))
+    weighted = sampling * (rewards - phi[:, None])
+    return rho[:, None] * (weighted - weighted.sum(axis=1, keepdims=True) * pi)
+
+
 def _expected_step(ctx: Context, theta: np.ndarray, phi: np.ndarray, rewards: np.ndarray, rho: np.ndarray,
-                   sampling: np.ndarray, actor_lr: float) -> np.ndarray:
+                   sampling: np.ndarray, actor_lr: float, data: str) -> np.ndarray:
     """E[θ' - θ] / lr of impl's iteration on a batch of one transition drawn from ``sampling`` (π of the
-    collecting policy), every (s, a) enumerated with probability ρ(s) sampling(a|s)."""
+    collecting policy), every (s, a) enumerated with probability ρ(s) sampling(a|s). ``data`` says whose
+    policy ``sampling`` is, relative to θ's: the current one, or an old one θ has moved from."""
     n_states, n_actions = rewards.shape
+    # One-step episodes from n_states start states; the advantage r - φ(s) is handed a drawn critic's value.
+    reach(states=n_states, actions=n_actions, horizon=1, discount=ONE_STEP_DISCOUNT, data=data,
+          advantages="estimated")
     full_theta = np.vstack([theta, np.zeros((1, n_actions))])
     full_phi = np.append(phi, 0.0)
     log_sampling = np.log(sampling)
@@ -268,8 +373,8 @@ def _expected_step(ctx: Context, theta: np.ndarray, phi: np.ndarray, rewards: np
     for s in range(n_states):
         for a in range(n_actions):
             rollout = _one_step_rollout(s, a, rewards[s, a], phi[s], log_sampling[s, a], n_states)
-            stepped, _ = ctx.impl.actor_critic_iteration(full_theta, full_phi, rollout, 1.0, 1.0, actor_lr, 0.5,
-                                                         normalize=False)
+            stepped, _ = ctx.impl.actor_critic_iteration(full_theta, full_phi, rollout, ONE_STEP_DISCOUNT, 1.0,
+                                                         actor_lr, 0.5, normalize=False)
             expected += rho[s] * sampling[s, a] * (np.asarray(stepped, dtype=float) - full_theta)
     assert not np.any(expected[-1]), "the terminal state's logits moved"
     return expected[:-1] / actor_lr
@@ -300,14 +405,28 @@ def single_use_step_property(ctx: Context) -> dict[str, object]:
     a tabular softmax actor θ and any critic φ), impl's actor step on a batch collected by the policy
     it updates is, in expectation over the batch, lr ∇J(θ): every (s, a) is enumerated with its
     probability ρ(s) π_θ(a|s), the batch is one transition into the terminal state (Â = r - φ(s)),
-    and ∇J is written out here. Unnormalised advantages: a batch of one sample has no spread."""
+    and ∇J is written out here. Unnormalised advantages: a batch of one sample has no spread.
+
+    Once the policy has moved to θ_1 = θ + lr ∇J(θ), a step at θ_1 on the old batch (drawn from π_θ) is
+    in expectation E_{π_θ}[(r - φ(s)) ∇ log π_θ1(a|s)], written out here: the old data's average, not
+    ∇J(θ_1), from which it differs by Σ_s ρ(s) Σ_a (π_θ - π_θ1)(a|s) (R(s, a) - φ(s)) ∇ log π_θ1(a|s);
+    a step on a fresh batch drawn from π_θ1 is lr ∇J(θ_1) again."""
 
     def unbiased(problem: dict) -> None:
         rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
         rho = np.full(len(rewards), 1 / len(rewards))
         pi = np.exp(log_softmax(theta))
-        gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr) - _policy_gradient(theta, rewards, rho))
+        gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current")
+                     - _policy_gradient(theta, rewards, rho))
         assert gap.max() <= _step_bound(rewards, phi, theta, lr), ("not the collecting policy's gradient", gap)
+        changed = theta + lr * _policy_gradient(theta, rewards, rho)
+        bound = _step_bound(rewards, phi, changed, lr)
+        reused = _expected_step(ctx, changed, phi, rewards, rho, pi, lr, "old")
+        gap = np.abs(reused - _old_data_step(changed, rewards, phi, rho, pi))
+        assert gap.max() <= bound, ("a reused batch's step is not the old data's average", gap)
+        fresh = _expected_step(ctx, changed, phi, rewards, rho, np.exp(log_softmax(changed)), lr, "current")
+        gap = np.abs(fresh - _policy_gradient(changed, rewards, rho))
+        assert gap.max() <= bound, ("a fresh batch's step is not the changed policy's gradient", gap)
 
     return check_property(ctx, unbiased, _one_step_problems())
 
@@ -340,12 +459,12 @@ def reused_batch_exact(ctx: Context) -> dict[str, object]:
     rho = np.full(len(rewards), 1 / len(rewards))
     lr = params.actor_lr
     old_pi = np.exp(log_softmax(theta))
-    first = _expected_step(ctx, theta, phi, rewards, rho, old_pi, lr)
+    first = _expected_step(ctx, theta, phi, rewards, rho, old_pi, lr, "current")
     changed = theta + lr * _policy_gradient(theta, rewards, rho)
     new_pi = np.exp(log_softmax(changed))
     target = _policy_gradient(changed, rewards, rho)
-    reused = _expected_step(ctx, changed, phi, rewards, rho, old_pi, lr)
-    fresh = _expected_step(ctx, changed, phi, rewards, rho, new_pi, lr)
+    reused = _expected_step(ctx, changed, phi, rewards, rho, old_pi, lr, "old")
+    fresh = _expected_step(ctx, changed, phi, rewards, rho, new_pi, lr, "current")
     bound = _step_bound(rewards, phi, changed, lr)
     gaps = {"single_use": float(np.abs(first - _policy_gradient(theta, rewards, rho)).max()),
             "reused": float(np.abs(reused - target).max()), "fresh": float(np.abs(fresh - target).max())}
@@ -375,6 +494,8 @@ def ppo_reuse_epochs_exact(ctx: Context) -> dict[str, object]:
     log_pi_old = np.log(pi_old)
     n = len(actions)
     one_hot = np.eye(len(pi_old))[actions]
+    # One state's logits, stepped for several epochs on a batch drawn from π_old; the advantages are given numbers.
+    reach_bandit(len(pi_old), data="old", advantages="estimated")
 
     def derivative(objective: str, ratio: np.ndarray) -> np.ndarray:
         if objective == "clipped":

@@ -1,17 +1,21 @@
-"""Lesson 4.4: the local approximation after several epochs, what a batch's k3 does not bound, and why
-stable log-probabilities are a detail PPO's results depend on (steps 4.4.1, 4.4.4 and 4.4.5)."""
+"""Lesson 4.4: the local approximation after several epochs, the surrogate's gradient at θ_old for γ < 1, what
+a batch's k3 does not bound, and why stable log-probabilities are a detail PPO's results depend on (steps 4.4.1,
+4.4.4 and 4.4.5)."""
 
 from __future__ import annotations
 
 import itertools
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
-from pydantic import Field
+import sympy as sp
+from pydantic import Field, model_validator
 
-from harness import Context, NoParams, verifier
+from harness import Context, NoParams, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._reach import reach_mdp
 from verifiers.kl import FiniteBatch
 
 # --------------------------------------------------------------------------- 4.4.1: epochs on one batch
@@ -48,8 +52,12 @@ def _tree_gains(p_first: float, p_second: float) -> tuple[float, float]:
     visits_old = {"s0": 1.0, "s1": pi(old, "s0", 0), "s2": pi(old, "s0", 1)}
     surrogate = sum(visits_old[s] * pi(old, s, a) * (pi(new, s, a) / pi(old, s, a)) * advantage[(s, a)]
                     for s in ("s0", "s1", "s2") for a in (0, 1))
+    successor = {0: "s1", 1: "s2"}  # the state each action of s0 leads to; s1 and s2 end the episode
     true_new = sum(pi(new, "s0", a) * sum(pi(new, s, b) * reward[(s, b)] for b in (0, 1))
-                   for a, s in ((0, "s1"), (1, "s2")))
+                   for a, s in successor.items())
+    # Two decisions (s0, then its successor); A_old exact; the surrogate weighs π_old's visits.
+    reach(states=len(old), actions=len(successor), horizon=len(("s0", successor[0])), transitions="deterministic",
+          advantages="exact", data="old")
     return true_new - value_old["s0"], surrogate
 
 
@@ -101,6 +109,7 @@ def k3_batch_bounds_no_update(ctx: Context) -> dict[str, object]:
     batch at 1, so the batch's k3 is 0 however far the policy moved: a small D̂ is no bound on the update.
     """
     p_old, p_new = np.array(ctx.params.pi_old), np.array(ctx.params.pi_new)
+    reach(states=1, actions=p_old.size, data="old")  # one state's policies; the batch is drawn from π_old
     log_pi_old, log_pi_new = np.log(p_old[ctx.params.actions]), np.log(p_new[ctx.params.actions])
     ratios = np.asarray(ctx.impl.probability_ratios(log_pi_new, log_pi_old), dtype=float)
     probability = Fraction(1)
@@ -152,6 +161,8 @@ def unstable_log_probabilities_break_ppo(ctx: Context) -> dict[str, object]:
     rows = np.arange(len(params.actions))
     actions, advantages = np.array(params.actions), np.array(params.advantages)
     old, new = np.array(params.old_logits), np.array(params.new_logits)
+    # The stored actions and their log π_old come from the old logits; the advantages are numbers written for Â.
+    reach(actions=old.shape[1], data="old", advantages="estimated")
 
     def taken(log_pi: np.ndarray) -> np.ndarray:
         return np.asarray(log_pi, dtype=float)[rows, actions]
@@ -174,3 +185,230 @@ def unstable_log_probabilities_break_ppo(ctx: Context) -> dict[str, object]:
             "unstable_objective_finite": bool(np.isfinite(unstable)),
             "stable_objective_finite": bool(np.isfinite(stable)),
             "stable_equals_unshifted": bool(abs(stable - reference) <= bound), "bound": bound}
+
+
+# --------------------------------------------------------------------------- 4.4.1: the surrogate's gradient for γ < 1
+
+
+class DiscountedWitness(NoParams):
+    """A small MDP written out in the claim file, the old policy's probabilities, the horizon and the discounts."""
+
+    P: list[list[list[float]]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
+    R: list[list[float]] = Field(description="R[s][a], the reward of action a in state s")
+    rho: list[float] = Field(description="initial state distribution")
+    policy: list[list[float]] = Field(description="π_old[s][a], rational as written; its logits are log π_old")
+    horizon: int = Field(ge=1, le=4, description="decisions per episode")
+    gammas: list[float] = Field(min_length=1, description="the discounts at which the gradients are compared")
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> DiscountedWitness:
+        n_states, n_actions = np.shape(self.R)
+        if np.shape(self.P) != (n_states, n_actions, n_states) or np.shape(self.policy) != (n_states, n_actions):
+            raise ValueError(f"P must have shape {(n_states, n_actions, n_states)} and policy {(n_states, n_actions)}")
+        if len(self.rho) != n_states:
+            raise ValueError("rho must have one entry per state")
+        rows = [self.rho, *self.policy, *(row for block in self.P for row in block)]
+        if any(sum(as_written(p) for p in row) != 1 or min(row) < 0 for row in rows):
+            raise ValueError("rho, every row of policy and every P[s][a] must be a distribution summing to exactly one")
+        if any(not 0 < g <= 1 for g in self.gammas):
+            raise ValueError("every discount must lie in (0, 1]")
+        return self
+
+
+def time_uniform_step_weight(gamma: object, t: int) -> object:
+    """The weight of step t's samples in the text's L^PG = E_{t~π_old}[r_t Â_t]: every step of the batch counts the
+    same, whatever γ (the definition the erratum is about; tests/test_scope_4_4.py weights it by γ^t to show that the
+    check then turns red)."""
+    return 1
+
+
+def discounted_step_weight(gamma: object, t: int) -> object:
+    """γ^t: the weight under which the surrogate's states follow the discounted visitation Σ_t γ^t Pr(s_t = s)."""
+    return gamma**t
+
+
+class _Sample(NamedTuple):
+    probability: object  # of the trajectory the sample belongs to, under π_old
+    t: int
+    state: int
+    action: int
+
+
+class _Witness(NamedTuple):
+    P: list[list[list[object]]]
+    R: list[list[object]]
+    rho: list[object]
+    policy: list[list[object]]
+    horizon: int
+
+    @property
+    def n_states(self) -> int:
+        return len(self.R)
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.R[0])
+
+
+def _on_policy_batch(witness: _Witness) -> list[_Sample]:
+    """Every time step of every trajectory π_old can take, each with its trajectory's probability (exact)."""
+    steps = list(itertools.product(range(witness.n_states), range(witness.n_actions)))
+    batch = []
+    for path in itertools.product(steps, repeat=witness.horizon):
+        probability = witness.rho[path[0][0]]
+        for t, (s, a) in enumerate(path):
+            probability *= witness.policy[s][a]
+            if t + 1 < witness.horizon:
+                probability *= witness.P[s][a][path[t + 1][0]]
+        if probability:
+            batch.extend(_Sample(probability, t, s, a) for t, (s, a) in enumerate(path))
+    return batch
+
+
+def _exact_advantages(witness: _Witness, gamma: object) -> list[list[list[object]]]:
+    """A^π_t(s, a) = Q_t(s, a) - V_t(s) of the γ-discounted reward from step t to the horizon, by backward induction
+    (exact in the arithmetic of ``gamma`` and the witness: Fractions, or sympy with a symbolic γ)."""
+    following = [0] * witness.n_states
+    advantages: list[list[list[object]]] = [[] for _ in range(witness.horizon)]
+    for t in reversed(range(witness.horizon)):
+        q = [[witness.R[s][a] + gamma * sum(witness.P[s][a][s2] * following[s2] for s2 in range(witness.n_states))
+              for a in range(witness.n_actions)] for s in range(witness.n_states)]
+        following = [sum(witness.policy[s][a] * q[s][a] for a in range(witness.n_actions))
+                     for s in range(witness.n_states)]
+        advantages[t] = [[q[s][a] - following[s] for a in range(witness.n_actions)] for s in range(witness.n_states)]
+    return advantages
+
+
+def _score(witness: _Witness, s: int, a: int) -> list[list[object]]:
+    """∇_θ log π(a|s) of the tabular softmax at θ_old: e_a - π_old(s) in row s, zero elsewhere."""
+    return [[((1 if b == a else 0) - witness.policy[s][b]) if row == s else 0 for b in range(witness.n_actions)]
+            for row in range(witness.n_states)]
+
+
+def _weighted_sum(witness: _Witness, weights: list[object], batch: list[_Sample]) -> list[list[object]]:
+    """Σ_i weights_i ∇log π(a_i|s_i) over the batch."""
+    total: list[list[object]] = [[0] * witness.n_actions for _ in range(witness.n_states)]
+    for weight, sample in zip(weights, batch, strict=True):
+        for s, row in enumerate(_score(witness, sample.state, sample.action)):
+            for a, entry in enumerate(row):
+                total[s][a] += weight * entry
+    return total
+
+
+def _impl_surrogate_gradient(impl: object, witness: _Witness, batch: list[_Sample], gamma: Fraction,
+                             step_weight: object) -> list[list[Fraction]]:
+    """∇_θ of Σ_i w_i r_i Â_i at θ = θ_old through impl: its ratios at θ_old (exp of log π_old - log π_old, as it
+    computes them, taken as the exact rationals they are), its derivative of each term with respect to log π
+    (``surrogate_objective_grad``, in Fractions), times the verifier's own softmax score; w_i is the sample's
+    trajectory probability times ``step_weight(gamma, t)``."""
+    advantages = _exact_advantages(witness, gamma)
+    log_pi_old = np.log([float(witness.policy[sample.state][sample.action]) for sample in batch])
+    at_old = np.asarray(impl.probability_ratios(log_pi_old, log_pi_old), dtype=float)
+    ratios = np.array([Fraction(float(r)) for r in at_old], dtype=object)
+    handed = np.array([advantages[sample.t][sample.state][sample.action] for sample in batch], dtype=object)
+    per_sample = impl.surrogate_objective_grad(ratios, handed)
+    weights = [sample.probability * step_weight(gamma, sample.t) * derivative
+               for sample, derivative in zip(batch, per_sample, strict=True)]
+    return _weighted_sum(witness, weights, batch)
+
+
+def _objective_gradient(witness: _Witness, gamma: sp.Expr) -> list[list[sp.Expr]]:
+    """The verifiers' own ∇_θ J_γ at θ_old, by differentiating J_γ(θ) = Σ_τ p_θ(τ) Σ_t γ^t R(s_t, a_t) in sympy,
+    with π_θ = softmax(θ) and θ_old = log π_old: no policy-gradient formula is assumed."""
+    logits = [[sp.Symbol(f"theta_{s}_{a}", real=True) for a in range(witness.n_actions)]
+              for s in range(witness.n_states)]
+    policy = [[sp.exp(z) / sum(sp.exp(y) for y in row) for z in row] for row in logits]
+    steps = list(itertools.product(range(witness.n_states), range(witness.n_actions)))
+    objective = sp.Integer(0)
+    for path in itertools.product(steps, repeat=witness.horizon):
+        probability = sp.Rational(witness.rho[path[0][0]])
+        for t, (s, a) in enumerate(path):
+            probability *= policy[s][a]
+            if t + 1 < witness.horizon:
+                probability *= sp.Rational(witness.P[s][a][path[t + 1][0]])
+        if probability != 0:
+            objective += probability * sum(gamma**t * sp.Rational(witness.R[s][a]) for t, (s, a) in enumerate(path))
+    at_old = {logits[s][a]: sp.log(sp.Rational(witness.policy[s][a]))
+              for s in range(witness.n_states) for a in range(witness.n_actions)}
+    return [[sp.factor(sp.simplify(sp.diff(objective, z).subs(at_old))) for z in row] for row in logits]
+
+
+def _as_fractions(rows: list[list[sp.Expr]]) -> list[list[Fraction]]:
+    """Rational sympy numbers as Fractions, so that they compare with impl's side exactly."""
+    return [[Fraction(int(sp.Rational(v).p), int(sp.Rational(v).q)) for v in row] for row in rows]
+
+
+def _cosine(u: list[list[Fraction]], v: list[list[Fraction]]) -> sp.Expr | None:
+    """u·v / (|u| |v|), exact (sympy); None when either is the zero vector."""
+    flat_u, flat_v = [x for row in u for x in row], [x for row in v for x in row]
+    norms = sum(x * x for x in flat_u) * sum(x * x for x in flat_v)
+    if norms == 0:
+        return None
+    dot = sum(x * y for x, y in zip(flat_u, flat_v, strict=True))
+    return sp.nsimplify(sp.Rational(dot.numerator, dot.denominator)
+                        / sp.sqrt(sp.Rational(norms.numerator, norms.denominator)))
+
+
+@verifier("lesson_4_4.time_uniform_surrogate_misses_discounted_gradient", kind="symbolic",
+          uses=("probability_ratios", "surrogate_objective_grad"), params=DiscountedWitness)
+def time_uniform_surrogate_misses_discounted_gradient(ctx: Context) -> dict[str, object]:
+    """∇L^PG at θ = θ_old against ∇J_γ, on a witness MDP, with the exact advantages A^π_t of each step.
+
+    The batch is the on-policy batch of every time step of every trajectory π_old can take, each
+    weighted by its trajectory's probability (the sum over steps, which is T times the mean over
+    steps of E_{t~π_old}; a constant that changes no direction). At each discount in ``gammas``,
+    in Fractions: ∇_θ of the text's time-uniform L^PG = Σ r_t Â_t and of the γ^t-weighted
+    Σ γ^t r_t Â_t, both through impl (:func:`_impl_surrogate_gradient`), against the verifiers' own
+    ∇J_γ (:func:`_objective_gradient`); the cosine of the first with ∇J_γ and whether each equals it.
+
+    For every γ at once, in sympy with a positive symbol γ (the verifiers' own surrogate, E[w_t Â_t ∇log π]
+    with the same step weights): the components of the time-uniform gap ∇L^PG - ∇J_γ factored,
+    the discounts in (0, 1] where all of them vanish, and whether the γ^t-weighted gap is zero for every γ.
+    """
+    params = ctx.params
+    witness = _Witness([[[as_written(p) for p in row] for row in block] for block in params.P],
+                       [[as_written(r) for r in row] for row in params.R], [as_written(p) for p in params.rho],
+                       [[as_written(p) for p in row] for row in params.policy], params.horizon)
+    batch = _on_policy_batch(witness)
+    gamma = sp.Symbol("gamma", positive=True)
+    gradient = _objective_gradient(witness, gamma)
+    reach_mdp(params.P, gamma=gamma, horizon=witness.horizon, advantages="exact", data="old")
+
+    def own_surrogate(step_weight: object) -> list[list[sp.Expr]]:
+        advantages = _exact_advantages(witness, gamma)
+        weights = [sample.probability * step_weight(gamma, sample.t) * advantages[sample.t][sample.state][sample.action]
+                   for sample in batch]
+        return _weighted_sum(witness, weights, batch)
+
+    gap = [[sp.factor(sp.expand(x - y)) for x, y in zip(row, target, strict=True)]
+           for row, target in zip(own_surrogate(time_uniform_step_weight), gradient, strict=True)]
+    discounted_gap = [[sp.expand(x - y) for x, y in zip(row, target, strict=True)]
+                      for row, target in zip(own_surrogate(discounted_step_weight), gradient, strict=True)]
+    # The discounts in (0, 1] where every component of the gap vanishes (all of them, if none is non-zero).
+    nonzero = [component for row in gap for component in row if component != 0]
+    vanishing: list[sp.Expr] | str = "every"
+    if nonzero:
+        roots = set.intersection(*(set(sp.solve(component, gamma)) for component in nonzero))
+        vanishing = sorted(root for root in roots if root.is_real and 0 < root <= 1)
+
+    observed: dict[str, list[object]] = {"policy_gradient": [], "surrogate_gradient": [],
+                                         "discounted_surrogate_gradient": [], "cosine_to_policy_gradient": [],
+                                         "surrogate_equals_policy_gradient": [],
+                                         "discounted_surrogate_equals_policy_gradient": []}
+    for written in params.gammas:
+        value = as_written(written)
+        reach_mdp(params.P, gamma=value, horizon=witness.horizon, advantages="exact", data="old")
+        target = _as_fractions([[entry.subs(gamma, sp.Rational(value.numerator, value.denominator)) for entry in row]
+                                for row in gradient])
+        uniform = _impl_surrogate_gradient(ctx.impl, witness, batch, value, time_uniform_step_weight)
+        discounted = _impl_surrogate_gradient(ctx.impl, witness, batch, value, discounted_step_weight)
+        observed["policy_gradient"].append(target)
+        observed["surrogate_gradient"].append(uniform)
+        observed["discounted_surrogate_gradient"].append(discounted)
+        observed["cosine_to_policy_gradient"].append(_cosine(uniform, target))
+        observed["surrogate_equals_policy_gradient"].append(uniform == target)
+        observed["discounted_surrogate_equals_policy_gradient"].append(discounted == target)
+    return {**observed, "gammas": [as_written(g) for g in params.gammas],
+            "gap_for_every_discount": gap,
+            "discounts_in_unit_interval_where_gap_vanishes": vanishing,
+            "discounted_gap_vanishes_for_every_discount": all(c == 0 for row in discounted_gap for c in row)}

@@ -8,22 +8,31 @@
   estimate given (s_t, a_t) is A^π(s_t, a_t) for every λ.
 
 Random MDPs have exact rational entries (integer weights over their sum, rewards in eighths, γ in
-sixteenths below 1). The references (V^π by sympy's exact solve, V* by exact policy iteration,
-Q = R + γ P V) are ``verifiers.tabular``'s, computed without impl.
+sixteenths below 1; the value head's are also drawn episodic, with γ up to 1). The references (V^π
+by sympy's exact solve, V* by exact policy iteration, Q = R + γ P V) are ``verifiers.tabular``'s,
+computed without impl.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 from hypothesis import strategies as st
 
-from harness import Context, assume, check_property, verifier
+from harness import Context, assume, check_property, reach, verifier
 from verifiers._numeric import largest_magnitude, rounding_bound
-from verifiers.tabular import exact_action_values, exact_optimal_values, exact_policy_values
+from verifiers._reach import reach_mdp
+from verifiers.tabular import (
+    episodic_mdps_any_discount,
+    exact_action_values,
+    exact_optimal_values,
+    exact_policy_values,
+    reach_tabular,
+)
 
 # --------------------------------------------------------------------------- one final reward, γ = 1
 
@@ -45,6 +54,7 @@ def undiscounted_answer_property(ctx: Context) -> dict[str, object]:
         length, final, gamma = answer
         rewards = np.zeros(length)
         rewards[-1] = final
+        reach(discount=gamma, horizon=rewards.size, tokens=rewards.size)
         returns = [float(g) for g in ctx.impl.discounted_returns(rewards, gamma)]
         assert len(returns) == length, (length, len(returns))
         assert all(g == final for g in returns), (length, final, sorted(set(returns))[:5])
@@ -101,9 +111,14 @@ def _expected_targets(ctx: Context, mdp: dict, values: np.ndarray) -> np.ndarray
     return (pi * (P * targets).sum(axis=-1)).sum(axis=-1)
 
 
+# Episodic MDPs with γ up to 1 (an LLM's answer is undiscounted), with a choice to make in some state.
+_episodic_choices = episodic_mdps_any_discount.filter(lambda mdp: mdp["R"].shape[1] >= 2)
+
+
 @verifier("lesson_week16.value_head_fixed_point_property", kind="property", uses=("td_errors", "value_targets"))
 def value_head_fixed_point_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs and policies π that are not optimal (V^π ≠ V*, both computed here):
+    """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included) and
+    policies π that are not optimal (V^π ≠ V*, both computed here):
     the mean of the value head's regression target V(s) + δ over π's own transitions leaves
     V = V^π unchanged in every state, so V^π is what regression on these samples converges to,
     and does not leave V* unchanged: the value head learns the current policy's values, not the
@@ -118,12 +133,14 @@ def value_head_fixed_point_property(ctx: Context) -> dict[str, object]:
         current = exact_policy_values(P, R, pi, gamma)
         _, optimal = exact_optimal_values(P, R, gamma)
         assume(not np.array_equal(current, optimal))
+        # The targets are averaged over π's own transitions.
+        reach_tabular(mdp, data="current")
         at_current = _expected_targets(ctx, mdp, current)
         assert np.array_equal(at_current, current), ("V^π is not a fixed point", at_current, current)
         at_optimal = _expected_targets(ctx, mdp, optimal)
         assert not np.array_equal(at_optimal, optimal), ("V* is a fixed point of π's targets", at_optimal, optimal)
 
-    return check_property(ctx, learns_current_policy, _mdps((2, 3)))
+    return check_property(ctx, learns_current_policy, st.one_of(_mdps((2, 3)), _episodic_choices))
 
 
 # --------------------------------------------------------------------------- λ mixes horizons, γ prices the future
@@ -161,6 +178,8 @@ def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
     def same_mean_for_every_lambda(case: tuple[dict, int, Fraction]) -> None:
         mdp, horizon, drawn_lambda = case
         P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        # GAE estimates over π's own paths of a stationary discounted MDP, cut after H steps and bootstrapped.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="estimated")
         values = exact_policy_values(P, R, pi, gamma)
         advantages = exact_action_values(P, R, values, gamma) - values[:, None]
         starts = list(itertools.product(range(R.shape[0]), range(R.shape[1])))

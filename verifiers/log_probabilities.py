@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import log_softmax, rounding_bound
 
 # Per-row shifts of the logits: far enough apart (and large enough) that exp of an unshifted or
@@ -34,6 +34,7 @@ def stable_softmax_property(ctx: Context) -> dict[str, object]:
         logits, offsets = example
         shifted = logits + offsets[:, None]
         categories = logits.shape[1]
+        reach(actions=categories)
         expected = log_softmax(logits)
         bound = rounding_bound(4 * categories, float(np.abs(shifted).max()) + math.log(categories))
         log_pi = np.asarray(ctx.impl.log_softmax(shifted), dtype=float)

@@ -21,10 +21,13 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness import Context, verifier
+from harness import Context, reach, verifier
 from verifiers._numeric import as_written
+from verifiers._reach import reach_bandit
 
 _USES = ("bernoulli_logit_score", "leave_one_out_advantages", "score_function_gradient")
+# The two actions of the one-step Bernoulli policy: A = 1 with probability p, A = 0 otherwise.
+_ACTIONS = (0, 1)
 
 
 
@@ -56,10 +59,12 @@ class SharedBonusGroups(_BernoulliGroups):
 
 
 def _groups(group_size: int) -> np.ndarray:
-    return np.array(list(itertools.product((0, 1), repeat=group_size)), dtype=object)
+    return np.array(list(itertools.product(_ACTIONS, repeat=group_size)), dtype=object)
 
 
 def _estimates(ctx: Context, groups: np.ndarray, p: Fraction, rewards: np.ndarray) -> dict[str, np.ndarray]:
+    # Sampled rewards, and for leave-one-out a baseline from the same group: estimates of the advantage.
+    reach(advantages="estimated")
     score = ctx.impl.bernoulli_logit_score(groups, p)
     return {"no_baseline": ctx.impl.score_function_gradient(rewards, score),
             "leave_one_out": ctx.impl.score_function_gradient(ctx.impl.leave_one_out_advantages(rewards), score)}
@@ -102,6 +107,8 @@ def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     observed: dict[str, object] = {}
     for suffix, stickiness in (("", Fraction(params.stickiness)), ("_independent", Fraction(0))):
         probability = _sticky_probabilities(groups, p, stickiness)
+        # Every answer's marginal is the policy whose score is taken (marginals_equal_policy checks it).
+        reach_bandit(len(_ACTIONS), group=groups.shape[1], data="current", tokens=1)
         observed[f"total_probability{suffix}"] = probability.sum()
         for name, values in estimates.items():
             observed[f"{name}_ratio{suffix}"] = (probability @ values) / gradient
@@ -128,6 +135,8 @@ def shared_reward_exact(ctx: Context) -> dict[str, object]:
     successes = groups.sum(axis=1)
     probability = np.array([p**k * (1 - p) ** (params.group_size - k) for k in successes], dtype=object)
     group_score = (groups - p).sum(axis=1)
+    # Independent answers, each drawn from the policy whose score is taken.
+    reach_bandit(len(_ACTIONS), group=groups.shape[1], data="current", tokens=1)
     own = np.where(groups == 1, success, failure).astype(object)
     observed: dict[str, object] = {"total_probability": probability.sum()}
     for suffix, bonus in (("", as_written(params.bonus)), ("_without_bonus", Fraction(0))):
@@ -172,6 +181,9 @@ def stale_policy_answers_exact(ctx: Context) -> dict[str, object]:
         sources = [first] * params.stale_answers + [p] * (params.group_size - params.stale_answers)
         probability = np.array([np.prod([q if y else 1 - q for q, y in zip(sources, group, strict=True)])
                                 for group in groups], dtype=object)
+        # Each answer's policy against the one whose score is taken: the current one, or another.
+        reach_bandit(len(_ACTIONS), group=groups.shape[1], tokens=1,
+                     data=["current" if source == p else "other" for source in sources])
         observed[f"total_probability{suffix}"] = probability.sum()
         for name, values in estimates.items():
             observed[f"{name}_ratio{suffix}"] = (probability @ values) / gradient

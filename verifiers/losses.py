@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import Field
 
-from harness import Context, NoParams, assume, check_property, verifier
+from harness import Context, NoParams, assume, check_property, reach, verifier
 from verifiers._numeric import EPS, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.
@@ -143,6 +143,7 @@ def reinforce_loss_property(ctx: Context) -> dict[str, object]:
 
     def matches_definition(batch: tuple) -> None:
         logp, _, adv, mask, _ = batch
+        reach(tokens=logp.shape[1], advantages="estimated")  # answers of T tokens; Â random numbers
         shapes = _shapes(logp, adv, mask)
         adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
 
@@ -170,6 +171,7 @@ def surrogate_loss_property(ctx: Context) -> dict[str, object]:
 
     def matches_definition(batch: tuple) -> None:
         logp, log_ratio, adv, mask, _ = batch
+        reach(tokens=logp.shape[1], advantages="estimated", data="old")  # the ratio is against the stored logp_old
         logp_old = logp - log_ratio
         shapes = _shapes(logp, adv, mask)
         adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
@@ -206,6 +208,7 @@ def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
 
     def matches_definition(batch: tuple) -> None:
         logp, log_ratio, adv, mask, eps = batch
+        reach(tokens=logp.shape[1], advantages="estimated", data="old")
         logp_old = logp - log_ratio
         shapes = _shapes(logp, adv, mask) + f", eps {eps!r}"
         adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
@@ -240,6 +243,7 @@ def key_test_property(ctx: Context) -> dict[str, object]:
 
     def gradients_coincide_at_old(batch: tuple) -> None:
         logp, log_ratio, adv, mask, eps = batch
+        reach(tokens=logp.shape[1], advantages="estimated", data="old")
         shapes = _shapes(logp, adv, mask)
         adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
         at_old = logp.copy()
@@ -291,6 +295,7 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
         adv_bt = _per_token(adv, logp.shape)
         default = ctx.params.default_epsilon
         assume(min(abs(ratio - (1 - default)).min(), abs(ratio - (1 + default)).min()) > 1e-9)
+        reach(tokens=logp.shape[1], advantages="estimated", data="old")
         shapes = _shapes(logp, adv, mask)
         for epsilon, diagnostics in ((eps, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, eps, mask)),
                                      (default, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, mask=mask))):
@@ -321,6 +326,7 @@ def group_baselines_property(ctx: Context) -> dict[str, object]:
     def matches_definitions(rewards: np.ndarray) -> None:
         groups = rewards.reshape(-1, rewards.shape[-1])
         size = rewards.shape[-1]
+        reach(group=size, states=len(groups))  # G answers for each of the prompts along the leading axes
         mean = np.array([[math.fsum(group) / size] * size for group in groups]).reshape(rewards.shape)
         others = np.array([[(math.fsum(group) - r) / (size - 1) for r in group]
                            for group in groups]).reshape(rewards.shape)

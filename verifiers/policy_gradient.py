@@ -10,6 +10,7 @@ attributes (P, R, rho, P_alt) that ``impl.TabularMDP`` documents.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -22,8 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
+from verifiers._reach import reach_bandit, reach_mdp, transitions_of
 from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
@@ -72,6 +74,14 @@ def reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: float
         probability = probability * pi[s_t[t], a_t[t]] * kernel[s_t[t], a_t[t], s_t[t + 1]]
         discounted = discounted + gamma**t * mdp.R[s_t[t], a_t[t]]
     return float(probability @ discounted)
+
+
+def reach_trajectories(kernel: np.ndarray, horizon: int, **more: object) -> None:
+    """Trajectories of a tabular MDP whose kernel P[s, a, s2] is ``kernel`` (P_θ when the environment reacts to
+    the policy), for a computation that does not discount: its states, actions, transitions and horizon, and any
+    other dimension (``data="current"``). A computation that discounts reports through ``reach_mdp``."""
+    states, actions = np.shape(kernel)[:2]
+    reach(states=states, actions=actions, transitions=transitions_of(kernel), horizon=horizon, **more)
 
 
 def largest_return(rewards: np.ndarray, horizon: int, gamma: float) -> float:
@@ -203,7 +213,9 @@ def state_distribution_moves(ctx: Context) -> dict[str, object]:
     shifted = theta + np.eye(theta.shape[1])[1]
 
     def next_state_distribution(logits: np.ndarray) -> list[float]:
-        paths = ctx.impl.enumerate_trajectories(mdp, ctx.impl.softmax(logits), 1)
+        pi = ctx.impl.softmax(logits)
+        reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, np.asarray(pi)), 1)
+        paths = ctx.impl.enumerate_trajectories(mdp, pi, 1)
         return [float(paths.probability[paths.s_t[1] == s].sum()) for s in range(theta.shape[0])]
 
     before, after = next_state_distribution(theta), next_state_distribution(shifted)
@@ -243,6 +255,9 @@ def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
     bandit = _MDP(np.ones((1, categories, 1)), rewards[None, :], np.ones(1))
     seed = int(ctx.rng.integers(2**63))
 
+    # The draws come from the policy whose (perturbed) logits are differentiated: on-policy data.
+    reach_bandit(categories, data="current")
+
     def rewards_at(theta: np.ndarray) -> np.ndarray:
         trajectories = ctx.impl.sample_trajectories(np.random.default_rng(seed), bandit, theta[None, :], 1,
                                                     params.draws)
@@ -280,9 +295,12 @@ def log_derivative_symbolic(ctx: Context) -> dict[str, object]:
     theta = sp.Symbol("theta", real=True)
     p, f = sp.Function("p", positive=True), sp.IndexedBase("f")
     left = sp.diff(sp.Sum(f[k] * p(k, theta), (k, 1, categories)), theta)
+    # The right side's expectation is under p_θ itself, the distribution differentiated.
     right = sp.Sum(p(k, theta) * f[k] * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
+    reach(actions=categories, data="current")
 
     categories, k, m, z, pi = _softmax_symbols()
+    reach(actions=categories, data="current")
     in_range = categories >= m
     softmax_left = sp.diff(sp.Sum(f[k] * pi(k), (k, 1, categories)), z[m]).doit()
     softmax_right = sp.Sum(f[k] * pi(k) * (sp.KroneckerDelta(k, m) - pi(m)), (k, 1, categories)).doit()
@@ -327,6 +345,7 @@ def score_function_montecarlo(ctx: Context) -> dict[str, object]:
     high = (outcome_values - gradient).max(axis=0) + slack
     n = ctx.samples_needed((0.0, float((high - low).max())))
     outcomes = categorical(ctx.rng, pi, n)
+    reach_bandit(categories, data="current")
     estimates = ctx.impl.score_function_gradient(values[outcomes][:, None],
                                                  ctx.impl.softmax_score(np.broadcast_to(logits, (n, categories)),
                                                                         outcomes)[:, None])
@@ -371,6 +390,7 @@ def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
     for size in range(1, ctx.params.max_samples + 1):
         samples = np.array(list(itertools.product(range(categories), repeat=size)))
         probability = np.prod(pi[samples], axis=1)
+        reach_bandit(categories, data="current")
         estimates = ctx.impl.score_function_gradient(values[samples], scores[samples])
         bias = probability @ estimates - gradient
         largest_bias.append(largest_magnitude(bias))
@@ -393,6 +413,7 @@ def direct_dependence_symbolic(ctx: Context) -> dict[str, object]:
     left = sp.diff(sp.Sum(f(k, theta) * p(k, theta), (k, 1, categories)), theta)
     score_term = sp.Sum(p(k, theta) * f(k, theta) * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
     direct_term = sp.Sum(p(k, theta) * sp.diff(f(k, theta), theta), (k, 1, categories))
+    reach(actions=categories)
     left_over = sp.simplify(left - score_term)
     return {"residual": sp.simplify(left - score_term - direct_term),
             "score_term_alone_is_exact": left_over == 0,
@@ -420,6 +441,7 @@ def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
     """
     logits, rewards, beta = np.array(ctx.params.logits), np.array(ctx.params.rewards), ctx.params.penalty
     categories = len(logits)
+    reach_bandit(categories)
     pi = ctx.impl.softmax(logits)
     scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
     score_term = (pi * (rewards - beta * pi)) @ scores
@@ -439,6 +461,7 @@ def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
 def softmax_score_symbolic(ctx: Context) -> dict[str, object]:
     """∂ log π_k / ∂z_m - (δ_km - π_m) for K symbolic logits, m one of the K categories."""
     categories, k, m, z, pi = _softmax_symbols()
+    reach(actions=categories)
     score = sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit()
     residual = _piecewise_branch(score, categories >= m) - (sp.KroneckerDelta(k, m) - pi(m))
     return {"residual": sp.simplify(residual)}
@@ -464,6 +487,7 @@ def softmax_score_property(ctx: Context) -> dict[str, object]:
     def matches(example: tuple[np.ndarray, int]) -> None:
         logits, action = example
         categories = len(logits)
+        reach(actions=categories)
         magnitude = float(np.abs(logits).max()) + math.log(categories)
         reference_gap = np.abs(ctx.impl.log_softmax(logits) - log_softmax(logits)).max()
         assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
@@ -491,6 +515,12 @@ def trajectory_score_symbolic(ctx: Context) -> dict[str, object]:
     theta = sp.Symbol("theta", real=True)
     rho, transition = sp.symbols("rho P", positive=True)
     prefix, pi, moving = (sp.Function(name, positive=True)(theta) for name in ("p_T", "pi", "P"))
+    # The induction runs from the T steps of p_T to T + 1, for every T >= 1 (T = 0 is the base case); the
+    # constant transition probability P is any positive number, 1 (a deterministic step) included.
+    steps = sp.Symbol("T", integer=True, positive=True)
+    reach(horizon=steps, transitions=[name for name, possible in (("deterministic", sp.Eq(transition, 1)),
+                                                                  ("stochastic", transition < 1))
+                                      if possible is not sp.false])
 
     def step_residual(kernel: sp.Expr) -> sp.Expr:
         longer = sp.diff(sp.log(prefix * pi * kernel), theta)
@@ -544,6 +574,7 @@ def trajectory_score_property(ctx: Context) -> dict[str, object]:
 
     def matches(example: tuple[_MDP, np.ndarray, int, float]) -> None:
         mdp, theta, horizon, _ = example
+        reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), horizon)
         s_t, a_t = _paths(*theta.shape, horizon)
 
         def log_probability(logits: np.ndarray) -> np.ndarray:
@@ -590,6 +621,9 @@ def policy_dependent_dynamics_counterexample(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     mdp, theta = params.mdp(), params.logits()
+    # REINFORCE's weights are returns of the enumerated trajectories, drawn by the policy differentiated.
+    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), gamma=params.gamma, horizon=params.horizon,
+              data="current", advantages="estimated")
     probability, estimates = _enumerated_estimates(ctx, mdp, theta, params.horizon, "full_return_weights",
                                                    params.gamma)
     policy_only = np.tensordot(probability, estimates, axes=1)
@@ -621,6 +655,7 @@ def return_weights_property(ctx: Context) -> dict[str, object]:
         rows, gamma = example
         rewards = np.array(rows, dtype=object)
         length = len(rows)
+        reach(discount=gamma, horizon=length)
         returns = ctx.impl.discounted_returns(rewards, gamma)
         literal = ctx.impl.discounted_objective_weights(rewards, gamma)
         full = ctx.impl.full_return_weights(rewards, gamma)
@@ -642,6 +677,7 @@ def expected_score_symbolic(ctx: Context) -> dict[str, object]:
     sympy differentiates log π_a itself; the sum over a is then done symbolically.
     """
     categories, k, m, z, pi = _softmax_symbols()
+    reach(actions=categories)
     score = _piecewise_branch(sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit(), categories >= m)
     expectation = _piecewise_branch(sp.Sum(pi(k) * score, (k, 1, categories)).doit(), categories >= m)
     # Summing π_k over k leaves Σ_k exp(z_k), the partition function with another dummy index.
@@ -657,6 +693,7 @@ def expected_score_property(ctx: Context) -> dict[str, object]:
     def vanishes(example: tuple[np.ndarray, int]) -> None:
         logits, _ = example
         categories = len(logits)
+        reach(actions=categories)
         pi = ctx.impl.softmax(logits)
         scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
         expectation = pi @ scores
@@ -683,13 +720,17 @@ class ExactMDP(BaseModel):
             raise ValueError("every distribution (policy rows, rho, P[s][a]) must sum to exactly one")
         return self
 
+    def exact_tables(self) -> tuple[_MDP, np.ndarray]:
+        """The MDP and the policy table π(a|s) as fractions, each decimal as written."""
+        return _MDP(as_fractions(self.P), as_fractions(self.R), as_fractions(self.rho)), as_fractions(self.policy)
 
-def _as_fractions(values: object) -> np.ndarray:
+
+def as_fractions(values: object) -> np.ndarray:
     return np.vectorize(as_written, otypes=[object])(np.array(values, dtype=float))
 
 
-def _finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
-                                    gamma: Fraction, discount_visits: bool = True) -> np.ndarray:
+def finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
+                                   gamma: Fraction, discount_visits: bool = True) -> np.ndarray:
     """∇_θ J_γ by the finite-horizon policy gradient theorem, without enumerating trajectories.
 
     Forward: d_t(s) = Pr(s_t = s). Backward: Q_t(s, a) = R(s, a) + γ Σ_s2 P(s2|s, a) V_{t+1}(s2) with
@@ -725,12 +766,11 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
     written exactly by the verifier. Weighting trajectory m by M p(τ_m) turns impl's average over
     the M trajectories into the expectation. With γ = 1, γ^t G_t is the plain reward-to-go. Both
     are also compared with the gradient from the finite-horizon policy gradient theorem
-    (``_finite_horizon_policy_gradient``), and impl's trajectory probabilities with
+    (``finite_horizon_policy_gradient``), and impl's trajectory probabilities with
     ρ(s_0) Π_t π(a_t|s_t) P(s_{t+1}|s_t, a_t) computed here.
     """
     params = ctx.params
-    mdp = _MDP(_as_fractions(params.P), _as_fractions(params.R), _as_fractions(params.rho))
-    pi = _as_fractions(params.policy)
+    mdp, pi = params.exact_tables()
     paths = ctx.impl.enumerate_trajectories(mdp, pi, params.horizon)
     n_states, n_actions = pi.shape
     definition = [mdp.rho[s[0]] * math.prod(pi[s[t], a[t]] * mdp.P[s[t], a[t], s[t + 1]]
@@ -743,10 +783,12 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
     importance = paths.probability * len(paths.probability)
     full_minus_causal, causal_minus_theorem, norms = [], [], []
     for gamma in map(as_written, params.gammas):
+        # The weights are the returns of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=params.horizon, data="current", advantages="estimated")
         full = ctx.impl.reinforce_gradient(ctx.impl.full_return_weights(paths.r_t, gamma) * importance, score_t)
         causal = ctx.impl.reinforce_gradient(ctx.impl.discounted_objective_weights(paths.r_t, gamma) * importance,
                                              score_t)
-        theorem = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, params.horizon, gamma)
+        theorem = finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, params.horizon, gamma)
         full_minus_causal.append(largest_magnitude((full - causal).ravel()))
         causal_minus_theorem.append(largest_magnitude((causal - theorem).ravel()))
         norms.append(sum(g * g for g in theorem.ravel()))
@@ -757,68 +799,97 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
             "total_probability": paths.probability.sum()}
 
 
+class WeightField:
+    """The field F(θ) = E[Σ_t w_t ∇log π_θ(a_t|s_t)] of per-step weights w_t at a policy table, and its Jacobian,
+    exactly, for a tabular softmax policy on an exact MDP whose dynamics do not depend on θ.
+
+    Differentiating under the (finite) sum over trajectories, with p_θ(τ)' = p_θ(τ) S(τ)ᵀ and
+    S(τ) = Σ_t s_t the trajectory's score: ∂F_i/∂θ_j = E[Σ_t w_t (s_{t,i} S_j + ∂s_{t,i}/∂θ_j)]. For the
+    tabular softmax the score of step t is e_{a_t} - π(·|s_t) in row s_t and its derivative is
+    -(diag π(·|s_t) - π(·|s_t) π(·|s_t)ᵀ) on that row's block, whatever a_t: written here exactly from the
+    policy table; they depend on θ only through π, so any θ with softmax(θ) = π is the point. impl enumerates
+    the trajectories with their exact probabilities (``paths``), and averages the estimator: F itself is impl's
+    REINFORCE average with weights w_t M p(τ) (M trajectories), and E[Σ_t w_t S_j s_t] the same with weights
+    w_t S_j(τ) M p(τ), one j at a time. A field is the gradient of some function only if its Jacobian is
+    symmetric (a C² potential would make it a Hessian).
+    """
+
+    def __init__(self, ctx: Context, mdp: _MDP, pi: np.ndarray, horizon: int):
+        self._ctx, self.pi = ctx, pi
+        n_states, n_actions = pi.shape
+        self._size = n_states * n_actions
+        self.paths = ctx.impl.enumerate_trajectories(mdp, pi, horizon)
+        zero = Fraction(0)
+        score_t = np.zeros((*self.paths.a_t.shape, n_states, n_actions), dtype=object) + zero
+        for index in np.ndindex(self.paths.a_t.shape):
+            state, action = self.paths.s_t[index], self.paths.a_t[index]
+            score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
+        self._score_t = score_t
+        self._importance = self.paths.probability * len(self.paths.probability)
+
+    def expectation(self, w_t: np.ndarray) -> np.ndarray:
+        """F = E[Σ_t w_t ∇log π(a_t|s_t)] for the per-step weights w_t [T, M], shape [S, A], exactly."""
+        return self._ctx.impl.reinforce_gradient(w_t * self._importance, self._score_t)
+
+    @functools.cached_property
+    def _trajectory_score(self) -> np.ndarray:
+        """S(τ) = Σ_t s_t, shape [M, S·A]."""
+        return self._score_t.sum(axis=0).reshape(self._score_t.shape[1], self._size)
+
+    @functools.cached_property
+    def _curvature(self) -> np.ndarray:
+        """∂s_t/∂θ as one [S·A, S·A] block per state, the same for every action taken there."""
+        n_states, n_actions = self.pi.shape
+        curvature = np.zeros((n_states, self._size, self._size), dtype=object) + Fraction(0)
+        for state in range(n_states):
+            block = slice(state * n_actions, (state + 1) * n_actions)
+            curvature[state, block, block] = -(np.diag(self.pi[state]) - np.outer(self.pi[state], self.pi[state]))
+        return curvature
+
+    def jacobian(self, w_t: np.ndarray) -> np.ndarray:
+        """∂F_i/∂θ_j for the field of the per-step weights w_t [T, M], shape [S·A, S·A], exactly."""
+        columns = [self._ctx.impl.reinforce_gradient(w_t * self._trajectory_score[:, j] * self._importance,
+                                                     self._score_t).reshape(self._size)
+                   for j in range(self._size)]
+        first = np.array(columns, dtype=object).T  # [i, j]
+        expected_weight = [(w_t[t] * self.paths.probability) for t in range(w_t.shape[0])]  # p(τ) w_t, [T][M]
+        second = np.zeros((self._size, self._size), dtype=object) + Fraction(0)
+        for t in range(w_t.shape[0]):
+            for state in range(self.pi.shape[0]):
+                mass = sum(expected_weight[t][self.paths.s_t[t] == state])
+                second = second + mass * self._curvature[state]
+        return first + second
+
+
+def asymmetry(matrix: np.ndarray) -> Fraction:
+    """The largest |M_ij - M_ji|: zero exactly when the (Jacobian) matrix is symmetric."""
+    return largest_magnitude(matrix - matrix.T)
+
+
 @verifier("policy_gradient.undiscounted_weighting_is_no_gradient", kind="counterexample",
           uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "full_return_weights",
                 "reinforce_gradient"),
           params=ExactMDP)
 def undiscounted_weighting_is_no_gradient(ctx: Context) -> dict[str, object]:
-    """The Jacobian of the field F(θ) = E[Σ_t w_t ∇log π_θ(a_t|s_t)] at the policy given, in rational arithmetic.
+    """The Jacobian of the field F(θ) = E[Σ_t w_t ∇log π_θ(a_t|s_t)] at the policy given, in rational arithmetic
+    (:class:`WeightField`).
 
-    A field whose Jacobian is not symmetric is the gradient of no function (a C² potential would make
-    it a Hessian), so an asymmetric Jacobian of the weights w_t = G_t (the form without the outer γ^t)
-    shows that this update optimises no objective at all; with w_t = γ^t G_t the field is ∇J_γ, and
-    its Jacobian must be the Hessian of J_γ, symmetric.
-
-    Differentiating under the (finite) sum over trajectories, with p_θ(τ)' = p_θ(τ) S(τ)ᵀ and
-    S(τ) = Σ_t s_t the trajectory's score: ∂F_i/∂θ_j = E[Σ_t w_t (s_{t,i} S_j + ∂s_{t,i}/∂θ_j)]. For the
-    tabular softmax the score of step t is e_{a_t} - π(·|s_t) in row s_t and its derivative is
-    -(diag π(·|s_t) - π(·|s_t) π(·|s_t)ᵀ) on that row's block, whatever a_t: the verifier writes both
-    exactly from the policy table; they depend on θ only through π, so any θ with softmax(θ) = π is the
-    point. impl enumerates the trajectories with their exact probabilities, forms each weight and
-    averages the estimator: E[Σ_t w_t S_j s_t] is impl's REINFORCE average with weights w_t S_j(τ)
-    M p(τ) (M trajectories), one j at a time. The Hessian of J_γ is the same expectation with the
-    full discounted return R_γ(τ) at every step (impl's ``full_return_weights``), whose field is ∇J_γ.
+    An asymmetric Jacobian of the weights w_t = G_t (the form without the outer γ^t) shows that this update
+    optimises no objective at all; with w_t = γ^t G_t the field is ∇J_γ, and its Jacobian must be the
+    Hessian of J_γ, symmetric. The Hessian of J_γ is the same Jacobian with the full discounted return
+    R_γ(τ) at every step (impl's ``full_return_weights``), whose field is ∇J_γ.
     """
     params = ctx.params
-    mdp = _MDP(_as_fractions(params.P), _as_fractions(params.R), _as_fractions(params.rho))
-    pi = _as_fractions(params.policy)
-    n_states, n_actions = pi.shape
-    size = n_states * n_actions
-    paths = ctx.impl.enumerate_trajectories(mdp, pi, params.horizon)
-    zero = Fraction(0)
-    score_t = np.zeros((*paths.a_t.shape, n_states, n_actions), dtype=object) + zero
-    for index in np.ndindex(paths.a_t.shape):
-        state, action = paths.s_t[index], paths.a_t[index]
-        score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
-    trajectory_score = score_t.sum(axis=0).reshape(score_t.shape[1], size)  # S(τ) [M, S·A]
-    # ∂s_t/∂θ as one [S·A, S·A] block per state, the same for every action taken there.
-    curvature = np.zeros((n_states, size, size), dtype=object) + zero
-    for state in range(n_states):
-        block = slice(state * n_actions, (state + 1) * n_actions)
-        curvature[state, block, block] = -(np.diag(pi[state]) - np.outer(pi[state], pi[state]))
-    importance = paths.probability * len(paths.probability)
-
-    def jacobian(w_t: np.ndarray) -> np.ndarray:
-        """∂F_i/∂θ_j for the field of the per-step weights w_t [T, M], exactly."""
-        columns = [ctx.impl.reinforce_gradient(w_t * trajectory_score[:, j] * importance, score_t).reshape(size)
-                   for j in range(size)]
-        first = np.array(columns, dtype=object).T  # [i, j]
-        expected_weight = [(w_t[t] * paths.probability) for t in range(w_t.shape[0])]  # p(τ) w_t, [T][M]
-        second = np.zeros((size, size), dtype=object) + zero
-        for t in range(w_t.shape[0]):
-            for state in range(n_states):
-                mass = sum(expected_weight[t][paths.s_t[t] == state])
-                second = second + mass * curvature[state]
-        return first + second
-
-    def asymmetry(matrix: np.ndarray) -> Fraction:
-        return largest_magnitude(matrix - matrix.T)
-
+    mdp, pi = params.exact_tables()
+    field = WeightField(ctx, mdp, pi, params.horizon)
+    r_t = field.paths.r_t
     without, with_factor, hessian_agrees = [], [], []
     for gamma in map(as_written, params.gammas):
-        dropped = jacobian(ctx.impl.discounted_returns(paths.r_t, gamma))
-        literal = jacobian(ctx.impl.discounted_objective_weights(paths.r_t, gamma))
-        hessian = jacobian(ctx.impl.full_return_weights(paths.r_t, gamma))
+        # Every weight is a return of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=params.horizon, data="current", advantages="estimated")
+        dropped = field.jacobian(ctx.impl.discounted_returns(r_t, gamma))
+        literal = field.jacobian(ctx.impl.discounted_objective_weights(r_t, gamma))
+        hessian = field.jacobian(ctx.impl.full_return_weights(r_t, gamma))
         without.append(asymmetry(dropped))
         with_factor.append(asymmetry(literal))
         hessian_agrees.append(bool(np.all(literal == hessian)))
@@ -831,7 +902,7 @@ def undiscounted_weighting_is_no_gradient(ctx: Context) -> dict[str, object]:
 def discounted_visitation_property(ctx: Context) -> dict[str, object]:
     """On random MDPs with dynamics independent of θ, random logits and γ in [0, 1]: impl's gradient of the
     literal J_γ equals Σ_t Σ_s γ^t d_t(s) Σ_a π(a|s) Q_t(s, a) ∇log π(a|s), the form without an outer
-    γ^t whose states are visited with the discount (``_finite_horizon_policy_gradient``, the verifier's
+    γ^t whose states are visited with the discount (``finite_horizon_policy_gradient``, the verifier's
     own forward and backward recursions), within a rounding bound; with the undiscounted visits d_t it
     is another vector wherever γ < 1 makes them differ (counted).
 
@@ -845,9 +916,11 @@ def discounted_visitation_property(ctx: Context) -> dict[str, object]:
         mdp, theta, horizon, gamma = example
         pi = _softmax(theta)
         n_states, n_actions = theta.shape
-        discounted = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma)
-        undiscounted = _finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma,
-                                                       discount_visits=False)
+        # The recursions weight each visit by the exact Q_t of the policy whose visits they follow.
+        reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="exact")
+        discounted = finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma)
+        undiscounted = finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma,
+                                                      discount_visits=False)
         exact = ctx.impl.objective_gradient(mdp, theta, horizon, gamma)
         largest = largest_return(mdp.R, horizon, gamma)
         trajectories = n_states ** (horizon + 1) * n_actions**horizon
@@ -883,6 +956,8 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
 
     def agrees(example: tuple[_MDP, np.ndarray, int, float]) -> None:
         mdp, theta, horizon, gamma = example
+        # The weights are returns of the trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="estimated")
         probability, estimates = _enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma)
         expectation = np.tensordot(probability, estimates, axes=1)
         exact = ctx.impl.objective_gradient(mdp, theta, horizon, gamma)
@@ -912,6 +987,7 @@ def dropping_discount_counterexample(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     mdp, theta, horizon, gamma = params.mdp(), params.logits(), params.horizon, params.gamma
+    reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="estimated")
     literal, dropped = (np.tensordot(*_enumerated_estimates(ctx, mdp, theta, horizon, weights, gamma), axes=1)
                         for weights in ("discounted_objective_weights", "discounted_returns"))
     numeric = central_difference(lambda x: reference_objective(mdp, x, horizon, gamma), theta, 1e-4)
@@ -956,6 +1032,9 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
     low, high = low - gradient - slack, high - gradient + slack
     n = ctx.samples_needed((0.0, float((high - low).max())))
     trajectories = ctx.impl.sample_trajectories(ctx.rng, mdp, theta, horizon, n)
+    # Sampled by the policy whose gradient is estimated; the weights are the sampled returns.
+    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, pi), gamma=gamma, horizon=horizon, data="current",
+              advantages="estimated")
     estimates = _per_trajectory_estimates(ctx, theta, trajectories.s_t, trajectories.a_t, trajectories.r_t,
                                           params.weights, gamma)
     bias = [[ctx.mean_estimate(estimates[:, s, a] - gradient[s, a], (float(low[s, a]), float(high[s, a])))
@@ -975,8 +1054,10 @@ def single_batch_direction_exact(ctx: Context) -> dict[str, object]:
     estimates), and for N = 1 the total variance E||ĝ - g||² beside ||g||².
     """
     params = ctx.params
-    probability, estimates = _enumerated_estimates(ctx, params.mdp(), params.logits(), params.horizon,
-                                                   params.weights, params.gamma)
+    mdp, theta = params.mdp(), params.logits()
+    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), gamma=params.gamma, horizon=params.horizon,
+              data="current", advantages="estimated")
+    probability, estimates = _enumerated_estimates(ctx, mdp, theta, params.horizon, params.weights, params.gamma)
     flat = estimates.reshape(len(probability), -1)
     gradient = probability @ flat
     inner = flat @ gradient
@@ -1040,6 +1121,8 @@ def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
     value = resolvent * reward
     q = sp.Matrix(n_states, n_actions, lambda s, a: R[s, a] + gamma * sum(P[s, a, s2] * value[s2]
                                                                          for s2 in range(n_states)))
+    # The theorem's side: the exact Q^π of the stationary discounted setting, visits of π itself.
+    reach_mdp(P.tolist(), gamma=gamma, horizon=math.inf, data="current", advantages="exact")
     theorem = sp.Matrix(n_states, n_actions, lambda s, a: visitation[s] * sum(
         pi[s, b] * q[s, b] * (int(a == b) - pi[s, a]) for b in range(n_actions)))
     normalised_expectation = (1 - gamma) * theorem

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -13,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import Field, model_validator
 
-from harness import Context, NoParams, assume, check_property, verifier
+from harness import Context, NoParams, assume, check_property, reach, verifier
 from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
+from verifiers._reach import reach_mdp, transitions_of
 
 # --------------------------------------------------------------------------- 4.4.1 ratios
 
@@ -32,6 +34,7 @@ def ratio_from_log_probabilities_property(ctx: Context) -> dict[str, object]:
 
     def ratio_is_quotient(pair: tuple[float, float]) -> None:
         new, old = pair
+        reach(data="old")  # the ratio of a stored action, against the policy that collected it
         ratio = float(ctx.impl.probability_ratios(np.log([new]), np.log([old]))[0])
         quotient = new / old
         bound = rounding_bound(4, quotient * (1 + abs(np.log(new)) + abs(np.log(old))))
@@ -72,6 +75,9 @@ def surrogate_gradient_at_old_symbolic(ctx: Context) -> dict[str, object]:
     moving = (sp.diff(moving_advantage(theta) * ratio, theta)
               - moving_advantage(theta_old) * sp.diff(sp.log(policy(theta)), theta)).subs(theta, theta_old)
     moving = sp.simplify(moving.doit())
+    # The N samples each have a policy of their own (pi_i), so they stand for up to N states; the ratio is taken
+    # against the policy at theta_old, the one the samples were drawn with, and the A_i are arbitrary numbers.
+    reach(states=n, data="old", advantages="estimated")
     return {"per_sample_residual": sp.simplify(per_sample),
             "batch_residual": sp.simplify(sp.expand(batch_residual)),
             "residual_with_moving_advantage": moving,
@@ -143,6 +149,8 @@ def surrogate_gradient_at_old_finite_difference(ctx: Context) -> dict[str, objec
     for _ in range(examples):
         logits = ctx.rng.normal(scale=2.0, size=(params.n_states, params.n_actions))
         states, actions, advantages = _sample_batch(ctx.rng, logits, n)
+        # The actions were drawn from softmax(logits), the policy at theta_old; the advantages are random numbers.
+        reach(states=logits.shape[0], actions=logits.shape[1], data="old", advantages="estimated")
         log_pi_old = ctx.impl.log_softmax(logits[states])[rows, actions]
         batch = _StoredBatch(states, actions, log_pi_old, advantages)
         objectives = (functools.partial(_mean_surrogate, ctx.impl, batch, None),
@@ -205,6 +213,7 @@ def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
 
     def derivatives(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
         ratio_list, advantage_list, epsilon = case
+        reach(data="old", advantages="estimated")  # ratios against π_old, advantages arbitrary numbers
         ratios, advantages = np.array(ratio_list, dtype=object), np.array(advantage_list, dtype=object)
         products = [r * a for r, a in zip(ratio_list, advantage_list, strict=True)]
         assert list(ctx.impl.surrogate_objective(ratios, advantages)) == products, "the surrogate is not r Â"
@@ -250,9 +259,14 @@ def _two_step_tree(p_first: sp.Expr, p_second: sp.Expr, behaviour_first: sp.Expr
     advantage_old = {("s0", 0): value_old["s1"] - value_old["s0"], ("s0", 1): value_old["s2"] - value_old["s0"]}
     advantage_old.update({key: reward[key] - value_old[key[0]] for key in reward})
     new = {"s0": p_first, "s1": p_second, "s2": p_second}
+    successor = {0: "s1", 1: "s2"}  # the state each action of s0 leads to; s1 and s2 end the episode
     true_objective = sum(probability("s0", a) * sum(probability(s, b) * reward[(s, b)] for b in (0, 1))
-                         for a, s in ((0, "s1"), (1, "s2")))
+                         for a, s in successor.items())
     state_probability = {"s0": 1, "s1": behaviour_first, "s2": 1 - behaviour_first}
+    # Two decisions (s0, then its successor): in the LLM reading of week 16, an answer of two tokens.
+    decisions = len(("s0", successor[0]))
+    reach(states=len(new), actions=len(successor), horizon=decisions, tokens=decisions, transitions="deterministic",
+          advantages="exact", data="old" if behaviour_first == half else "other")
     surrogate = sum(state_probability[s] * sum(probability(s, a) * advantage_old[(s, a)] for a in (0, 1))
                     for s in ("s0", "s1", "s2"))
     return true_objective - value_old["s0"], surrogate
@@ -305,7 +319,22 @@ def trajectory_ratio_product_symbolic(ctx: Context) -> dict[str, object]:
     p_old_so_far = p_new_so_far / ratio_so_far
     step = ((p_new_so_far * pi_new * transition) / (p_old_so_far * pi_old * transition)
             - ratio_so_far * pi_new / pi_old)
+    # The induction covers every horizon T >= 1 (a trajectory of T decisions, or an answer of T tokens), and a
+    # transition probability that is any positive number, 1 (one-hot dynamics) as well as below 1.
+    horizon = sp.Symbol("T", integer=True, positive=True)
+    reach(horizon=horizon, tokens=horizon, transitions=_dynamics_a_probability_covers(transition), data="old")
     return {"base_case_residual": sp.simplify(base), "inductive_step_residual": sp.simplify(step)}
+
+
+def _dynamics_a_probability_covers(probability: sp.Expr) -> list[str]:
+    """The kinds of dynamics a symbolic transition probability stands for: one-hot rows where it may equal 1,
+    drawn next states where it may lie below 1 (read off its assumptions)."""
+    kinds = []
+    if probability.is_positive and (probability - 1).is_zero is not False:
+        kinds.append("deterministic")
+    if probability.is_positive and (probability - 1).is_nonnegative is not True:
+        kinds.append("stochastic")
+    return kinds
 
 
 class TrajectoryEnumeration(NoParams):
@@ -374,6 +403,9 @@ def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
     reward = np.array([[Fraction(int(v)) for v in row] for row in rng.integers(-3, 4, (params.n_states,
                                                                                       params.n_actions))])
     other_transition = _random_simplex(rng, (params.n_states, params.n_actions, params.n_states))
+    for kernel in (transition, other_transition):
+        reach(states=params.n_states, actions=params.n_actions, transitions=transitions_of(kernel),
+              horizon=params.horizon, tokens=params.horizon, data="old")
     pi_old_without_action_0 = pi_old.copy()
     for s in range(params.n_states):
         rest = sum(pi_old[s, 1:])
@@ -403,6 +435,70 @@ def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
             "total_weight_without_overlap": no_overlap["total_weight"]}
 
 
+@st.composite
+def _trajectory_witnesses(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    """A random tabular MDP with rational probabilities: 1-3 states, 2-3 actions, 1-3 steps, one-hot dynamics
+    (each action leads to one drawn state) or drawn next states, and two policies that give every action a
+    positive probability (overlapping supports); integer rewards in [-3, 3]."""
+    n_states, n_actions, horizon = draw(st.integers(1, 3)), draw(st.integers(2, 3)), draw(st.integers(1, 3))
+    deterministic = draw(st.booleans())
+
+    def distribution(size: int, low: int) -> list[Fraction]:
+        return _weights_to_distribution(draw(st.lists(st.integers(low, 9), min_size=size, max_size=size)))
+
+    def successor_row() -> list[Fraction]:
+        if deterministic:
+            target = draw(st.integers(0, n_states - 1))
+            return [Fraction(int(s == target)) for s in range(n_states)]
+        return distribution(n_states, 0)
+
+    def table(rows: list[list[object]]) -> np.ndarray:
+        array = np.empty((len(rows), len(rows[0])), dtype=object)
+        for index, row in enumerate(rows):
+            array[index] = row
+        return array
+
+    rho = np.array(distribution(n_states, 0), dtype=object)
+    transition = np.empty((n_states, n_actions, n_states), dtype=object)
+    for s, a in itertools.product(range(n_states), range(n_actions)):
+        transition[s, a] = successor_row()
+    pi_old = table([distribution(n_actions, 1) for _ in range(n_states)])
+    pi_new = table([distribution(n_actions, 1) for _ in range(n_states)])
+    reward = table([[Fraction(draw(st.integers(-3, 3))) for _ in range(n_actions)] for _ in range(n_states)])
+    return rho, transition, pi_old, pi_new, reward, np.array(horizon)
+
+
+@verifier("ppo.trajectory_ratio_importance_property", kind="property", uses=("probability_ratios",))
+def trajectory_ratio_importance_property(ctx: Context) -> dict[str, object]:
+    """:func:`trajectory_ratio_importance_exact` on random MDPs (:func:`_trajectory_witnesses`): enumerating every
+    trajectory in Fractions, the old expectation of the return weighted by the product of per-step ratios is the
+    new policy's expectation exactly, the weights add up to 1, and the product of impl's per-step ratios
+    (from float64 log-probabilities) equals the exact one within its rounding, on every trajectory.
+    """
+
+    def reweights(witness: tuple[np.ndarray, ...]) -> None:
+        rho, transition, pi_old, pi_new, reward, horizon_array = witness
+        horizon = int(horizon_array)
+        n_states, n_actions = pi_old.shape
+        reach(states=n_states, actions=n_actions, transitions=transitions_of(transition), horizon=horizon,
+              tokens=horizon, data="old")
+        totals = _weighted_expectations(rho, transition, transition, pi_old, pi_new, reward, horizon)
+        assert totals["importance_weighted_old"] == totals["expectation_new"], totals
+        assert totals["total_weight"] == 1, totals
+        paths = list(itertools.product(itertools.product(range(n_states), range(n_actions)), repeat=horizon))
+        log_new = np.log([[float(pi_new[s, a]) for s, a in path] for path in paths])
+        log_old = np.log([[float(pi_old[s, a]) for s, a in path] for path in paths])
+        products = np.prod(np.asarray(ctx.impl.probability_ratios(log_new, log_old), dtype=float), axis=1)
+        # Each factor carries the rounding of two logarithms of size up to the largest |log π|, and of exp.
+        largest_log = float(max(np.abs(log_new).max(), np.abs(log_old).max()))
+        for path, product in zip(paths, products, strict=True):
+            exact = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
+            bound = rounding_bound(8 * horizon, float(exact) * (1 + 2 * horizon * largest_log))
+            assert abs(float(product) - float(exact)) <= bound, (path, float(product), float(exact), bound)
+
+    return check_property(ctx, reweights, _trajectory_witnesses())
+
+
 class TokenRatios(NoParams):
     pi_old: float = Field(gt=0, le=1, description="old probability of one token")
     pi_new: float = Field(gt=0, le=1, description="new probability of the same token")
@@ -418,6 +514,7 @@ def token_ratio_products(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     tokens = params.tokens
+    reach(tokens=tokens, horizon=tokens, data="old")
 
     def impl_product(per_token: float) -> float:
         return float(np.prod(ctx.impl.probability_ratios(np.full(tokens, np.log(per_token)), np.zeros(tokens))))
@@ -444,6 +541,7 @@ def ratio_product_variance_symbolic(ctx: Context) -> dict[str, object]:
     as the χ² sum for two actions, which is a sum of squares.
     """
     m, horizon = sp.symbols("m T", positive=True)
+    reach(horizon=horizon, tokens=horizon, data="old")  # E_old: the steps' actions are drawn from π_old
     variance = m**horizon - 1
     second_moment = variance + 1
     base = variance.subs(horizon, 1) - (m - 1)
@@ -469,6 +567,7 @@ def ratio_product_variance_exact(ctx: Context) -> dict[str, object]:
     second_moment = sum(n * n / o for n, o in zip(new, old, strict=True))
     variances, residuals = [], []
     for horizon in range(1, ctx.params.max_horizon + 1):
+        reach(horizon=horizon, tokens=horizon, actions=len(old), data="old")
         mean = square = Fraction(0)
         for sequence in itertools.product(range(len(old)), repeat=horizon):
             probability = np.prod([old[a] for a in sequence])
@@ -603,6 +702,8 @@ def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
 
     def bound_holds(case: tuple[dict[str, object], list[list[Fraction]], list[list[Fraction]]]) -> None:
         mdp, pi_old, pi_new = case
+        # A discounted infinite horizon; A_π exact by policy evaluation; L_π weighs by π's own visitation.
+        reach_mdp(mdp["transitions"], gamma=mdp["gamma"], horizon=math.inf, advantages="exact", data="old")
         at_old = _trpo_bound(mdp, pi_old, pi_old)
         assert at_old.surrogate_gain == 0 == at_old.true_gain, ("the bound does not touch η at π", at_old)
         bound = _trpo_bound(mdp, pi_old, pi_new)
@@ -652,6 +753,7 @@ def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
 
     mdp = {"transitions": exact(params.transitions), "rewards": exact(params.rewards),
            "initial": exact(params.initial), "gamma": as_written(params.gamma)}
+    reach_mdp(mdp["transitions"], gamma=mdp["gamma"], horizon=math.inf, advantages="exact", data="old")
     bound = _trpo_bound(mdp, exact(params.pi_old), exact(params.pi_new))
     penalised_gain = float(bound.surrogate_gain) - float(bound.penalty_coefficient) * bound.max_kl
     return {"surrogate_gain": bound.surrogate_gain, "true_gain": bound.true_gain,
@@ -679,6 +781,7 @@ def clip_cases_exact(ctx: Context) -> dict[str, object]:
     epsilon = as_written(ctx.params.epsilon)
     advantages = np.array([as_written(a) for a in ctx.params.advantages], dtype=object)
     ratios = np.array([as_written(r) for r in ctx.params.ratios], dtype=object)
+    reach(advantages="estimated", data="old")  # ratios against π_old, advantages numbers written for Â
     clipped_ratios = [min(max(r, 1 - epsilon), 1 + epsilon) for r in ratios]
     return {
         "interval": [1 - epsilon, 1 + epsilon],
@@ -716,6 +819,7 @@ def clip_pessimistic_symbolic(ctx: Context) -> dict[str, object]:
     unclipped surrogate; where it is negative the term is also flat in r (the plateau).
     """
     e, u, a = sp.symbols("e u a", positive=True)
+    reach(advantages="estimated", data="old")  # ratios against π_old, advantages any number of either sign
     epsilon = e / (1 + e)
     positions = ((1 - epsilon) / (1 + u), 1 - epsilon + 2 * epsilon / (1 + u), 1 + epsilon + u)
     gaps, slopes = [], []
@@ -739,6 +843,7 @@ def clip_objective_pessimistic_property(ctx: Context) -> dict[str, object]:
 
     def pessimistic(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
         ratio_list, advantage_list, epsilon = case
+        reach(advantages="estimated", data="old")
         observed = ctx.impl.ppo_clip_objective(np.array(ratio_list, dtype=object),
                                                np.array(advantage_list, dtype=object), epsilon)
         for r, a, term in zip(ratio_list, advantage_list, observed, strict=True):
@@ -770,6 +875,7 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
     def never_blocks(case: tuple[float, float, float]) -> None:
         advantage, ratio, epsilon = case
         assume(min(abs(ratio - (1 - epsilon)), abs(ratio - (1 + epsilon))) > 1e-9)
+        reach(advantages="estimated", data="old")
         gradient = float(ctx.impl.ppo_clip_objective_grad(np.array([ratio]), np.array([advantage]), epsilon)[0])
         moved_past = (advantage > 0 and ratio > 1 + epsilon) or (advantage < 0 and ratio < 1 - epsilon)
         if moved_past:
@@ -786,6 +892,7 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
           params=ClipCases)
 def clip_fractions_counterexample(ctx: Context) -> dict[str, object]:
     """impl's two clip diagnostics on one batch: ratios outside [1-ε, 1+ε] and clipping active."""
+    reach(advantages="estimated", data="old")
     diagnostics = ctx.impl.ratio_clip_diagnostics(np.array(ctx.params.ratios), np.array(ctx.params.advantages),
                                             ctx.params.epsilon)
     return {"outside_fraction": diagnostics.outside_fraction, "active_fraction": diagnostics.active_fraction,
@@ -825,6 +932,7 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
 
     def match_definitions(case: tuple[list[float], list[float], float]) -> None:
         ratio_list, advantage_list, epsilon = case
+        reach(advantages="estimated", data="old")
         ratios, advantages = np.array(ratio_list), np.array(advantage_list)
         outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
         active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
@@ -860,6 +968,8 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
     params = ctx.params
     old_logits = np.log(np.array(params.pi_old))
     actions, advantages = np.array(params.actions), np.array(params.advantages)
+    # One logit vector, one state, shared by the whole batch of actions stored from π_old.
+    reach(states=np.atleast_2d(old_logits).shape[0], actions=old_logits.size, data="old", advantages="estimated")
     n = actions.size
     log_pi_old = ctx.impl.log_softmax(old_logits)[actions]
     logits = old_logits.copy()
@@ -931,6 +1041,7 @@ def total_loss_composition_property(ctx: Context) -> dict[str, object]:
         r = np.exp(log_ratio)
         # Within rounding of a band edge the implementation's ratio may fall on the other branch.
         assume(np.abs(np.abs(r - 1) - epsilon).min() > 1e-9)
+        reach(actions=logits.shape[1], data="old", advantages="estimated")
         clipped = np.clip(r, 1 - epsilon, 1 + epsilon)
         log_p = log_softmax(logits)
         p = np.exp(log_p)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from harness import Context, NoParams, check_property, verifier
+from harness import Context, NoParams, check_property, reach, verifier
 from verifiers._numeric import central_difference, largest, rounding_bound, smallest
 
 # --------------------------------------------------------------------------- 4.5.1: mask and causal shift
@@ -81,6 +81,9 @@ def masked_gradient_structure(ctx: Context) -> dict[str, object]:
     norms = np.abs(gradient).max(axis=-1)
 
     spans = _answer_spans(params)
+    # One answer per row, each after its own prompt; the advantages are random numbers standing for Â.
+    reach(tokens=[len(span) for span in spans], horizon=[len(span) for span in spans], actions=params.vocab_size,
+          states=len({tuple(prompt) for prompt in params.prompts}), advantages="estimated")
     outside, first_answer, eos = [], [], []
     for row, span in enumerate(spans):
         scoring = {position - 1 for position in span}
@@ -103,29 +106,41 @@ def masked_gradient_structure(ctx: Context) -> dict[str, object]:
     }
 
 
-_VOCAB, _EOS, _PAD = 6, 0, 5
+_EOS = 0
+# Rows of a batch: prompt lengths, generated lengths, padding, a seed, and the vocabulary size V (2 to 6 tokens, the
+# padding id V - 1), so that the policy chooses among two tokens in some batches and among more in others.
 _layout_rows = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples(
     st.lists(st.integers(1, 4), min_size=batch, max_size=batch),
     st.lists(st.integers(1, 5), min_size=batch, max_size=batch),
     st.integers(0, 2),
-    st.integers(0, 2**32 - 1)))
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 6)))
 
 
-def _random_rows(prompt_lengths: list[int], generated_lengths: list[int], padding: int, seed: int
+def _random_rows(prompt_lengths: list[int], generated_lengths: list[int], padding: int, seed: int, vocabulary: int
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Token rows (prompt, generated tokens, padding) and logits for them.
+    """Token rows (prompt, generated tokens, padding) over ``vocabulary`` tokens, and logits for them.
 
     Generated tokens may contain EOS anywhere, several times (a batched sampler may keep writing
     after it); prompts may contain the EOS id too (chat prompts carry end-of-turn tokens), which
-    is not a generated EOS.
+    is not a generated EOS. Prompt and answer tokens are drawn from the ids below the padding id
+    V - 1; with two tokens, from both (the padding id is then also the one token besides EOS, as
+    tokenizers that pad with a real token have it).
     """
     rng = np.random.default_rng(seed)
+    pad = vocabulary - 1
+    written = max(pad, 2)
     width = max(p + n for p, n in zip(prompt_lengths, generated_lengths, strict=True)) + padding
-    tokens = np.full((len(prompt_lengths), width), _PAD, dtype=int)
+    tokens = np.full((len(prompt_lengths), width), pad, dtype=int)
     for row, (prompt, generated) in enumerate(zip(prompt_lengths, generated_lengths, strict=True)):
-        tokens[row, :prompt] = rng.integers(0, _PAD, size=prompt)
-        tokens[row, prompt:prompt + generated] = rng.integers(0, _PAD, size=generated)
-    return tokens, rng.normal(scale=2.0, size=(*tokens.shape, _VOCAB))
+        tokens[row, :prompt] = rng.integers(0, written, size=prompt)
+        tokens[row, prompt:prompt + generated] = rng.integers(0, written, size=generated)
+    return tokens, rng.normal(scale=2.0, size=(*tokens.shape, vocabulary))
+
+
+def _distinct_prompts(tokens: np.ndarray, prompt_lengths: list[int]) -> int:
+    """How many different prompts the rows answer: the states of a batch of one-prompt answers."""
+    return len({tuple(tokens[row, :prompt]) for row, prompt in enumerate(prompt_lengths)})
 
 
 def _own_mask(tokens: np.ndarray, prompt_lengths: list[int], generated_lengths: list[int]) -> np.ndarray:
@@ -145,12 +160,14 @@ def response_mask_property(ctx: Context) -> dict[str, object]:
     exactly the verifier's own: 1 at entry k when token k + 1 was generated and no generated EOS
     came before it, the first generated EOS included; 0 for the prompt, padding and after EOS."""
 
-    def mask_holds(layout: tuple[list[int], list[int], int, int]) -> None:
-        prompt_lengths, generated_lengths, padding, seed = layout
-        tokens, _ = _random_rows(prompt_lengths, generated_lengths, padding, seed)
+    def mask_holds(layout: tuple[list[int], list[int], int, int, int]) -> None:
+        prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
+        tokens, _ = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
         observed = np.asarray(ctx.impl.response_mask(tokens, np.array(prompt_lengths), np.array(generated_lengths),
                                                      _EOS))
         expected = _own_mask(tokens, prompt_lengths, generated_lengths)
+        answer_lengths = expected.sum(axis=1)  # each row's answer, up to its first generated EOS
+        reach(tokens=answer_lengths, horizon=answer_lengths, states=_distinct_prompts(tokens, prompt_lengths))
         assert observed.shape == expected.shape and np.array_equal(observed, expected), (tokens, observed, expected)
 
     return check_property(ctx, mask_holds, _layout_rows)
@@ -161,19 +178,23 @@ def log_prob_chain_rule_property(ctx: Context) -> dict[str, object]:
     """On random rows and logits, impl's sequence log-probability (its causal token log-probabilities,
     summed under the verifier's own mask) equals Σ_t log π(y_t | x, y_<t) computed here from the
     logits of the position before each answer token, and its exponential equals the product of the
-    verifier's own token probabilities: the factorisation over the answer's tokens."""
+    verifier's own token probabilities: the factorisation over the answer's tokens. Vocabularies of
+    2 to 6 tokens, answers of one to five tokens."""
 
-    def chain_rule_holds(layout: tuple[list[int], list[int], int, int]) -> None:
-        prompt_lengths, generated_lengths, padding, seed = layout
-        tokens, logits = _random_rows(prompt_lengths, generated_lengths, padding, seed)
+    def chain_rule_holds(layout: tuple[list[int], list[int], int, int, int]) -> None:
+        prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
+        tokens, logits = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
         mask = _own_mask(tokens, prompt_lengths, generated_lengths)
+        answer_lengths = mask.sum(axis=1)
+        reach(tokens=answer_lengths, horizon=answer_lengths, actions=logits.shape[-1],
+              states=_distinct_prompts(tokens, prompt_lengths))
         observed = np.asarray(ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask))
         for row in range(tokens.shape[0]):
             scored = [k + 1 for k in np.flatnonzero(mask[row])]
             log_terms = [log_softmax(logits[row, k - 1])[tokens[row, k]] for k in scored]
             product = np.prod([softmax(logits[row, k - 1])[tokens[row, k]] for k in scored])
             magnitude = float(np.abs(log_terms).sum())
-            bound = rounding_bound(4 * len(scored) * _VOCAB, magnitude)
+            bound = rounding_bound(4 * len(scored) * vocabulary, magnitude)
             assert abs(observed[row] - sum(log_terms)) <= bound, (row, observed[row], sum(log_terms))
             assert abs(np.exp(observed[row]) - product) <= product * (bound + rounding_bound(4 * len(scored), 1.0)), \
                 (row, np.exp(observed[row]), product)
@@ -206,6 +227,8 @@ def token_clip_vs_product_clip(ctx: Context) -> dict[str, object]:
     log_pi_old = np.zeros((1, len(params.ratios)))
     log_pi = np.log(np.array(params.ratios))[None, :]
     mask = np.ones_like(log_pi)
+    # One answer of as many tokens as ratios, each ratio against the policy that sampled it; A is a given number.
+    reach(tokens=mask.shape[1], horizon=mask.shape[1], states=mask.shape[0], data="old", advantages="estimated")
     token_objective, token_gradient = ctx.impl.token_clipped_surrogate(
         log_pi, log_pi_old, np.array([[params.advantage]]), mask, params.epsilon, "token_mean")
     sequence_objective, sequence_gradient = ctx.impl.sequence_clipped_surrogate(
@@ -241,6 +264,8 @@ def aggregation_units(ctx: Context) -> dict[str, object]:
     width = max(params.lengths)
     mask = (np.arange(width)[None, :] < np.array(params.lengths)[:, None]).astype(float)
     log_pi = ctx.rng.normal(size=mask.shape)
+    # Every ratio 1: the objective at θ = θ_old, on the batch π_old sampled; the advantages are given numbers.
+    reach(tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), data="old", advantages="estimated")
     observed: dict[str, object] = {}
     for unit in ("token_mean", "answer_mean", "answer_sum"):
         objective, gradient = ctx.impl.token_clipped_surrogate(
@@ -301,6 +326,12 @@ def _padded_batch(prompt_lengths: list[int], answer_lengths: list[int], padding:
     return mask, log_pi_old + log_ratio, log_pi_old, advantages
 
 
+def _reach_padded_batch(mask: np.ndarray) -> None:
+    """What a padded batch of :func:`_padded_batch` reaches: answers of their masked lengths, scored against the
+    policy that sampled them (log π_old), with advantages that are random numbers standing for Â."""
+    reach(tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), data="old", advantages="estimated")
+
+
 def _clipped_terms(log_pi: np.ndarray, log_pi_old: np.ndarray, advantages: np.ndarray, epsilon: float
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per token: min(r A, clip(r) A), r A, and d/d log π of the minimum (r A where r A is the minimum, else 0)."""
@@ -321,6 +352,7 @@ def aggregation_unit_property(ctx: Context) -> dict[str, object]:
     def definition_holds(batch: tuple[list[int], list[int], int, float, int]) -> None:
         prompt_lengths, answer_lengths, padding, epsilon, seed = batch
         mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        _reach_padded_batch(mask)
         terms, _, slopes = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
         weights = _unit_weights(mask, aggregation)
         objective, gradient = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask,
@@ -343,6 +375,7 @@ def token_clip_pessimistic_property(ctx: Context) -> dict[str, object]:
     def pessimistic(batch: tuple[list[int], list[int], int, float, int]) -> None:
         prompt_lengths, answer_lengths, padding, epsilon, seed = batch
         mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        _reach_padded_batch(mask)
         _, unclipped, _ = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
         ratio = np.exp(log_pi - log_pi_old)
         inside = bool(np.all((ratio[mask > 0] >= 1 - epsilon) & (ratio[mask > 0] <= 1 + epsilon)))
@@ -383,6 +416,8 @@ def _kl_placements(ctx: Context, z: np.ndarray, z_ref: np.ndarray, rewards: np.n
     the KL term, ``bound`` the rounding allowance.
     """
     pi, log_pi, log_ref = softmax(z), log_softmax(z), log_softmax(z_ref)
+    # Every one-token answer of the vocabulary, weighted by the policy being differentiated: on-policy expectations.
+    reach(tokens=1, horizon=1, states=1, actions=len(z), data="current")
     scores = np.eye(len(z)) - pi
     mask = np.ones((len(z), 1))
     penalized = ctx.impl.kl_penalized_rewards(rewards, log_pi[:, None], log_ref[:, None], mask, beta)
@@ -454,6 +489,7 @@ def sequence_surrogate_property(ctx: Context) -> dict[str, object]:
     def definition_holds(batch: tuple[list[int], list[int], int, float, int]) -> None:
         prompt_lengths, answer_lengths, padding, epsilon, seed = batch
         mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+        _reach_padded_batch(mask)
         answers, length = mask.shape
         rho = np.exp([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_pi_old, mask, strict=True)])
         unclipped, clipped = rho * advantages, np.clip(rho, 1 - epsilon, 1 + epsilon) * advantages
@@ -497,6 +533,7 @@ def kl_terms_batch_property(ctx: Context) -> dict[str, object]:
         rng = np.random.default_rng(seed + 1)
         rewards = rng.uniform(-1, 1, size=mask.shape[0])
         logits, ref_logits = rng.normal(0, 2, size=(2, *mask.shape, vocabulary))
+        reach(tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), actions=logits.shape[-1])
         penalized = np.asarray(ctx.impl.kl_penalized_rewards(rewards, log_pi, log_ref, mask, beta), dtype=float)
         log_ratio_sums = np.array([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_ref, mask, strict=True)])
         reward_bound = rounding_bound(4 * mask.shape[1], beta * float(np.abs(log_pi).sum() + np.abs(log_ref).sum()))

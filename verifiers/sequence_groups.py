@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import sympy as sp
@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from harness import Context, NoParams, check_property, verifier
+from harness import Context, NoParams, check_property, reach, verifier
 from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
+from verifiers._reach import reach_bandit, reach_mdp
 
 # --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy
 
@@ -38,22 +39,51 @@ class TabularSequencePolicy(NoParams):
     group_size: int = Field(ge=2, le=4)
 
 
+def _reach_answers(prefix_probabilities: dict[str, list], answers: list[str], **more: object) -> None:
+    """The answers of a tabular policy to its one prompt: as many tokens as symbols (the EOS included), each token
+    chosen among the entries of a prefix's distribution, and any other dimension (``group=G``)."""
+    lengths = [len(answer) for answer in answers]
+    vocabulary = {len(distribution) for distribution in prefix_probabilities.values()}
+    reach(tokens=lengths, horizon=lengths, actions=sorted(vocabulary), states=1, **more)
+
+
+def _reach_groups_of_answers(params: TabularSequencePolicy, answers: list[str], groups: list[tuple[int, ...]]
+                             ) -> None:
+    """Groups of G answers to one prompt, every group weighted by the probability the policy being differentiated
+    gives it (on-policy), with advantages estimated from the group's rewards."""
+    _reach_answers(params.prefix_probabilities, answers, group=len(groups[0]), data="current",
+                   advantages="estimated")
+
+
 def _tabular_answers(params: TabularSequencePolicy) -> tuple[list[str], list[Fraction], np.ndarray]:
     """Every answer, its exact probability and its exact score with respect to all prefix logits."""
-    prefixes = sorted(params.prefix_probabilities, key=lambda p: (len(p), p))
-    distributions = {p: [Fraction(q) for q in params.prefix_probabilities[p]] for p in prefixes}
-    alphabet = "$ab"
-    answers = [body + "$" for n in range(params.max_tokens) for body in map("".join, itertools.product("ab", repeat=n))]
-    answers += list(map("".join, itertools.product("ab", repeat=params.max_tokens)))
+    distributions = {p: [Fraction(q) for q in row] for p, row in params.prefix_probabilities.items()}
+    return _enumerated_answers(distributions, "ab", params.max_tokens)
+
+
+def _enumerated_answers(distributions: dict[str, list[Fraction]], symbols: str, max_tokens: int
+                        ) -> tuple[list[str], list[Fraction], np.ndarray]:
+    """Every answer of a tabular policy over EOS ('$') and ``symbols``, its probability and its score.
+
+    ``distributions`` maps each prefix (a string over ``symbols`` shorter than max_tokens) to the
+    probabilities of [EOS, *symbols]; an answer is a string over ``symbols`` followed by '$', or cut
+    at max_tokens. The score is taken with respect to every prefix's logits, in prefix order.
+    """
+    prefixes = sorted(distributions, key=lambda p: (len(p), p))
+    alphabet = "$" + symbols
+    answers = [body + "$" for n in range(max_tokens) for body in map("".join, itertools.product(symbols, repeat=n))]
+    answers += list(map("".join, itertools.product(symbols, repeat=max_tokens)))
     probabilities, scores = [], []
     for answer in answers:
-        probability, score = Fraction(1), np.zeros((len(prefixes), 3), dtype=object) + Fraction(0)
+        probability = Fraction(1)
+        score = np.zeros((len(prefixes), len(alphabet)), dtype=object) + Fraction(0)
         for t, symbol in enumerate(answer):
             distribution = distributions[answer[:t]]
             choice = alphabet.index(symbol)
             probability *= distribution[choice]
             block = prefixes.index(answer[:t])
-            score[block] += np.array([Fraction(int(k == choice)) - distribution[k] for k in range(3)], dtype=object)
+            score[block] += np.array([Fraction(int(k == choice)) - distribution[k] for k in range(len(alphabet))],
+                                     dtype=object)
         probabilities.append(probability)
         scores.append(score.reshape(-1))
     return answers, probabilities, np.array(scores, dtype=object)
@@ -73,6 +103,7 @@ def rloo_definition_property(ctx: Context) -> dict[str, object]:
 
     def definition_holds(batch: tuple[int, list[Fraction]]) -> None:
         size, rewards = batch
+        reach(group=size, states=len(rewards) // size)  # groups of G answers, one group per prompt
         observed = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
         expected = []
         for start in range(0, len(rewards), size):
@@ -81,6 +112,20 @@ def rloo_definition_property(ctx: Context) -> dict[str, object]:
         assert observed == expected, (rewards, observed, expected)
 
     return check_property(ctx, definition_holds, _exact_batches)
+
+
+def _expected_group_estimate(ctx: Context, advantages_of: Any, probabilities: list[Fraction], rewards: list[Fraction],
+                             scores: np.ndarray, groups: list[tuple[int, ...]]) -> np.ndarray:
+    """E[(1/G) Σ_i A_i ∇ log π(y_i|x)] over every group of G independent answers, each group weighted by its
+    probability; the advantages are impl's ``advantages_of(rewards, G)``, the estimate impl's score-function
+    gradient. Exact for rational inputs."""
+    group_size = len(groups[0])
+    group_rewards = np.array([rewards[i] for group in groups for i in group], dtype=object)
+    group_scores = np.array([[scores[i] for i in group] for group in groups], dtype=object)
+    weights = np.array([np.prod([probabilities[i] for i in group]) for group in groups], dtype=object)
+    advantages = advantages_of(group_rewards, group_size).reshape(len(groups), group_size)
+    estimates = ctx.impl.score_function_gradient(advantages, group_scores)
+    return (weights[:, None] * estimates).sum(axis=0)
 
 
 @verifier("sequence.rloo_unbiased_exact", kind="exact",
@@ -99,14 +144,10 @@ def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
     gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)),
                    np.zeros(scores.shape[1], dtype=object) + Fraction(0))
     groups = list(itertools.product(range(len(answers)), repeat=params.group_size))
-    group_rewards = np.array([rewards[i] for group in groups for i in group], dtype=object)
-    group_scores = np.array([[scores[i] for i in group] for group in groups], dtype=object)
-    weights = np.array([np.prod([probabilities[i] for i in group]) for group in groups], dtype=object)
-    expectations = {}
-    for name, function in (("rloo", ctx.impl.rloo_advantages), ("group_mean", ctx.impl.group_mean_advantages)):
-        advantages = function(group_rewards, params.group_size).reshape(len(groups), params.group_size)
-        estimates = ctx.impl.score_function_gradient(advantages, group_scores)
-        expectations[name] = (weights[:, None] * estimates).sum(axis=0)
+    _reach_groups_of_answers(params, answers, groups)
+    expectations = {name: _expected_group_estimate(ctx, function, probabilities, rewards, scores, groups)
+                    for name, function in (("rloo", ctx.impl.rloo_advantages),
+                                           ("group_mean", ctx.impl.group_mean_advantages))}
     ratio = (expectations["group_mean"] @ gradient) / (gradient @ gradient)
     return {
         "answers": len(answers),
@@ -116,6 +157,53 @@ def rloo_unbiased_exact(ctx: Context) -> dict[str, object]:
         "group_mean_ratio": ratio,
         "group_mean_residual": largest_magnitude(expectations["group_mean"] - ratio * gradient),
     }
+
+
+def _answer_count(symbols: int, max_tokens: int) -> int:
+    """How many answers a tabular policy over EOS and ``symbols`` other tokens has, cut at max_tokens."""
+    return sum(symbols**n for n in range(max_tokens)) + symbols**max_tokens
+
+
+# (tokens besides EOS, max_tokens, G) small enough to enumerate every group of answers: at most 64 groups.
+_ENUMERABLE_GROUPS = tuple((symbols, max_tokens, size) for symbols in (1, 2) for max_tokens in (1, 2, 3)
+                           for size in (2, 3, 4) if _answer_count(symbols, max_tokens) ** size <= 64)
+
+
+@st.composite
+def _tabular_policies_and_rewards(draw: st.DrawFn) -> tuple[dict[str, list[Fraction]], str, int, int, list[Fraction]]:
+    """A random tabular answer policy (every prefix's distribution over EOS and one or two tokens, each
+    probability positive and rational), max_tokens, G and an exact reward for every answer."""
+    symbol_count, max_tokens, size = draw(st.sampled_from(_ENUMERABLE_GROUPS))
+    symbols = "ab"[:symbol_count]
+    distributions = {}
+    for n in range(max_tokens):
+        for body in itertools.product(symbols, repeat=n):
+            weights = draw(st.lists(st.integers(1, 6), min_size=symbol_count + 1, max_size=symbol_count + 1))
+            distributions["".join(body)] = [Fraction(w, sum(weights)) for w in weights]
+    answers = _answer_count(symbol_count, max_tokens)
+    rewards = draw(st.lists(st.builds(Fraction, st.integers(-8, 8), st.integers(1, 4)), min_size=answers,
+                            max_size=answers))
+    return distributions, symbols, max_tokens, size, rewards
+
+
+@verifier("sequence.rloo_unbiased_property", kind="property", uses=("rloo_advantages", "score_function_gradient"))
+def rloo_unbiased_property(ctx: Context) -> dict[str, object]:
+    """On random tabular answer policies (vocabularies of two or three tokens, EOS included, answers of one to
+    three tokens, cut at max_tokens) with random exact rewards, and G = 2 to 4: the exact expectation over every
+    group of G independent answers of impl's RLOO estimate (1/G) Σ_i A_i ∇ log π(y_i|x) equals the gradient of the
+    expected reward Σ_y π(y) R(y) ∇ log π(y|x), computed here from single answers (:func:`_enumerated_answers`)."""
+
+    def unbiased(case: tuple[dict[str, list[Fraction]], str, int, int, list[Fraction]]) -> None:
+        distributions, symbols, max_tokens, size, rewards = case
+        answers, probabilities, scores = _enumerated_answers(distributions, symbols, max_tokens)
+        groups = list(itertools.product(range(len(answers)), repeat=size))
+        _reach_answers(distributions, answers, group=size, data="current", advantages="estimated")
+        gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)),
+                       np.zeros(scores.shape[1], dtype=object) + Fraction(0))
+        expectation = _expected_group_estimate(ctx, ctx.impl.rloo_advantages, probabilities, rewards, scores, groups)
+        assert list(expectation) == list(gradient), (distributions, rewards, size, list(expectation), list(gradient))
+
+    return check_property(ctx, unbiased, _tabular_policies_and_rewards())
 
 
 _offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
@@ -130,6 +218,7 @@ def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
 
     def invariant(case: tuple[tuple[int, list[Fraction]], list[Fraction]]) -> None:
         (size, rewards), offsets = case
+        reach(group=size, states=len(offsets))  # one offset per prompt's group
         shifted = [r + offsets[i // size] for i, r in enumerate(rewards)]
         before = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
         after = list(ctx.impl.rloo_advantages(np.array(shifted, dtype=object), size))
@@ -147,6 +236,7 @@ def rloo_offset_invariance_symbolic(ctx: Context) -> dict[str, object]:
     """
     group_size, prompts = sp.symbols("G P", positive=True)
     r_i, others, offset, rest = sp.symbols("R_i T c U")
+    reach(group=group_size, states=prompts)  # any group size, any number of prompts in the batch
 
     def leave_one_out(own: sp.Expr, sum_of_others: sp.Expr) -> sp.Expr:
         return own - sum_of_others / (group_size - 1)
@@ -171,6 +261,7 @@ def equal_rewards_zero_property(ctx: Context) -> dict[str, object]:
 
     def zero(case: tuple[int, list[Fraction]]) -> None:
         size, levels = case
+        reach(group=size, states=len(levels))  # one level per prompt's group
         rewards = np.array([level for level in levels for _ in range(size)], dtype=object)
         for function in (ctx.impl.rloo_advantages, ctx.impl.group_mean_advantages):
             advantages = list(function(rewards, size))
@@ -195,6 +286,9 @@ def equal_rewards_not_stationary(ctx: Context) -> dict[str, object]:
     params = ctx.params
     answers, probabilities, scores = _tabular_answers(params)
     rewards = {a: Fraction(params.rewards[a]) for a in answers}
+    # The exact gradient sums over every answer under the current policy; the group is one of G answers to the prompt.
+    _reach_answers(params.prefix_probabilities, answers, group=len(params.group), data="current",
+                   advantages="estimated")
     gradient = sum((p * rewards[a] * s for a, p, s in zip(answers, probabilities, scores, strict=True)),
                    np.zeros(scores.shape[1], dtype=object) + Fraction(0))
     group_rewards = np.array([rewards[a] for a in params.group], dtype=object)
@@ -249,6 +343,10 @@ def answer_level_conditions_exact(ctx: Context) -> dict[str, object]:
     answers, probabilities, _ = _tabular_answers(params)
     _, old_probabilities, _ = _tabular_answers(old)
     rewards = [Fraction(params.rewards[a]) for a in answers]
+    # ∇J and the two length-averaged units weigh the answers by the current policy; the uncorrected estimator by
+    # the old one, which sampled the answers before the policy moved.
+    _reach_answers(params.prefix_probabilities, answers, data="current")
+    _reach_answers(params.old_prefix_probabilities, answers, data="old")
     zero = np.zeros(len(params.prefix_probabilities) * 3, dtype=object) + Fraction(0)
     scores = [sum(_token_scores(params, a), zero) for a in answers]
     gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)), zero)
@@ -280,6 +378,7 @@ def grpo_loo_relation_symbolic(ctx: Context) -> dict[str, object]:
     """(R_i - mean R)/σ - (G-1)/(G σ) · A_i^LOO for symbolic G, R_i, T = Σ_{j≠i} R_j and σ > 0."""
     group_size, r_i, others = sp.symbols("G R_i T")
     sigma = sp.symbols("sigma", positive=True)
+    reach(group=group_size)  # an identity of rational functions of G, for any group size
     normalised = (r_i - (r_i + others) / group_size) / sigma
     leave_one_out = r_i - others / (group_size - 1)
     return {"residual": sp.simplify(normalised - (group_size - 1) / (group_size * sigma) * leave_one_out)}
@@ -304,6 +403,7 @@ def grpo_loo_relation_property(ctx: Context) -> dict[str, object]:
 
     def relation_holds(batch: tuple[int, list[float]]) -> None:
         size, rewards = batch
+        reach(group=size, states=len(rewards) // size)
         rewards = np.array(rewards, dtype=float)
         grpo = ctx.impl.grpo_advantages(rewards, size, epsilon)
         loo = ctx.impl.rloo_advantages(rewards, size)
@@ -345,6 +445,9 @@ def grpo_vs_rloo_gradient(ctx: Context) -> dict[str, object]:
     logits = ctx.rng.normal(size=(answers, width, params.vocab_size))
     mask = np.zeros((answers, width - 1))
     mask[:, 1:] = 1.0
+    # Groups of G answers of answer_length tokens, one group per prompt, at θ = θ_old with given rewards.
+    reach(group=params.group_size, states=answers // params.group_size, tokens=mask.sum(axis=1),
+          horizon=mask.sum(axis=1), actions=logits.shape[-1], data="old", advantages="estimated")
     log_pi = ctx.impl.token_log_probs(logits, tokens)
 
     def gradient(advantages: np.ndarray, rows: slice) -> np.ndarray:
@@ -363,11 +466,13 @@ def grpo_vs_rloo_gradient(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.5.4: one weight for every token
 
 
+# Prompt and generated lengths, one advantage per answer, a seed, and the vocabulary size (2 to 5 tokens).
 _layouts = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples(
     st.lists(st.integers(1, 4), min_size=batch, max_size=batch),
     st.lists(st.integers(1, 5), min_size=batch, max_size=batch),
     st.lists(st.floats(-3, 3, allow_nan=False).filter(lambda a: abs(a) > 1e-3), min_size=batch, max_size=batch),
-    st.integers(0, 2**32 - 1)))
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 5)))
 
 
 @verifier("sequence.broadcast_advantage_property", kind="property",
@@ -376,11 +481,11 @@ def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
     """At θ = θ_old with the ``answer_sum`` unit, the token surrogate's gradient with respect to the
     logits equals (1/B) Σ_b A_b Σ_t ∇ log π(y_bt | x_b, y_b,<t), the verifier's own e_y - softmax sum
     over each answer's span; every token of an answer gets the same weight, with the sign of the
-    answer's advantage."""
-    vocab, eos = 5, 0
+    answer's advantage. Vocabularies of 2 to 5 tokens, EOS among them."""
+    eos = 0
 
-    def identity_holds(layout: tuple[list[int], list[int], list[float], int]) -> None:
-        prompt_lengths, generated_lengths, advantages, seed = layout
+    def identity_holds(layout: tuple[list[int], list[int], list[float], int, int]) -> None:
+        prompt_lengths, generated_lengths, advantages, seed, vocab = layout
         rng = np.random.default_rng(seed)
         batch = len(prompt_lengths)
         width = max(p + g for p, g in zip(prompt_lengths, generated_lengths, strict=True)) + 1
@@ -388,6 +493,11 @@ def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
         logits = rng.normal(size=(batch, width, vocab))
         mask = ctx.impl.response_mask(tokens, prompt_lengths, generated_lengths, eos)
         log_pi = ctx.impl.token_log_probs(logits, tokens)
+        # The answers' lengths are the verifier's own (the reference's spans below); the surrogate at θ = θ_old.
+        lengths = [next((k + 1 for k in range(g) if tokens[b, prompt_lengths[b] + k] == eos), g)
+                   for b, g in enumerate(generated_lengths)]
+        reach(tokens=lengths, horizon=lengths, actions=logits.shape[-1], data="old", advantages="estimated",
+              states=len({tuple(tokens[b, :p]) for b, p in enumerate(prompt_lengths)}))
         _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi, np.array(advantages)[:, None], mask, 0.2,
                                                       "answer_sum")
         d_logits = ctx.impl.token_log_probs_vjp(logits, tokens, weights)
@@ -433,12 +543,17 @@ class _Mdp(NamedTuple):
     P_alt: np.ndarray | None
 
 
-def _finite_horizon_return(P: np.ndarray, R: np.ndarray, rho: np.ndarray, theta: np.ndarray, horizon: int) -> float:
-    """J(θ) = Σ_t E[R(s_t, a_t)] by propagating the state distribution forward (no trajectories, no impl)."""
+# The objective of step 4.1.3's witness: the expected sum of the horizon's rewards, undiscounted.
+_GAMMA = 1
+
+
+def _finite_horizon_return(P: np.ndarray, R: np.ndarray, rho: np.ndarray, theta: np.ndarray, horizon: int,
+                           gamma: float) -> float:
+    """J(θ) = Σ_t γ^t E[R(s_t, a_t)] by propagating the state distribution forward (no trajectories, no impl)."""
     pi = softmax(theta, axis=-1)
     distribution, total = rho, 0.0
-    for _ in range(horizon):
-        total += float(distribution @ (pi * R).sum(axis=1))
+    for t in range(horizon):
+        total += gamma**t * float(distribution @ (pi * R).sum(axis=1))
         distribution = np.einsum("s,sa,sax->x", distribution, pi, P)
     return total
 
@@ -456,10 +571,13 @@ def environment_shapes_gradient(ctx: Context) -> dict[str, object]:
     params = ctx.params
     R, rho, theta = np.array(params.R, dtype=float), np.array(params.rho, dtype=float), np.array(params.theta)
     kernels = [np.array(params.P, dtype=float), np.array(params.P_other, dtype=float)]
+    for P in kernels:
+        reach_mdp(P, gamma=_GAMMA, horizon=params.horizon)
     scores = [np.asarray(ctx.impl.trajectory_score(_Mdp(P, R, rho, None), theta, np.array(params.states),
                                                    np.array(params.actions)))
               for P in kernels]
-    gradients = [central_difference(lambda z, P=P: _finite_horizon_return(P, R, rho, z, params.horizon), theta, 1e-5)
+    gradients = [central_difference(lambda z, P=P: _finite_horizon_return(P, R, rho, z, params.horizon, _GAMMA), theta,
+                                    1e-5)
                  for P in kernels]
     return {"score_difference": float(np.abs(scores[0] - scores[1]).max()),
             "gradient_gap": float(np.abs(gradients[0] - gradients[1]).max())}
@@ -494,6 +612,8 @@ def clipping_not_trust_region(ctx: Context) -> dict[str, object]:
     advantages = np.array(params.advantages, dtype=float)[:, None]
     mask = np.ones((len(actions), 1))
     log_pi_old = log_softmax(z)[actions][:, None]
+    # One state's actions (one-token answers) drawn by π_old, given advantages, reused over the epochs.
+    reach_bandit(len(z), tokens=1, data="old", advantages="estimated")
     for _ in range(params.epochs):
         log_pi = log_softmax(z)[actions][:, None]
         _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages, mask, params.epsilon,

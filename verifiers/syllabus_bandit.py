@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
+from verifiers._reach import reach_bandit
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 
 
@@ -42,6 +43,8 @@ def step_symbolic(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     theta = sp.symbols(f"theta0:{params.arms}", real=True)
+    # One sampled arm's reward, scoring the arm the policy at θ itself drew.
+    reach_bandit(len(theta), data="current", advantages="estimated")
     log_pi = theta[params.drawn_arm] - sp.log(sum(sp.exp(t) for t in theta))
     at_zero = {t: 0 for t in theta}
     score = [sp.nsimplify(sp.diff(log_pi, t).subs(at_zero)) for t in theta]
@@ -63,6 +66,7 @@ def step_impl(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     theta = np.zeros(params.arms)
+    reach_bandit(theta.size, data="current", advantages="estimated")
     score = ctx.impl.softmax_score(theta, params.drawn_arm)
     exact = [Fraction(int(k == params.drawn_arm)) - Fraction(1, params.arms) for k in range(params.arms)]
     after = theta + params.step_size * params.reward * score
@@ -94,6 +98,8 @@ def cross_entropy_symbolic(ctx: Context) -> dict[str, object]:
     branch = next(arg.expr for arg in gradient.args if arg.cond == in_range) \
         if isinstance(gradient, sp.Piecewise) else gradient
     pi_m = sp.exp(z[m]) / partition
+    # The step R (e_a - π) is taken at the logits of the policy that drew a: REINFORCE's own sample.
+    reach(actions=categories, data="current")
     return {"residual": sp.simplify(branch - (pi_m - sp.KroneckerDelta(a, m))),
             "step_residual": sp.simplify(reward * (sp.KroneckerDelta(a, m) - pi_m) + reward * branch)}
 
@@ -119,6 +125,7 @@ def cross_entropy_property(ctx: Context) -> dict[str, object]:
     def same_step(example: tuple[np.ndarray, int, float, float]) -> None:
         logits, label, reward, _ = example
         categories = len(logits)
+        reach_bandit(categories, data="current", advantages="estimated")
         numeric = central_difference(lambda z: -log_softmax(z)[label], logits, step)
         reinforce = reward * ctx.impl.softmax_score(logits, label)
         magnitude = float(np.abs(logits).max()) + math.log(categories)
@@ -154,7 +161,10 @@ def reward_sign_exact(ctx: Context) -> dict[str, object]:
     params = ctx.params
     theta = np.zeros(params.arms)
     rewards = {"positive": abs(params.reward), "zero": 0.0, "negative": -abs(params.reward)}
-    steps = {label: _reinforce_step(ctx, theta, params.drawn_arm, r, params.step_size) for label, r in rewards.items()}
+    steps = {}
+    for label, r in rewards.items():
+        reach_bandit(theta.size, data="current", advantages="estimated")
+        steps[label] = _reinforce_step(ctx, theta, params.drawn_arm, r, params.step_size)
     bound = rounding_bound(8 * params.arms, params.step_size * abs(params.reward))
     matches = all(np.abs(steps[label] - _reference_step(theta, params.drawn_arm, r, params.step_size)).max() <= bound
                   for label, r in rewards.items())
@@ -178,6 +188,8 @@ def reward_sign_property(ctx: Context) -> dict[str, object]:
 
     def sign_follows(example: tuple[np.ndarray, int, float, float]) -> None:
         logits, arm, reward, step_size = example
+        # One sampled arm, stepped at the logits of the policy that drew it, weighted by a drawn reward.
+        reach_bandit(len(logits), data="current", advantages="estimated")
         step = _reinforce_step(ctx, logits, arm, reward, step_size)
         reference = _reference_step(logits, arm, reward, step_size)
         bound = rounding_bound(8 * len(logits), abs(step_size * reward))
@@ -212,13 +224,15 @@ def discount_weights(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
 
-    def worth(gamma: float, delay: int) -> float:
+    def worth(gamma: float, delay: int, **answer: int) -> float:
         rewards = np.zeros(delay + 1)
         rewards[delay] = 1.0
+        reach(discount=gamma, horizon=rewards.size, **answer)
         return float(ctx.impl.discounted_returns(rewards, gamma)[0])
 
+    # The answer's tokens are its decisions: a reward after the last of L tokens is L - 1 steps after the first.
     return {"weight_after_delay": [worth(params.gamma, k) for k in params.delays],
-            "first_token_weight": worth(params.long_gamma, params.answer_length - 1),
+            "first_token_weight": worth(params.long_gamma, params.answer_length - 1, tokens=params.answer_length),
             "weight_after_answer_length": worth(params.long_gamma, params.answer_length)}
 
 
@@ -237,7 +251,9 @@ def undiscounted_answer_exact(ctx: Context) -> dict[str, object]:
     params = ctx.params
     final = as_written(params.final_reward)
     rewards = np.array([Fraction(0)] * (params.answer_length - 1) + [final], dtype=object)
-    returns = ctx.impl.discounted_returns(rewards, 1)
+    gamma = 1
+    reach(discount=gamma, horizon=rewards.size, tokens=rewards.size)
+    returns = ctx.impl.discounted_returns(rewards, gamma)
     return {"distinct_token_weights": len(set(returns)), "first_token_weight": returns[0],
             "every_token_gets_final_reward": all(g == final for g in returns)}
 
@@ -254,9 +270,46 @@ def discounted_sum_symbolic(ctx: Context) -> dict[str, object]:
     x = sp.Symbol("x", positive=True)
     gamma = 1 / (1 + x)
     geometric = sp.Sum(gamma**k, (k, 0, sp.oo)).doit()
+    # Both sums run over an unbounded horizon: every 0 < γ < 1 (γ = 1/(1 + x)), then γ = 1.
+    reach(discount=gamma, horizon=math.inf)
+    reach(discount=1, horizon=math.inf)
     return {"geometric_sum_minus_bound": sp.simplify(geometric - 1 / (1 - gamma)),
             "undiscounted_sum_diverges": sp.Sum(sp.Integer(1), (k, 0, sp.oo)).doit() is sp.oo,
             "near_reward_worth_more": bool(sp.simplify(gamma**k - gamma ** (k + 1)).is_positive)}
+
+
+@verifier("syllabus_bandit.infinite_return_symbolic", kind="symbolic")
+def infinite_return_symbolic(ctx: Context) -> dict[str, object]:
+    """The return G_t = Σ_{k>=0} γ^k r_{t+k} over an unbounded horizon, for 0 < γ < 1 (γ = 1/(1 + x), x > 0)
+    and two bounded reward sequences whose plain sum never settles: a constant reward, r_k = c, and an
+    alternating one, r_k = c (-1)^k.
+
+    sympy sums the series itself. ``recursion_residuals``: G_t - (r_t + γ G_{t+1}), the backward recursion
+    every finite computation of returns uses. ``truncation_residuals``: G_t - Σ_{k<T} γ^k r_{t+k} - γ^T G_{t+T}
+    for a symbolic horizon T >= 1, so the finite returns of T steps differ from the infinite one by a tail
+    γ^T G_{t+T} that vanishes as T grows: the infinite sum is their limit.
+    """
+    x = sp.Symbol("x", positive=True)
+    gamma = 1 / (1 + x)
+    c = sp.Symbol("c", real=True)
+    k = sp.Symbol("k", integer=True, nonnegative=True)
+    t = sp.Symbol("t", integer=True, nonnegative=True)
+    horizon = sp.Symbol("T", integer=True, positive=True)
+    recursion, truncation = [], []
+    for sign in (1, -1):
+        def reward(step: sp.Expr, sign: int = sign) -> sp.Expr:
+            return c * sp.Integer(sign) ** step
+
+        def infinite(start: sp.Expr) -> sp.Expr:
+            return sp.Sum(gamma**k * reward(start + k), (k, 0, sp.oo)).doit()
+
+        reach(discount=gamma, horizon=math.inf)
+        # The finite returns of T steps, T >= 1: one step and many.
+        reach(discount=gamma, horizon=horizon)
+        finite = sp.Sum(gamma**k * reward(t + k), (k, 0, horizon - 1)).doit()
+        recursion.append(sp.simplify(infinite(t) - (reward(t) + gamma * infinite(t + 1))))
+        truncation.append(sp.simplify(infinite(t) - finite - gamma**horizon * infinite(t + horizon)))
+    return {"recursion_residuals": recursion, "truncation_residuals": truncation}
 
 
 _long_rewards = st.tuples(
@@ -271,6 +324,7 @@ def discounted_return_bound_property(ctx: Context) -> dict[str, object]:
 
     def bounded(example: tuple[np.ndarray, float]) -> None:
         rewards, gamma = example
+        reach(discount=gamma, horizon=rewards.size)
         largest = float(np.abs(rewards).max())
         returns = ctx.impl.discounted_returns(rewards, gamma)
         bound = largest / (1 - gamma)
@@ -300,6 +354,9 @@ def batch_baselines_exact(ctx: Context) -> dict[str, object]:
     are the verifier's, the latter checked against impl's softmax score.
     """
     arms, n = len(ctx.params.rewards), ctx.params.batch_size
+    # Every batch of N arms the uniform policy draws, enumerated; each arm's reward is its exact value, and the
+    # batch mean and the leave-one-out mean are estimates of the baseline from the batch.
+    reach_bandit(arms, group=n, data="current", advantages=["exact", "estimated"])
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
     reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     scores_a = exact_softmax_scores(pi)
@@ -348,6 +405,8 @@ def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
     (advantage and estimator; exact scores checked against impl's), against the true gradient
     Σ_a π(a) R(a) (e_a - π) computed here. ``bias`` is their difference."""
     arms = len(ctx.params.rewards)
+    # The expectation over the policy's own arms, each with its exact (deterministic) reward.
+    reach_bandit(arms, data="current", advantages="exact")
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
     reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
     baseline_a = np.array([as_written(b) for b in ctx.params.action_baselines], dtype=object)

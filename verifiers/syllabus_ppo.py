@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._reach import reach_bandit
 
 
 def _exact_scores(pi: list[Fraction]) -> np.ndarray:
@@ -72,6 +73,8 @@ def importance_weighting_symbolic(ctx: Context) -> dict[str, object]:
     a = sp.Symbol("a", integer=True)
     old, new, f = sp.IndexedBase("q", positive=True), sp.IndexedBase("p", positive=True), sp.IndexedBase("f")
     weighted = sp.Sum(old[a] * (new[a] / old[a]) * f[a], (a, 1, categories))
+    # Samples of π_old (q) reweighted to π (p).
+    reach(actions=categories, data="old")
     return {"residual": sp.simplify(weighted - sp.Sum(new[a] * f[a], (a, 1, categories)))}
 
 
@@ -85,6 +88,8 @@ def stale_samples_exact(ctx: Context) -> dict[str, object]:
     The true gradient Σ_a π_θ(a) R(a) (e_a - π_θ) is computed here.
     """
     old, new, ratios, rewards = _exact_policies(ctx.params)
+    # Arms drawn by π_old, each with its exact reward, evaluated for π_θ: one token of one state.
+    reach_bandit(len(old), data="old", advantages="exact", tokens=1)
     true_gradient = _policy_gradient(new, list(rewards))
     scores = _exact_scores(new)
     stale = np.array(old, dtype=object) * rewards @ scores
@@ -115,6 +120,8 @@ def clipped_objective_property(ctx: Context) -> dict[str, object]:
 
     def matches_definition(batch: tuple) -> None:
         ratios, advantages, epsilon = batch
+        # Ratios to π_old and drawn numbers standing for Â: the clip is per sample, whatever the setting.
+        reach(data="old", advantages="estimated")
         clipped = [min(max(r, 1 - epsilon), 1 + epsilon) * a for r, a in zip(ratios, advantages, strict=True)]
         unclipped = [r * a for r, a in zip(ratios, advantages, strict=True)]
         ratio_t, advantage_t = np.array(ratios, dtype=object), np.array(advantages, dtype=object)
@@ -143,6 +150,8 @@ def clipping_bias_exact(ctx: Context) -> dict[str, object]:
     """
     old, new, ratios, advantages = _exact_policies(ctx.params)
     epsilon = as_written(ctx.params.epsilon)
+    # Arms drawn by π_old, each with its exact reward minus a constant: one token of one state.
+    reach_bandit(len(old), data="old", advantages="exact", tokens=1)
     true_gradient = _policy_gradient(new, list(advantages))
     scores = _exact_scores(new)
     weights_old = np.array(old, dtype=object)
@@ -154,6 +163,110 @@ def clipping_bias_exact(ctx: Context) -> dict[str, object]:
             "unclipped_minus_true": list(unclipped - true_gradient), "clipped_gradient": list(clipped),
             "clipped_minus_true": list(clipped - true_gradient),
             "clipped_minus_true_at_old": list(at_old - _policy_gradient(old, list(advantages)))}
+
+
+class TwoTokenAnswer(BaseModel):
+    """An answer of two tokens: the first drawn in the prompt's state, the second in the state the first leads to
+    (the prefix: one state per first token), under an old and a new tabular softmax policy, with a final reward."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    first_old: list[float] = Field(min_length=2, description="π_old(a | prompt)")
+    first_new: list[float] = Field(min_length=2, description="π_θ(a | prompt)")
+    second_old: list[list[float]] = Field(min_length=2, description="π_old(b | prompt, a), one row per first token a")
+    second_new: list[list[float]] = Field(min_length=2, description="π_θ(b | prompt, a), one row per first token a")
+    rewards: list[list[float]] = Field(min_length=2, description="R(a, b), the answer's one final reward")
+    epsilon: float = Field(gt=0, lt=1, description="the clipping parameter ε")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TwoTokenAnswer:
+        first, rows = len(self.first_old), [self.second_old, self.second_new, self.rewards]
+        if len(self.first_new) != first or any(len(table) != first for table in rows):
+            raise ValueError("first_old, first_new and the rows of second_old, second_new and rewards need one "
+                             "entry per first token")
+        width = len(self.second_old[0])
+        if width < 2 or any(len(row) != width for table in rows for row in table):
+            raise ValueError("every row of second_old, second_new and rewards needs the same two or more entries")
+        for name, policy in (("first_old", [self.first_old]), ("first_new", [self.first_new]),
+                             ("second_old", self.second_old), ("second_new", self.second_new)):
+            if any(sum(as_written(p) for p in row) != 1 or min(row) <= 0 for row in policy):
+                raise ValueError(f"every distribution of {name} must be positive and sum to exactly 1")
+        return self
+
+
+def per_token_weights(ctx: Context, ratios: np.ndarray, advantages: np.ndarray) -> np.ndarray:
+    """The weight the per-token surrogate Σ_t r_t Â_t puts on each token's ∇ log π_θ: impl's r_t Â_t."""
+    return ctx.impl.surrogate_objective_grad(ratios, advantages)
+
+
+def product_of_ratios_weights(ratios: np.ndarray, advantages: np.ndarray) -> np.ndarray:
+    """The weight (Π_t r_t)(Σ_t Â_t) that the honest transfer, E_old[(Π_t r_t) Σ_t Â_t], puts on each token's
+    ∇ log π_θ: the product depends on every token's probability, the advantages do not."""
+    weight = math.prod(ratios) * sum(advantages)
+    return np.array([weight] * len(ratios), dtype=object)
+
+
+@verifier("syllabus_ppo.per_token_surrogate_bias_exact", kind="counterexample", params=TwoTokenAnswer,
+          uses=("surrogate_objective_grad", "ppo_clip_objective_grad"))
+def per_token_surrogate_bias_exact(ctx: Context) -> dict[str, object]:
+    """Expected gradients with respect to every state's logits at π_θ, from answers drawn by π_old, exactly.
+
+    The policy is a tabular softmax over the prompt's state and the state after each first token, so
+    ∇ log π_θ(a|s) is e_a - π_θ(·|s) in s's block. ∇J = Σ_τ p_θ(τ) R(τ) Σ_t ∇ log π_θ(a_t|s_t) is
+    computed here; Â_t are π_old's exact advantages (γ = 1, one final reward): Â_1 = V_old(s_a) -
+    V_old(prompt), Â_2 = R(a, b) - V_old(s_a). The per-token surrogate E_old[Σ_t r_t Â_t] weights each
+    token's score by impl's r_t Â_t, and the clipped surrogate by impl's clipped derivative; the
+    product of ratios, E_old[(Π_t r_t) Σ_t Â_t] = J(θ) - J(θ_old), weights both by (Π_t r_t) Σ_t Â_t
+    (:func:`product_of_ratios_weights`). ``no_clip_active``: every ratio lies inside [1 - ε, 1 + ε]
+    (decided here). At θ = θ_old every ratio is 1 and the per-token gradient is ∇J(θ_old).
+    """
+    params = ctx.params
+    first = {"old": [as_written(p) for p in params.first_old], "new": [as_written(p) for p in params.first_new]}
+    second = {"old": [[as_written(p) for p in row] for row in params.second_old],
+              "new": [[as_written(p) for p in row] for row in params.second_new]}
+    rewards = [[as_written(r) for r in row] for row in params.rewards]
+    epsilon = as_written(params.epsilon)
+    n_first, n_second = len(rewards), len(rewards[0])
+    blocks = [0] + [n_first + a * n_second for a in range(n_first)]
+    size = n_first + n_first * n_second
+
+    def score(block: int, action: int, pi: list[Fraction]) -> np.ndarray:
+        vector = np.array([Fraction(0)] * size, dtype=object)
+        vector[blocks[block]:blocks[block] + len(pi)] = _exact_scores(pi)[action]
+        return vector
+
+    values_after = [sum(p * r for p, r in zip(second["old"][a], rewards[a], strict=True)) for a in range(n_first)]
+    value_prompt = sum(p * v for p, v in zip(first["old"], values_after, strict=True))
+    zero = np.array([Fraction(0)] * size, dtype=object)
+    true, per_token, clipped, product, at_old, true_at_old = (zero.copy() for _ in range(6))
+    ratios_seen = []
+    for a, b in itertools.product(range(n_first), range(n_second)):
+        path = (a, b)
+        # Two tokens, each in a state of its own (the prompt, then the prefix), read from π_old's answer.
+        reach(states=len(blocks), actions=[n_first, n_second], horizon=len(path), tokens=len(path),
+              transitions="deterministic", data="old", advantages="exact")
+        p_old = first["old"][a] * second["old"][a][b]
+        p_new = first["new"][a] * second["new"][a][b]
+        scores = [score(0, a, first["new"]), score(1 + a, b, second["new"][a])]
+        old_scores = [score(0, a, first["old"]), score(1 + a, b, second["old"][a])]
+        ratios = np.array([first["new"][a] / first["old"][a], second["new"][a][b] / second["old"][a][b]],
+                          dtype=object)
+        advantages = np.array([values_after[a] - value_prompt, rewards[a][b] - values_after[a]], dtype=object)
+        ratios_seen.extend(ratios)
+        true = true + p_new * rewards[a][b] * sum(scores)
+        true_at_old = true_at_old + p_old * rewards[a][b] * sum(old_scores)
+        for total, weights, basis in (
+                (per_token, per_token_weights(ctx, ratios, advantages), scores),
+                (clipped, ctx.impl.ppo_clip_objective_grad(ratios, advantages, epsilon), scores),
+                (product, product_of_ratios_weights(ratios, advantages), scores),
+                (at_old, per_token_weights(ctx, np.array([Fraction(1)] * len(path), dtype=object), advantages),
+                 old_scores)):
+            total += p_old * sum(w * g for w, g in zip(weights, basis, strict=True))
+    return {"ratio_range": [min(ratios_seen), max(ratios_seen)],
+            "no_clip_active": all(1 - epsilon <= r <= 1 + epsilon for r in ratios_seen),
+            "true_gradient": list(true), "per_token_gradient": list(per_token),
+            "per_token_minus_true": list(per_token - true), "clipped_minus_per_token": list(clipped - per_token),
+            "product_of_ratios_minus_true": list(product - true),
+            "per_token_minus_true_at_old": list(at_old - true_at_old)}
 
 
 class ClippedEpochs(BaseModel):
@@ -186,6 +299,8 @@ def clipped_epochs_leave_band(ctx: Context) -> dict[str, object]:
     params = ctx.params
     old_logits = np.log(np.array(params.pi_old, dtype=float))
     actions, advantages = np.array(params.actions), np.array(params.advantages, dtype=float)
+    # A batch drawn by π_old with given numbers for Â, the logits moving away from π_old epoch after epoch.
+    reach_bandit(old_logits.size, data="old", advantages="estimated", tokens=1)
     n = actions.size
     log_pi_old = ctx.impl.log_softmax(old_logits)[actions]
     logits = old_logits.copy()
@@ -247,6 +362,7 @@ def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
 
     def anchored(example: tuple) -> None:
         logits, old_logits, ref_logits, advantages, epsilon, beta = example
+        reach_bandit(logits.size, data="old", advantages="estimated", tokens=1)
         ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
         weight = ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)
         for r, a, w in zip(ratio, advantages, weight, strict=True):
@@ -319,6 +435,8 @@ def clip_and_kl_over_training(ctx: Context) -> dict[str, object]:
     ∇E_π[R] = β ∇KL(π || π_ref), at π* ∝ π_ref exp(R/β), whose KL is computed here in closed form.
     """
     params = ctx.params
+    # Each batch's data are π_old's and its advantages the exact R - E_{π_old}[R] (see _train_bandit).
+    reach_bandit(len(params.rewards), data="old", advantages="exact", tokens=1)
     clip_only = _train_bandit(ctx, params, 0.0)
     penalised = _train_bandit(ctx, params, params.beta)
     rewards = np.array(params.rewards, dtype=float)

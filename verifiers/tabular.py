@@ -2,17 +2,19 @@
 
 Random MDPs here have exact rational entries, so every identity is checked with ``==``: the
 transition rows are integer weights divided by their sum, rewards are eighths, the discount a
-sixteenth below 1. Episodic MDPs only move to higher-numbered states until an absorbing terminal,
-so their episodes can be enumerated. The references (V^π by sympy's solve, V* by policy
-iteration on it, synchronous backups) are computed here, never by impl. The syllabus's
-two-state example is built from its description: in s1 the action "stay" keeps s1 and "go"
-moves to s2; s2 has a single action that keeps s2, written as two identical actions so that the
-arrays stay rectangular.
+sixteenth below 1, or up to 1 where what is checked holds at γ = 1 (one backup, a contraction) or the
+episodes end. Episodic MDPs only move to higher-numbered states until an absorbing terminal, so
+their episodes can be enumerated and their values are finite at γ = 1 too. The references (V^π
+by sympy's solve, V* by policy iteration on it, synchronous backups) are computed here, never by
+impl. The syllabus's two-state example is built from its description: in s1 the action "stay"
+keeps s1 and "go" moves to s2; s2 has a single action that keeps s2, written as two identical
+actions so that the arrays stay rectangular.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -21,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from harness import Context, check_property, verifier
+from harness import Context, check_property, reach, verifier
 from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
+from verifiers._reach import reach_mdp, transitions_of
 
 ACTION_NAMES = ("stay", "go")
 S1, S2 = 0, 1
@@ -81,6 +84,7 @@ def value_iteration_two_states(ctx: Context) -> dict[str, object]:
     compares are impl's Q_{V_{k-1}}(s1, ·), and the action it prefers is impl's greedy action.
     """
     P, R, gamma = two_state_mdp(ctx.params)
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
     observed: dict[str, object] = {}
     previous = ctx.impl.value_iteration(P, R, gamma, 0)
     for k in (1, 2, 3):
@@ -106,6 +110,7 @@ def fixed_point_two_states(ctx: Context) -> dict[str, object]:
     bounded by |V*|_∞ / (1 - γ).
     """
     P, R, gamma = two_state_mdp(ctx.params)
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
     policy, optimal = exact_policy_iteration(ctx, P, R, gamma)
     stay_forever = ctx.impl.policy_state_values(P, R, _one_hot(np.zeros(2, dtype=int), 2), gamma)
     residual = ctx.impl.bellman_optimality_operator(P, R, optimal, gamma) - optimal
@@ -126,14 +131,14 @@ def fixed_point_two_states(ctx: Context) -> dict[str, object]:
 
 
 @functools.cache
-def _mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
+def _mdps_of_size(n_states: int, n_actions: int, top_sixteenths: int = 15) -> st.SearchStrategy:
     weights = st.lists(st.integers(0, 3), min_size=n_states, max_size=n_states)
     table = st.lists(weights, min_size=n_states * n_actions, max_size=n_states * n_actions)
     eighths = st.lists(st.integers(-40, 40), min_size=n_states * n_actions, max_size=n_states * n_actions)
     policy = st.lists(st.lists(st.integers(0, 3), min_size=n_actions, max_size=n_actions),
                       min_size=n_states, max_size=n_states)
     values = st.lists(st.integers(-40, 40), min_size=n_states, max_size=n_states)
-    return st.tuples(table, eighths, policy, values, values, st.integers(0, 15)).map(
+    return st.tuples(table, eighths, policy, values, values, st.integers(0, top_sixteenths)).map(
         functools.partial(_exact_mdp, n_states, n_actions))
 
 
@@ -155,6 +160,9 @@ def _exact_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]
 
 
 _exact_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(lambda size: _mdps_of_size(*size))
+# The same MDPs with γ = 1 too, for what holds at every γ in [0, 1]: one backup, a contraction by at most γ.
+_exact_mdps_any_discount = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(
+    lambda size: _mdps_of_size(*size, top_sixteenths=16))
 
 
 def _max_norm(x: np.ndarray) -> Fraction:
@@ -164,11 +172,13 @@ def _max_norm(x: np.ndarray) -> Fraction:
 @verifier("tabular.contraction_property", kind="property",
           uses=("bellman_optimality_operator", "bellman_expectation_operator"))
 def contraction_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, policies and pairs of value functions V, U, impl's optimality operator T
-    and expectation operator T^π satisfy |T V - T U|_∞ <= γ |V - U|_∞ exactly."""
+    """On random exact MDPs, policies and pairs of value functions V, U, with γ in [0, 1] (γ = 1
+    included: there the operators do not expand), impl's optimality operator T and expectation
+    operator T^π satisfy |T V - T U|_∞ <= γ |V - U|_∞ exactly."""
 
     def contracts(mdp: dict) -> None:
         P, R, pi, gamma, v, u = (mdp[k] for k in ("P", "R", "pi", "gamma", "v", "u"))
+        reach_mdp(P, gamma=gamma, horizon=math.inf)
         distance = _max_norm(v - u)
         optimality = _max_norm(ctx.impl.bellman_optimality_operator(P, R, v, gamma)
                                - ctx.impl.bellman_optimality_operator(P, R, u, gamma))
@@ -177,7 +187,7 @@ def contraction_property(ctx: Context) -> dict[str, object]:
         assert optimality <= gamma * distance, ("optimality", optimality, gamma * distance)
         assert expectation <= gamma * distance, ("expectation", expectation, gamma * distance)
 
-    return check_property(ctx, contracts, _exact_mdps)
+    return check_property(ctx, contracts, _exact_mdps_any_discount)
 
 
 def expected_td_errors(ctx: Context, P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction
@@ -190,21 +200,34 @@ def expected_td_errors(ctx: Context, P: np.ndarray, R: np.ndarray, values: np.nd
     return (P * delta).sum(axis=-1)
 
 
+def terminal_states(P: np.ndarray, R: np.ndarray) -> list[int]:
+    """The states every action keeps in place with reward 0: an episode's end, whose value is 0 for every γ."""
+    return [s for s in range(len(R)) if all(P[s, a, s] == 1 and R[s, a] == 0 for a in range(R.shape[1]))]
+
+
 def exact_policy_values(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fraction) -> np.ndarray:
     """V^π solved here with sympy, independently of impl: (I - γ P_π) V = R_π.
 
-    sympy's matrices over the rationals (``DomainMatrix`` over QQ) solve it exactly, about eight
-    times faster than ``sympy.Matrix``, whose entries are symbolic expressions; the properties call
-    this on every example.
+    A terminal state (:func:`terminal_states`) is worth 0 and the system is solved on the others, so
+    that an episodic MDP has its values at γ = 1 too, where I - P_π is singular on the terminal; for
+    γ < 1 that is the same solution. sympy's matrices over the rationals (``DomainMatrix`` over QQ)
+    solve it exactly, about eight times faster than ``sympy.Matrix``, whose entries are symbolic
+    expressions; the properties call this on every example.
     """
-    transition = (pi[:, :, None] * P).sum(axis=1)
-    reward = (pi * R).sum(axis=1)
-    size = len(R)
+    ends = terminal_states(P, R)
+    live = [s for s in range(len(R)) if s not in ends]
+    if not live:
+        return np.array([Fraction(0)] * len(R), dtype=object)
+    transition = (pi[:, :, None] * P).sum(axis=1)[np.ix_(live, live)]
+    reward = (pi * R).sum(axis=1)[live]
+    size = len(live)
     discount = _rational(gamma)
     system = DomainMatrix([[QQ(int(i == j)) - discount * _rational(p) for j, p in enumerate(row)]
                            for i, row in enumerate(transition)], (size, size), QQ)
     solution = system.lu_solve(DomainMatrix([[_rational(r)] for r in reward], (size, 1), QQ))
-    return np.array([Fraction(int(x.numerator), int(x.denominator)) for x in solution.to_list_flat()], dtype=object)
+    values = np.array([Fraction(0)] * len(R), dtype=object)
+    values[live] = [Fraction(int(x.numerator), int(x.denominator)) for x in solution.to_list_flat()]
+    return values
 
 
 def _rational(x: Fraction | int) -> object:
@@ -222,6 +245,8 @@ def td_error_expectation_property(ctx: Context) -> dict[str, object]:
 
     def is_advantage(mdp: dict) -> None:
         P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        # The TD errors are taken with the exact V^π.
+        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
         values = exact_policy_values(P, R, pi, gamma)
         advantages = R + gamma * (P * values).sum(axis=-1) - values[:, None]
         assert np.array_equal(ctx.impl.policy_state_values(P, R, pi, gamma), values), "V^π"
@@ -241,6 +266,7 @@ def policy_evaluation_property(ctx: Context) -> dict[str, object]:
 
     def solves_the_equation(mdp: dict) -> None:
         P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        reach_mdp(P, gamma=gamma, horizon=math.inf)
         values = ctx.impl.policy_state_values(P, R, pi, gamma)
         solution = exact_policy_values(P, R, pi, gamma)
         assert np.array_equal(values, solution), (values, solution)
@@ -286,13 +312,16 @@ def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple
 @verifier("tabular.optimal_residual_property", kind="property",
           uses=("td_errors", "greedy_policy", "bellman_optimality_operator", "action_values"))
 def optimal_residual_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, with V* and Q* = R + γ P V* computed here (:func:`exact_optimal_values`):
-    impl's optimality operator leaves V* unchanged, impl's Q_{V*} is Q*, the expected Bellman
-    residual of impl's TD error at (s, a) is A*(s, a) = Q*(s, a) - V*(s), and impl's greedy action
-    has A* = 0; A* itself is at most 0 everywhere."""
+    """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included), with V*
+    and Q* = R + γ P V* computed here (:func:`exact_optimal_values`): impl's optimality operator
+    leaves V* unchanged, impl's Q_{V*} is Q*, the expected Bellman residual of impl's TD error at
+    (s, a) is A*(s, a) = Q*(s, a) - V*(s), and impl's greedy action has A* = 0; A* itself is at most
+    0 everywhere."""
 
     def is_optimal_advantage(mdp: dict) -> None:
         P, R, gamma = (mdp[k] for k in ("P", "R", "gamma"))
+        # The TD errors are taken with the exact V*.
+        reach_tabular(mdp, advantages="exact")
         _, optimal = exact_optimal_values(P, R, gamma)
         advantages = exact_action_values(P, R, optimal, gamma) - optimal[:, None]
         assert np.array_equal(ctx.impl.bellman_optimality_operator(P, R, optimal, gamma), optimal), "T V* != V*"
@@ -303,7 +332,15 @@ def optimal_residual_property(ctx: Context) -> dict[str, object]:
         greedy = ctx.impl.greedy_policy(P, R, optimal, gamma)
         assert all(advantages[s, greedy[s]] == 0 for s in range(len(greedy))), (advantages, greedy)
 
-    return check_property(ctx, is_optimal_advantage, _exact_mdps)
+    return check_property(ctx, is_optimal_advantage, st.one_of(_exact_mdps, episodic_mdps_any_discount))
+
+
+def reach_tabular(mdp: dict, **more: object) -> None:
+    """A drawn MDP: episodic (it has a horizon) or discounted with an unbounded horizon."""
+    if "horizon" in mdp:
+        reach_episodic(mdp, **more)
+    else:
+        reach_mdp(mdp["P"], gamma=mdp["gamma"], horizon=math.inf, **more)
 
 
 # --------------------------------------------------- value iteration: synchronous, and from any start
@@ -330,9 +367,9 @@ _sweeps = st.integers(1, 4)
 
 @verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",))
 def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
-    """On random exact MDPs, from a random V_0 and from the default V_0 = 0 (one value per state,
-    whatever the number of actions), impl's n iterations equal n synchronous backups computed here
-    (:func:`synchronous_backups`), exactly.
+    """On random exact MDPs with γ in [0, 1], from a random V_0 and from the default V_0 = 0 (one
+    value per state, whatever the number of actions), impl's n iterations equal n synchronous
+    backups computed here (:func:`synchronous_backups`), exactly.
 
     An in-place (Gauss-Seidel) sweep gives other numbers as soon as a state's backup reads a
     state updated before it in the same sweep, which random MDPs with two or more states and
@@ -341,6 +378,7 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
 
     def synchronous(mdp: dict, n: int) -> None:
         P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+        reach_mdp(P, gamma=gamma, horizon=math.inf)
         observed = ctx.impl.value_iteration(P, R, gamma, n, v_0)
         expected = synchronous_backups(P, R, gamma, v_0, n)
         assert np.array_equal(observed, expected), (n, observed, expected)
@@ -348,7 +386,7 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
         expected = synchronous_backups(P, R, gamma, np.array([Fraction(0)] * len(v_0), dtype=object), n)
         assert np.array_equal(from_zero, expected), ("from V_0 = 0, the default", n, from_zero, expected)
 
-    return check_property(ctx, synchronous, _exact_mdps, _sweeps)
+    return check_property(ctx, synchronous, _exact_mdps_any_discount, _sweeps)
 
 
 @verifier("tabular.value_iteration_relabelled_two_states", kind="exact", uses=("value_iteration",), params=TwoStates)
@@ -361,6 +399,7 @@ def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
     first V(s1), computed here, which shows that this numbering separates the two.
     """
     P, R, gamma = two_state_mdp(ctx.params)
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
     order = [S2, S1]
     P_relabelled, R_relabelled = P[order][:, :, order], R[order]
     zeros = np.array([Fraction(0)] * 2, dtype=object)
@@ -384,6 +423,7 @@ def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
 
     def converges(mdp: dict, n: int) -> None:
         P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+        reach_mdp(P, gamma=gamma, horizon=math.inf)
         _, optimal = exact_optimal_values(P, R, gamma)
         error = _max_norm(ctx.impl.value_iteration(P, R, gamma, n, v_0) - optimal)
         assert error <= gamma**n * _max_norm(v_0 - optimal), (n, error, gamma**n * _max_norm(v_0 - optimal))
@@ -395,7 +435,7 @@ def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
 
 
 @functools.cache
-def _episodic_mdps_of_size(n_live: int, n_actions: int) -> st.SearchStrategy:
+def _episodic_mdps_of_size(n_live: int, n_actions: int, top_sixteenths: int = 15) -> st.SearchStrategy:
     n_states = n_live + 1
     weights = st.lists(st.integers(0, 3), min_size=n_states, max_size=n_states)
     table = st.lists(weights, min_size=n_live * n_actions, max_size=n_live * n_actions)
@@ -403,7 +443,7 @@ def _episodic_mdps_of_size(n_live: int, n_actions: int) -> st.SearchStrategy:
     policy = st.lists(st.lists(st.integers(0, 3), min_size=n_actions, max_size=n_actions),
                       min_size=n_states, max_size=n_states)
     start = st.lists(st.integers(0, 3), min_size=n_live, max_size=n_live)
-    return st.tuples(table, eighths, policy, start, st.integers(0, 15)).map(
+    return st.tuples(table, eighths, policy, start, st.integers(0, top_sixteenths)).map(
         functools.partial(_episodic_mdp, n_live, n_actions))
 
 
@@ -428,7 +468,18 @@ def _episodic_mdp(n_live: int, n_actions: int, drawn: tuple) -> dict[str, object
             "rho": _normalized_rows(start_weights), "horizon": n_live}
 
 
-_episodic_mdps = st.tuples(st.integers(1, 3), st.integers(1, 2)).flatmap(lambda size: _episodic_mdps_of_size(*size))
+_episodic_mdps = st.tuples(st.integers(1, 3), st.integers(1, 3)).flatmap(lambda size: _episodic_mdps_of_size(*size))
+# Episodes end, so every value is finite at γ = 1 too: the undiscounted setting of an LLM's answer.
+episodic_mdps_any_discount = st.tuples(st.integers(1, 3), st.integers(1, 3)).flatmap(
+    lambda size: _episodic_mdps_of_size(*size, top_sixteenths=16))
+
+
+def reach_episodic(mdp: dict, **more: object) -> None:
+    """An episodic witness of :func:`_episodic_mdp`: its decision states (the terminal is none), actions,
+    transitions, discount and the most decisions an episode takes."""
+    P, R = mdp["P"], mdp["R"]
+    reach(states=len(R) - len(terminal_states(P, R)), actions=R.shape[1], transitions=transitions_of(P),
+          discount=mdp["gamma"], horizon=mdp["horizon"], **more)
 
 
 def episodes(P: np.ndarray, pi: np.ndarray, first_states: dict[int, Fraction], horizon: int
@@ -454,6 +505,7 @@ def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
 
     def is_expected_return(mdp: dict) -> None:
         P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
+        reach_episodic(mdp)
         values = ctx.impl.policy_state_values(P, R, pi, gamma)
         for s in range(len(R)):
             expected = sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
@@ -463,14 +515,50 @@ def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_expected_return, _episodic_mdps)
 
 
+@verifier("tabular.episodic_bellman_property", kind="property",
+          uses=("bellman_expectation_operator", "action_values", "td_errors"))
+def episodic_bellman_property(ctx: Context) -> dict[str, object]:
+    """On random episodic MDPs (:func:`_episodic_mdp`) and policies, with γ in [0, 1] and γ = 1
+    included: the value V(s) = E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode (the
+    definition, no equation solved), is a fixed point of impl's T^π (the reward of the next step plus
+    the discounted value of where it leads); impl's Q_V = action_values(V) is R + γ P V (computed
+    here), and Σ_a π(a|s) Q_V(s, a) = V(s), the fixed-policy equation without a maximum; the mean of
+    impl's TD error over the next state is Q_V - V, the advantage, whose π-weighted mean is 0.
+
+    Every quantity is exact, compared with ==. The episodes end, so γ = 1 is as legitimate as γ < 1
+    (an LLM's answer); impl's linear solve is not used, its contract needing γ < 1.
+    """
+
+    def obeys_bellman(mdp: dict) -> None:
+        P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
+        reach_episodic(mdp, advantages="exact")
+        values = np.array([sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
+                               for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
+                           for s in range(len(R))], dtype=object)
+        assert np.array_equal(values, exact_policy_values(P, R, pi, gamma)), "the verifier's references disagree"
+        backed_up = ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma)
+        assert np.array_equal(backed_up, values), ("T^π V != V", backed_up, values)
+        q_values = ctx.impl.action_values(P, R, values, gamma)
+        assert np.array_equal(q_values, exact_action_values(P, R, values, gamma)), ("Q_V", q_values)
+        assert np.array_equal((pi * q_values).sum(axis=-1), values), ("Σ_a π Q != V", q_values, values)
+        advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+        expected = expected_td_errors(ctx, P, R, values, gamma)
+        assert np.array_equal(expected, advantages), ("E[δ | s, a] != Q - V", expected, advantages)
+        assert all(mean == 0 for mean in (pi * advantages).sum(axis=-1)), advantages
+
+    return check_property(ctx, obeys_bellman, episodic_mdps_any_discount)
+
+
 def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tuple[int, int, int], Fraction]:
     """E[G - V^π(s_t) | s_t, a_t] for every (t, s_t, a_t) of positive probability, from ρ.
 
     G is impl's reward-to-go G_t of the episode, or, with ``total_return``, impl's G_0 (the whole
-    episode's discounted return R(τ)); V^π is impl's, and the difference is impl's baseline_advantages.
+    episode's discounted return R(τ)); the difference is impl's baseline_advantages. V^π is impl's
+    for γ < 1; at γ = 1, where impl's linear solve is singular on the terminal (its contract needs
+    γ < 1), it is the verifier's own (:func:`exact_policy_values`).
     """
     P, R, pi, gamma, rho, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "rho", "horizon"))
-    values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    values = ctx.impl.policy_state_values(P, R, pi, gamma) if gamma < 1 else exact_policy_values(P, R, pi, gamma)
     mass: dict[tuple[int, int, int], Fraction] = {}
     weighted: dict[tuple[int, int, int], Fraction] = {}
     for states, actions, p in episodes(P, pi, dict(enumerate(rho)), horizon):
@@ -489,9 +577,9 @@ def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tupl
 @verifier("tabular.return_minus_value_property", kind="property",
           uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
 def return_minus_value_property(ctx: Context) -> dict[str, object]:
-    """On random episodic MDPs, policies and start distributions: for every step t and every
-    (s_t, a_t) an episode can reach, the mean of G_t - V^π(s_t) over the episodes through (s_t, a_t)
-    equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
+    """On random episodic MDPs (γ in [0, 1], γ = 1 included), policies and start distributions: for
+    every step t and every (s_t, a_t) an episode can reach, the mean of G_t - V^π(s_t) over the
+    episodes through (s_t, a_t) equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
 
     G_t is impl's reward-to-go of each enumerated episode and the difference impl's baseline
     advantage; A^π is computed here from V^π solved with sympy, Q^π = R + γ P V^π.
@@ -499,12 +587,14 @@ def return_minus_value_property(ctx: Context) -> dict[str, object]:
 
     def estimates_advantage(mdp: dict) -> None:
         P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+        # Sampled returns of π's own episodes minus V^π: estimates of the advantage.
+        reach_episodic(mdp, data="current", advantages="estimated")
         values = exact_policy_values(P, R, pi, gamma)
         advantages = exact_action_values(P, R, values, gamma) - values[:, None]
         for (t, s, a), mean in _conditional_means(ctx, mdp, total_return=False).items():
             assert mean == advantages[s, a], (t, s, a, mean, advantages[s, a])
 
-    return check_property(ctx, estimates_advantage, _episodic_mdps)
+    return check_property(ctx, estimates_advantage, episodic_mdps_any_discount)
 
 
 class RewardBefore(BaseModel):
@@ -537,6 +627,7 @@ def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
     pi = np.array([first_action_only, [as_written(p) for p in params.pi_after], first_action_only], dtype=object)
     gamma = as_written(params.gamma)
     mdp = {"P": P, "R": R, "pi": pi, "gamma": gamma, "rho": [Fraction(1), Fraction(0), Fraction(0)], "horizon": 2}
+    reach_episodic(mdp, data="current", advantages="estimated")
     values = exact_policy_values(P, R, pi, gamma)
     advantages = exact_action_values(P, R, values, gamma) - values[:, None]
     to_go = _conditional_means(ctx, mdp, total_return=False)

@@ -17,17 +17,19 @@ from scipy.special import softmax
 
 from harness import Context, check_property, verifier
 from verifiers._numeric import central_difference, exact_distribution, rounding_bound
+from verifiers._reach import reach_mdp
 from verifiers.policy_gradient import (
     MDPExample,
     largest_return,
     objective_difference_bound,
     policy_kernel,
+    reach_trajectories,
     reference_objective,
 )
 
 
-def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray]:
-    """P(s_t = s, a_t = a) for t < T, shape [T, S, A], and P(s_T = s), shape [S], under p_θ.
+def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(s_t = s, a_t = a) for t < T, shape [T, S, A], and P(s_T = s), shape [S], under p_θ, with the kernel P_θ.
 
     ρ is pushed through π_θ and the kernel P_θ (:func:`verifiers.policy_gradient.policy_kernel`).
     """
@@ -38,7 +40,7 @@ def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray]:
     for _ in range(params.horizon):
         joint.append(state[:, None] * pi)
         state = np.einsum("sa,sat->t", joint[-1], kernel)
-    return np.array(joint), state
+    return np.array(joint), state, kernel
 
 
 @verifier("trajectory_law.visit_frequencies_montecarlo", kind="montecarlo", uses=("sample_trajectories",),
@@ -48,9 +50,10 @@ def visit_frequencies_montecarlo(ctx: Context) -> dict[str, object]:
     s_T = s, minus that probability under p_θ (:func:`_marginals`): one interval per entry, each
     share a mean of indicators of support width 1."""
     params = ctx.params
-    joint, last = _marginals(params)
+    joint, last, kernel = _marginals(params)
     n = ctx.samples_needed((0.0, 1.0))
     trajectories = ctx.impl.sample_trajectories(ctx.rng, params.mdp(), params.logits(), params.horizon, n)
+    reach_trajectories(kernel, params.horizon, data="current")
     s_t, a_t = np.asarray(trajectories.s_t), np.asarray(trajectories.a_t)
     assert s_t.shape == (params.horizon + 1, n) and a_t.shape == (params.horizon, n), (s_t.shape, a_t.shape)
 
@@ -83,6 +86,8 @@ def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
     whether each is within its derived bound (the difference's truncation error plus rounding)."""
     params = ctx.params
     mdp, theta, horizon = params.mdp(), params.logits(), params.horizon
+    # The undiscounted total the text defines: params.gamma is 1 (UndiscountedExample allows nothing else).
+    reach_mdp(mdp.P, gamma=params.gamma, horizon=horizon)
     step = 1e-4
     reference = reference_objective(mdp, theta, horizon, 1.0)
     numeric = central_difference(lambda x: reference_objective(mdp, x, horizon, 1.0), theta, step)
@@ -105,11 +110,17 @@ class _ExactMDP(NamedTuple):
 
 
 @st.composite
-def _exact_mdps(draw: st.DrawFn) -> tuple[_ExactMDP, np.ndarray, int]:
+def exact_mdps(draw: st.DrawFn, most_trajectories: int | None = None) -> tuple[_ExactMDP, np.ndarray, int]:
     """An MDP of up to 3 states and 3 actions with exact transition rows and ρ (zeros allowed), rewards in
-    quarters of [-2, 2], a positive exact policy table and a horizon of 1 to 3 (at most 2,187 trajectories)."""
+    quarters of [-2, 2], a positive exact policy table and a horizon of 1 to 3 (at most 2,187 trajectories);
+    with ``most_trajectories``, the horizon is at most the longest (and at least 1) whose S^(T+1) A^T
+    trajectories stay within it."""
     n_states, n_actions = draw(st.sampled_from([(1, 2), (2, 2), (2, 3), (3, 2), (3, 3)]))
-    horizon = draw(st.integers(1, 3 if n_states * n_actions <= 6 else 2))
+    if most_trajectories is None:
+        longest = 3 if n_states * n_actions <= 6 else 2
+    else:
+        longest = max([1] + [h for h in (2, 3) if n_states ** (h + 1) * n_actions**h <= most_trajectories])
+    horizon = draw(st.integers(1, longest))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     P = np.array([[exact_distribution(rng, n_states, True, 6) for _ in range(n_actions)] for _ in range(n_states)],
                  dtype=object)
@@ -129,6 +140,7 @@ def enumerated_probabilities_property(ctx: Context) -> dict[str, object]:
     def factorises(example: tuple[_ExactMDP, np.ndarray, int]) -> None:
         mdp, pi, horizon = example
         n_states, n_actions = pi.shape
+        reach_trajectories(mdp.P, horizon)
         paths = ctx.impl.enumerate_trajectories(mdp, pi, horizon)
         s_t, a_t, r_t = np.asarray(paths.s_t), np.asarray(paths.a_t), np.asarray(paths.r_t)
         count = n_states ** (horizon + 1) * n_actions**horizon
@@ -141,4 +153,4 @@ def enumerated_probabilities_property(ctx: Context) -> dict[str, object]:
             assert list(r_t[:, m]) == [mdp.R[s[t], a[t]] for t in range(horizon)], ((s, a), list(r_t[:, m]))
         assert sum(paths.probability) == 1, sum(paths.probability)
 
-    return check_property(ctx, factorises, _exact_mdps())
+    return check_property(ctx, factorises, exact_mdps())

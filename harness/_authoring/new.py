@@ -98,9 +98,11 @@ def lint_warnings(catalogue: Catalogue, impl_module: str) -> list[str]:
                                         "with the digits the text prints")
         text = f"{entry.claim.statement} {entry.claim.formula or ''}"
         named = sorted(name for name in impl_names if re.search(rf"\b{name}\b", text))
-        if named and all(check.kind == "symbolic" for check in entry.claim.checks):
+        calls = [catalogue.verifiers[check.verifier].uses for check in entry.claim.checks
+                 if check.verifier in catalogue.verifiers]
+        if named and all(check.kind == "symbolic" for check in entry.claim.checks) and not any(calls):
             warnings.append(f"{where}: names implementation functions ({', '.join(named)}) but every check is "
-                            "symbolic; add a check against the implementation")
+                            "symbolic and none calls the implementation; add a check against it")
     return warnings
 
 
@@ -143,6 +145,7 @@ def verifier_stub(new: NewClaim, existing: bool) -> str:
 @verifier("{new.verifier}", kind="{new.kind}")
 def {new.function}(ctx: Context) -> dict[str, object]:
     """TODO: what this computes, and why that checks claim '{new.id}' ({new.step})."""
+    # harness.reach(discount=..., ...): what each witness or example uses, along the course's [tool.claims.scope]
     raise NotImplementedError("fill in {new.module}.py:{new.function}: compute and return the observed values")
 '''
 
@@ -164,6 +167,9 @@ def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]
         f"{catalogue.course.sources.name}), "
         "limitations, and in expect the numbers exactly as the text prints them",
         f"{module_path}: {new.function}(): compute the observed values with ctx.impl (declare the functions in "
-        "uses=) and return them in a dict whose keys match expect",
+        "uses=) and return them in a dict whose keys match expect; call harness.reach(...) with the values each "
+        "witness or example uses along the course's scope dimensions ([tool.claims.scope])",
+        f"{file}: each statement the claim covers says its 'scope:' (what the sentence speaks for); 'claims scope' "
+        "shows what the checks reached after a run",
         f"then: claims lint && pytest {file} -k {new.id}; perturb one expected number and see it fail",
     ]

@@ -149,7 +149,8 @@ class Dimension:
             return tuple(value.name for value in self.values if value.holds_for(number))
         interval = _symbolic_interval(used)
         if interval is not None:
-            return tuple(value.name for value in self.values if value.meets(interval))
+            return tuple(value.name for value in self.values
+                         if value.meets(interval) and not _refuted(used, value.conditions))
         if isinstance(used, Iterable) and not isinstance(used, (bytes, Mapping)):
             return tuple(dict.fromkeys(name for element in _elements(used) for name in self.classify(element)))
         raise ClaimsError(f"scope dimension '{self.name}': cannot tell which value {type(used).__name__} "
@@ -310,6 +311,23 @@ def _symbolic_interval(value: Any) -> Interval | None:
     low, low_closed = (0, False) if value.is_positive else (0, True) if value.is_nonnegative else (-_INFINITY, False)
     high, high_closed = (0, False) if value.is_negative else (0, True) if value.is_nonpositive else (_INFINITY, False)
     return Interval(low, high, low_closed, high_closed, integer=bool(value.is_integer))
+
+
+def _refuted(expression: Any, conditions: tuple[tuple[str, Number], ...]) -> bool:
+    """Whether sympy can tell that ``expression`` meets some condition for no value its symbols' assumptions allow
+    (``1 - d`` with ``d > 0`` is never 1), from the sign of its difference to each bound."""
+    import sympy
+
+    for operator, bound in conditions:
+        limit = (sympy.oo if bound > 0 else -sympy.oo) if isinstance(bound, float) else sympy.Rational(
+            bound.numerator, bound.denominator)
+        difference = expression - limit
+        sign = {"exact": difference.is_zero is False, "less_than": difference.is_nonnegative,
+                "greater_than": difference.is_nonpositive, "at_least": difference.is_negative,
+                "at_most": difference.is_positive}[operator]
+        if sign is True:
+            return True
+    return False
 
 
 def _elements(values: Iterable[Any]) -> Iterable[Any]:

@@ -93,6 +93,8 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         mathml=functools.cache(formula_to_mathml),
         text=results.get("text"), places=(results.get("text") or {}).get("statements", {}), page=TEXT_PAGE,
         block_anchor=block_anchor, notes=results.get("notes", []),
+        errata=[row for row in claims if row.get("erratum")],
+        clarifications=[row for row in claims if row.get("clarification")],
         scope=functools.partial(describe_scope, vocabulary=results.get("scope_dimensions", [])),
         figures=lambda observed: [svg for path in figure_paths(observed) if (svg := inline_svg(path)) is not None],
     )

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -205,27 +205,30 @@ def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[st
     the scope those checks reached and what of the statement's scope they did not.
 
     The reached scope is the union over the passed checks of a kind strong for the statement's shape (over every
-    passed check when none is strong): a statement whose checks pass but miss part of its scope is weak, or not run
-    while a covering check that might reach it was skipped or not selected.
+    passed check when none is strong), and over every passed check of a claim with an erratum or a clarification:
+    its witnesses show where the sentence is false or says less, which is that part of the scope checked. A
+    statement whose checks pass but miss part of its scope is weak, or not run while a covering check that might
+    reach it was skipped or not selected.
     """
     if not statement["claims"]:
         return {"status": "not checkable" if statement["not_checkable"] else "missing"}
     ran = [row for claim in statement["claims"] for row in rows_of.get(claim, [])]
     checks = [check for row in ran for check in row["checks"]]
     strong = STRONG_KINDS[statement["shape"]]
-    passed = [check for check in checks if check["status"] == "passed"]
-    decisive = [check for check in passed if check["kind"] in strong] or passed
+    passed = [check for row in ran for check in row["checks"] if check["status"] == "passed"]
+    correcting = [check for row in ran if row.get("erratum") or row.get("clarification") for check in row["checks"]
+                  if check["status"] == "passed"]
+    decisive = ([check for check in passed if check["kind"] in strong] or passed) + correcting
     reached = merge_reached(check.get("reached") or {} for check in decisive)
-    missing = unreached(statement["scope"] or {}, reached) if passed else {}
-    claimed = statement["scope"] or {}
-    scope = {"reached": {name: sorted(counts, key=lambda value, order=list(claimed.get(name, ())): (
-                 value not in order, order.index(value) if value in order else 0, value))
-                 for name, counts in reached.items()},
+    claimed = statement.get("scope") or {}
+    missing = unreached(claimed, reached) if passed else {}
+    scope = {"reached": {name: _in_order(counts, claimed.get(name, ()))
+                         for name, counts in reached.items()},
              "unreached": missing}
     if any(row["problems"] for row in ran) or any(check["status"] in ("failed", "error") for check in checks):
         return {"status": "failed", **scope}
     kinds = {check["kind"] for check in passed}
-    unfinished = (len({row["id"] for row in ran}) < len(statement["claims"])
+    unfinished = (any(not rows_of.get(claim) for claim in statement["claims"])
                   or any(check["status"] != "passed" for check in checks))
     if kinds and statement.get("weak"):
         return {"status": "weak", **scope}  # the ledger says why its checks test less than it says
@@ -234,6 +237,11 @@ def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[st
     if kinds and not strong & set(statement["kinds"]):
         return {"status": "weak", **scope}
     return {"status": "not run", **scope}
+
+
+def _in_order(values: Iterable[str], order: Sequence[str]) -> list[str]:
+    """``values`` in the order the statement claims them, the ones it does not claim last, by name."""
+    return sorted(values, key=lambda value: (value not in order, order.index(value) if value in order else 0, value))
 
 
 def scope_shortfalls(results: dict[str, Any]) -> list[tuple[str, bool]]:

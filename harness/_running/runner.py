@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
 from harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
@@ -43,6 +44,12 @@ DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 SHRINK_FLAG = "--claims-shrink"
 
 
+def course_scope() -> tuple[Dimension, ...]:
+    """The scope dimensions of the course the working directory is in (none outside a course)."""
+    root = find_root(Path.cwd())
+    return load_course(root).scope if root is not None else ()
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a run is configured: the implementation under test, the profile, the global seed.
@@ -57,8 +64,8 @@ class RunOptions:
     the implementation could not be imported at the start of the run: the checks that call it are then
     skipped (the run reports that error once), and those that need no implementation still run.
     ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``). ``scope`` is
-    the course's scope dimensions (``[tool.claims.scope]``), which what a check's examples reach is recorded
-    along (``harness.reach``); without them nothing is recorded.
+    the course's scope dimensions (``[tool.claims.scope]``; by default the course of the working directory's),
+    which what a check's examples reach is recorded along (``harness.reach``); without them nothing is recorded.
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -78,7 +85,7 @@ class RunOptions:
     run_id: str | None = None
     unimportable: str | None = None
     shrink: bool = False
-    scope: tuple[Dimension, ...] = ()
+    scope: tuple[Dimension, ...] = field(default_factory=course_scope)
 
     @property
     def figures_dir(self) -> Path:
