@@ -31,7 +31,7 @@ from harness._text.summary import text_overrides
 
 def verify_command(args: argparse.Namespace) -> int:
     """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
-    from harness._reporting.gate import compare_snapshots, snapshot  # the reports' code: not needed to lint or list
+    from harness._reporting.gate import gate_findings, snapshot  # the reports' code: not needed to lint or list
     from harness._reporting.report import report_directory_problem
 
     course: Course = args.course
@@ -65,7 +65,7 @@ def verify_command(args: argparse.Namespace) -> int:
         print(f"claims verify: {why}", file=sys.stderr)
         return status or 1
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
-    status = _registry_and_gate(args, catalogue, results, before, compare_snapshots, snapshot) or status
+    status = _registry_and_gate(args, catalogue, results, before, gate_findings, snapshot) or status
     incomplete = _ledger_gate(catalogue, results)
     return status or incomplete
 
@@ -282,10 +282,8 @@ def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
 
 
 def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,
-                       compare_snapshots, snapshot) -> int:
+                       gate_findings, snapshot) -> int:
     """Rewrite the registry of claims after a whole run of the reference, and apply ``--check``; an exit status."""
-    from harness._text.summary import problems as text_problems
-
     run = results["run"]
     checks = [check for row in results["claims"] for check in row["checks"]]
     print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
@@ -305,15 +303,13 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
     status = 0 if run.get("complete") else 1
     _say_text(results.get("text"))
     if before is not None:
-        differences = compare_snapshots(before, snapshot(args.out))
-        differences += [f"{survivor_line(survivor)}: a survivor with no reason in the claim file"
-                        for survivor in results["summary"]["sharpness"]["survivors"]]
-        differences += text_problems(results.get("text"))  # a drifted text is the author's to review first
-        for difference in differences:
-            print(f"claims verify --check: {difference}", file=sys.stderr)
-        if differences:
-            print("claims verify --check: the committed reports are stale; commit the regenerated ones",
-                  file=sys.stderr)
+        # Each finding, then what it is: stale reports, a drifted text (the author's to review), survivors.
+        findings = gate_findings(before, snapshot(args.out),
+                                 [f"{survivor_line(survivor)}: a survivor with no reason in the claim file"
+                                  for survivor in results["summary"]["sharpness"]["survivors"]])
+        for line in findings.lines():
+            print(f"claims verify --check: {line}", file=sys.stderr)
+        if not findings.passed:
             status = 1
     return status
 

@@ -157,6 +157,7 @@ def _warn_of_old_spellings(argv: list[str]) -> None:
 def _lint(args: argparse.Namespace) -> int:
     from harness._authoring.new import lint_warnings
     from harness._reporting.report import scope_shortfalls
+    from harness._text.binding import binding_problems
 
     course: Course = args.course
     catalogue = load_catalogue(args.claims_dir)
@@ -171,6 +172,7 @@ def _lint(args: argparse.Namespace) -> int:
                  "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
     results_file = course.reports / RESULTS_FILE
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
+    problems += binding_problems(catalogue)
     shortfalls = scope_shortfalls(results or {})
     problems += [f"{line} (from {course.reports.name}/{RESULTS_FILE})" for line, explained in shortfalls
                  if not explained]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -25,7 +26,14 @@ from harness import RunOptions, load_catalogue, lookup, run_check
 from harness._claims.expect import Expectation, compare
 from harness._claims.formats import is_interval
 from harness._claims.schema import Check
-from harness._reporting.gate import Snapshot, compare_snapshots, snapshot, stated_differences
+from harness._reporting.gate import (
+    GateFindings,
+    Snapshot,
+    compare_snapshots,
+    gate_findings,
+    snapshot,
+    stated_differences,
+)
 from harness._reporting.report import RESULTS_FILE
 from harness.cli import main as claims_main
 from harness.stats import MeanEstimate
@@ -376,3 +384,108 @@ def test_check_passes_on_a_current_report_and_fails_on_a_stale_one(tmp_path, mon
     assert ("claims verify --check: claim 'bernoulli-gradient' check 1 (exact): comparison 'gradient' expected "
             '"0.273 \u00b1 0.0005" -> "0.2730 \u00b1 5e-05"') in err, err
     assert "the committed reports are stale" in err
+
+
+# --------------------------------------------------------------------------- what the gate calls what it found
+
+DRIFT = ("text: 1 statement changed: x ('claims text status' says what changed; 'claims text review' once the author "
+         "has looked)",)
+DRIFTED = "the text drifted under 1 statement"
+
+
+@pytest.mark.parametrize(("findings", "conclusions"), [
+    (GateFindings(reports=("claim 'x': statement changed",)),
+     ["the committed reports are stale; commit the regenerated ones"]),
+    (GateFindings(text_state=("statement 'x' in the text: unchanged at s block 1 -> unchanged at s block 2",)),
+     ["the committed reports are stale; commit the regenerated ones"]),  # reviewed: the text's new state to commit
+    (GateFindings(drift=DRIFT, drifted=DRIFTED),
+     [f"{DRIFTED} (claims text status lists them); review them, the reports are unchanged"]),
+    (GateFindings(text_state=("statement 'x' in the text: unchanged at s block 1 -> changed at s block 1",),
+                  drift=DRIFT, drifted=DRIFTED),
+     [f"{DRIFTED} (claims text status lists them); review them, then commit the reports 'claims verify' writes"]),
+    (GateFindings(reports=("claim 'x': statement changed",), drift=DRIFT, drifted=DRIFTED),
+     ["the committed reports are stale; commit the regenerated ones",
+      f"{DRIFTED} (claims text status lists them); review them, then commit the reports 'claims verify' writes"]),
+    (GateFindings(drift=("the course text could not be read: no TEXT.md",), text_unread=True),
+     ["the course text could not be read or compared with the ledger (the line above says why); fix that, the "
+      "reports are unchanged"]),
+    (GateFindings(drift=("text: a kind of drift of a later harness",)),
+     ["the text is not clean (the lines above say how; claims text status lists it all); review it, the reports are "
+      "unchanged"]),
+    (GateFindings(survivors=("a.yaml:3: claim 'x' (exact): 'y' expected 0.5 still passes as 0.6: a survivor",)),
+     ["1 survivor of the sharpness check with no reason: sharpen the check, or say why it cannot tell the neighbours "
+      "apart in 'insensitive:' of its claim file (docs/adding-a-claim.md)"]),
+    (GateFindings(), []),
+])
+def test_the_gate_names_what_it_found_for_what_it_is(findings, conclusions):
+    """Stale reports only where the reports differ; a drifted text as text drift; survivors as survivors."""
+    assert findings.conclusions() == conclusions
+    assert findings.passed == (not conclusions)
+    lines = findings.lines()
+    assert lines[len(lines) - len(conclusions):] == conclusions  # the findings' own lines first, then these
+
+
+def test_the_text_drift_is_counted_from_the_fresh_report(committed):
+    text = {"available": True, "documents": [], "clean": False, "counts": {}, "items": {},
+            "statements": {"a": {"status": "changed"}, "b": {"status": "reworded"}, "c": {"status": "moved"},
+                           "d": {"status": "unchanged"}},
+            "marks": {"changed": 1}, "uncovered_blocks": [{}, {}], "unheld_numbers": [{}], "steps_not_in_text": []}
+    findings = gate_findings(Snapshot({**committed, "text": text}), Snapshot({**committed, "text": text}))
+    assert findings.reports == findings.text_state == ()
+    assert findings.conclusions() == [
+        "the text drifted under 2 statements and has 1 mark no longer on its block, 2 uncovered blocks and 1 unheld "
+        "number or formula (claims text status lists them); review them, the reports are unchanged"]
+    only_blocks = {**text, "statements": {"d": {"status": "unchanged"}}, "marks": {}, "unheld_numbers": []}
+    assert gate_findings(Snapshot({**committed, "text": only_blocks}), Snapshot({**committed, "text": only_blocks})
+                         ).conclusions() == ["the text drifted: it has 2 uncovered blocks (claims text status lists "
+                                             "them); review them, the reports are unchanged"]
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch, restore_registry) -> Path:
+    """A copy of the toy course (tests/course_two), run from its root."""
+    root = tmp_path / "course_two"
+    shutil.copytree(PROJECT / "tests" / "course_two", root, ignore=shutil.ignore_patterns("reports", ".claims-cache"))
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    return root
+
+
+def _gate_lines(err: str) -> list[str]:
+    return [line.removeprefix("claims verify --check: ") for line in err.splitlines()
+            if line.startswith("claims verify --check: ")]
+
+
+def test_a_text_that_drifted_under_current_reports_is_named_text_drift_not_stale_reports(toy, capsys):
+    """The toy's text revised under its statements, the claims as they were: the gate fails on the drift and says it
+    is the text's; it calls the reports stale only when they differ from the fresh ones."""
+    assert claims_main(["verify"]) == 0
+    assert claims_main(["verify", "--check"]) == 0, capsys.readouterr().err
+    text = toy / "TEXT.md"
+    text.write_text(text.read_text(encoding="utf-8").replace("the sum is 55", "the sum is 56"), encoding="utf-8")
+    drifted = ("the text drifted under 2 statements and has 1 unheld number or formula (claims text status lists "
+               "them); review them, ")
+
+    # The committed reports are of the text before: they differ from the fresh ones in the text's state alone.
+    capsys.readouterr()
+    assert claims_main(["verify", "--check"]) == 1
+    lines = _gate_lines(capsys.readouterr().err)
+    assert lines[-1] == drifted + "then commit the reports 'claims verify' writes", lines
+    assert "statement 'l1-triangular-at-ten' in the text: unchanged at lesson1/sums block 3 -> changed at " \
+           "lesson1/sums block 3" in lines
+    assert not any("stale" in line for line in lines), lines
+
+    # --check wrote the fresh reports: the same run again states what they state, and only the text is named.
+    assert claims_main(["verify", "--check"]) == 1
+    lines = _gate_lines(capsys.readouterr().err)
+    assert lines[-1] == drifted + "the reports are unchanged", lines
+    assert all(line.startswith("text: ") for line in lines[:-1]), lines  # the drift's own lines, nothing else
+
+    # The author puts the text back: it is clean, and now the reports (of the drifted text) are stale.
+    text.write_text((PROJECT / "tests" / "course_two" / "TEXT.md").read_text(encoding="utf-8"), encoding="utf-8")
+    assert claims_main(["verify", "--check"]) == 1
+    lines = _gate_lines(capsys.readouterr().err)
+    assert lines[-1] == "the committed reports are stale; commit the regenerated ones", lines
+    assert not any(line.startswith(("text: ", "the text drifted")) for line in lines), lines
+    assert claims_main(["verify", "--check"]) == 0, capsys.readouterr().err

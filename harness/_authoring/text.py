@@ -20,9 +20,10 @@ from harness._claims.errors import ClaimsError, did_you_mean
 from harness._claims.formats import visible
 from harness._claims.loading import Catalogue, StatementEntry, load_catalogue
 from harness._claims.schema import Anchor, Mark
+from harness._text.binding import bindings_of, value_of
 from harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
 from harness._text.drift import CLEAN, STATUSES, Resolution, TextState
-from harness._text.stamps import format_hold, parse_hold, set_marks, set_statement, stamp
+from harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
 from harness._text.summary import text_overrides, text_state
 
 
@@ -103,12 +104,14 @@ def state_json(state: TextState) -> dict[str, Any]:
                            for block, item, count in state.unheld],
         "items": state.items,
         "steps_not_in_text": state.steps_not_in_text,
+        "unbound_numbers": state.unbound,
     }
 
 
 def _place(block: Block) -> dict[str, Any]:
+    """Where a block is in the text: ``text_line`` is its line in the document, never a claim file's."""
     return {"document": block.document, "step": block.step, "block": block.position, "kind": block.kind,
-            "line": block.line}
+            "text_line": block.line}
 
 
 def _detail(found: Resolution) -> dict[str, Any]:
@@ -119,6 +122,10 @@ def _detail(found: Resolution) -> dict[str, Any]:
         detail["missing"] = list(found.missing)
     if found.similarity is not None:
         detail["similarity"] = found.similarity
+    if found.reordered:
+        detail["reordered"] = True
+    if found.candidates:
+        detail["candidates"] = [_place(block) for block in found.candidates]
     return detail
 
 
@@ -155,6 +162,8 @@ def _status(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
               + (f" (printed {count} times)" if count > 1 else ""))
     for step in state.steps_not_in_text:
         print(f"  step {step} of the course is in no document of the text")
+    for line in state.unbound:
+        print(f"  unbound: {visible(line)}")
     print("claims text status: " + ("clean: every statement unchanged or moved, every block and number held or "
                                     "marked" if state.clean else "not clean (see above)"))
     return 0 if state.clean else 1
@@ -168,6 +177,10 @@ def _where(found: Resolution) -> str:
         parts.append(f"now {found.block.place}, line {found.block.line}")
     if found.missing:
         parts.append("no longer holds " + ", ".join(visible(_preview_text(item)) for item in found.missing))
+    if found.reordered:
+        parts.append("its block's numbers are the same, in another order")
+    if found.candidates:
+        parts.append("could be " + " or ".join(f"{block.place} (line {block.line})" for block in found.candidates))
     if found.drift == "unanchored":
         parts.append("no anchor: place it with 'claims text anchor'")
     return f" ({'; '.join(parts)})" if parts else ""
@@ -270,6 +283,14 @@ def _file_path(catalogue: Catalogue, file: str) -> Path:
     return catalogue.root / file
 
 
+def _anchor_on(block: Block, holds: list[str]) -> Anchor:
+    """An anchor on ``block`` holding ``holds``, with the digest of where its numbers stand among the block's (none
+    for a formula, or when it holds no number)."""
+    numbers = None if block.kind == FORMULA or not holds else block.places_of(parse_hold(hold)[0] for hold in holds)
+    return Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch, numbers=numbers,
+                  holds=holds)
+
+
 def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
     stated = _statement(catalogue, args.statement)
     statement = stated.statement
@@ -282,7 +303,7 @@ def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
                           "first")
     block = _block(documents, step, args.block)
     holds = _holds_for(block, args.holds, statement.says)
-    anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch, holds=holds)
+    anchor = _anchor_on(block, holds)
     set_statement(_file_path(catalogue, stated.file), statement.id, anchor, step if step != statement.where else None)
     print(f"claims text anchor: '{statement.id}' stands on {block.document} {block.place} ({block.kind}, line "
           f"{block.line})" + (f", holding {', '.join(map(visible, holds))}" if holds else ", holding no number") +
@@ -303,22 +324,48 @@ def _results(args: argparse.Namespace, catalogue: Catalogue) -> dict[str, Any] |
         return None
 
 
-def _checks_passed_since(key: str, block: Block, catalogue: Catalogue, results: dict[str, Any] | None) -> str | None:
-    """Why a changed statement cannot be cleared yet, or None: its claims' checks passed in a run that saw ``block``."""
-    covering = [entry.id for entry in catalogue.covering().get(key, [])]
+def _fresh_checks(key: str, block: Block, holds: list[str], catalogue: Catalogue, results: dict[str, Any] | None
+                  ) -> str | None:
+    """Why a statement whose numbers may have changed cannot be stamped yet, or None.
+
+    Its numbers must be bound (each stated by a check of its claims, or excused under ``not_compared``), and the
+    last results must be of a run that saw ``block`` as it is now, in which every claim covering it passed and the
+    checks that state its numbers (every check of its claims, when it holds a formula) were evaluated, not reused
+    from the cache: a run on the old text, or observations reused from it, show nothing of the new number.
+    """
+    stated = catalogue.statements[key].statement
+    covering = catalogue.covering().get(key, [])
     if not covering:
         return None  # not checkable: its reason is what the review looks at
+    numbers = [parse_hold(hold)[0] for hold in holds]
+    bound: set[tuple[str, int]] = set()
+    for item in numbers:
+        if value_of(item) is None:
+            bound |= {(entry.id, index) for entry in covering for index in range(len(entry.claim.checks))}
+            continue
+        found = bindings_of(item, covering)
+        if not found and item not in stated.not_compared:
+            return (f"it holds {item}, which no check of its claims ({', '.join(entry.id for entry in covering)}) "
+                    "states: make the claim expect (or compute from) the text's number, run its checks, then review "
+                    "again; or say why no check compares it under 'not_compared'")
+        bound |= {(binding.claim, binding.check) for binding in found}
     if results is None:
         return "no results to show its checks passed: run 'claims verify' first"
     seen = ((results.get("text") or {}).get("statements") or {}).get(key) or {}
+    names = " or ".join(entry.id for entry in covering)
     if seen.get("fingerprint") != block.fingerprint:
-        return ("the last results are of a run before the text changed: run 'claims verify -- -k "
-                f"{' or '.join(covering)}' (after updating what the claims expect), then review again")
+        return (f"the results are of a run before the text changed: run 'claims verify --no-cache -- -k \"{names}\"' "
+                "(after updating what the claims expect), then review again")
     rows = {row["id"]: row for row in results.get("claims", [])}
-    failing = [claim for claim in covering if rows.get(claim, {}).get("status") != "passed"]
+    failing = [entry.id for entry in covering if rows.get(entry.id, {}).get("status") != "passed"]
     if failing:
-        return (f"its claims {', '.join(failing)} did not pass in the last run ("
+        return (f"its claims {', '.join(failing)} did not pass in that run ("
                 + ", ".join(f"{claim}: {rows.get(claim, {}).get('status', 'not run')}" for claim in failing) + ")")
+    reused = sorted(f"{claim} check {index + 1}" for claim, index in bound
+                    if index < len(rows[claim]["checks"]) and rows[claim]["checks"][index].get("reused"))
+    if reused:
+        return (f"the checks that compare its numbers ({', '.join(reused)}) reused observations made before the "
+                f"change: run 'claims verify --no-cache -- -k \"{names}\"', then review again")
     return None
 
 
@@ -351,13 +398,13 @@ def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
             refused.append(f"{key}: no block of the text matches its block: find where the text says it now "
                            f"('claims text show') and anchor it again ('claims text anchor {key} --block N')")
             continue
+        if found.drift == "ambiguous":
+            refused.append(f"{key}: several blocks could be its block ("
+                           + ", ".join(f"{block.place}, line {block.line}" for block in found.candidates)
+                           + f"): choose one with 'claims text anchor {key} --block N [--step S]', then review it")
+            continue
         block = found.block
         assert block is not None
-        if found.drift == "changed":
-            why = _checks_passed_since(key, block, catalogue, results)
-            if why:
-                refused.append(f"{key}: changed ({', '.join(found.missing)} no longer printed as held); {why}")
-                continue
         statement = stated.statement
         old = statement.anchor
         assert old is not None
@@ -370,17 +417,29 @@ def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
         else:
             asked = kept
         holds = _holds_for(block, asked, statement.says)
-        where = block.step if block.step != statement.where else None
-        if where is not None and where not in catalogue.steps.get(stated.file, []):
-            refused.append(f"{key}: its block is now in step {block.step}, of another lesson: move the statement to "
-                           "that lesson's file, then review it")
-            continue
-        anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch, holds=holds)
+        # A changed block, or an anchor no one stamped yet (a new one, or one placed anew after a change): its
+        # numbers are stamped only against checks that compare them and ran on this text.
+        if (found.drift == "changed" or found.status == "unreviewed") and holds:
+            why = _fresh_checks(key, block, holds, catalogue, results)
+            if why:
+                refused.append(f"{key}: {found.status}" + (f" ({', '.join(found.missing)} no longer printed as held)"
+                                                            if found.missing else "") + f"; {why}")
+                continue
+        file = stated.file
+        if block.step != statement.where and block.step not in catalogue.steps.get(stated.file, []):
+            file = next((name for name, steps in catalogue.steps.items() if block.step in steps), None)
+            if file is None:
+                refused.append(f"{key}: its block is now in step {block.step}, which no claim file lists in its "
+                               "'steps'; add the step to its lesson's file, then review it")
+                continue
+            move_statement(_file_path(catalogue, stated.file), _file_path(catalogue, file), key)
+        anchor = _anchor_on(block, holds)
         anchor = anchor.model_copy(update={"review": stamp(statement, anchor)})
-        set_statement(_file_path(catalogue, stated.file), key, anchor, where)
+        set_statement(_file_path(catalogue, file), key, anchor, block.step if block.step != statement.where else None)
         done += 1
         print(f"claims text review: '{key}' ({found.status}) stamped on {block.place}" +
-              (f", holding {', '.join(map(visible, holds))}" if holds else ""))
+              (f", holding {', '.join(map(visible, holds))}" if holds else "") +
+              (f"; moved from {stated.file} to {file}, its step's" if file != stated.file else ""))
     for line in refused:
         print(f"claims text review: refused: {line}", file=sys.stderr)
     print(f"claims text review: {done} stamped, {len(refused)} refused")
@@ -388,46 +447,50 @@ def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
 
 
 def _update_places(catalogue: Catalogue, state: TextState) -> int:
-    """Move the anchors of moved (and shifted) statements and marks to where their blocks are now; no re-stamp."""
-    moved = 0
+    """Move the anchors of statements and marks whose blocks moved within their step to where the blocks are now (no
+    re-stamp: the blocks are the same); marks whose blocks moved to another step follow them (to that step's file).
+    A statement whose block moved to another step is a review by name, and makes this exit 1."""
+    moved, relocated = 0, []
     for key, found in state.statements.items():
         stated = catalogue.statements[key]
         anchor = stated.statement.anchor
-        if found.drift in CLEAN and found.block is not None and anchor is not None and (
-                found.block.position != anchor.block or found.block.step != stated.statement.where):
-            if found.block.step not in catalogue.steps.get(stated.file, [found.block.step]):
-                print(f"claims text review: '{key}' moved to step {found.block.step}, of another lesson: move it to "
-                      "that lesson's file by hand", file=sys.stderr)
-                continue
-            where = found.block.step if found.block.step != stated.statement.where else None
+        if found.drift == "relocated":
+            relocated.append(f"{key} (now {found.block.place}, line {found.block.line})")
+        elif found.drift in CLEAN and found.block is not None and anchor is not None and (
+                found.block.position != anchor.block
+                or anchor.numbers != _anchor_on(found.block, anchor.holds).numbers):
+            # The block is the same text (its fingerprint): its place, and the digest of its numbers, are safe to write.
             set_statement(_file_path(catalogue, stated.file), key, anchor.model_copy(update={
-                "block": found.block.position}), where)
+                "block": found.block.position, "numbers": _anchor_on(found.block, anchor.holds).numbers}))
             moved += 1
     files: dict[str, list[Mark]] = {}
-    index_of: dict[tuple[str, int], int] = {}
     for marked in catalogue.marks:
-        index_of[(marked.file, marked.line)] = len(files.setdefault(marked.file, []))
-        files[marked.file].append(marked.mark)
+        files.setdefault(marked.file, [])
+    current = {(marked.file, marked.line): marked.mark for marked in catalogue.marks}
     changed_files = set()
     for entry, found in state.marks:
-        if found.drift in CLEAN and found.block is not None and (
-                found.block.position != entry.anchor.block or found.block.step != entry.where):
-            marks, index = files[entry.file], index_of[(entry.file, entry.line)]
-            marks[index] = marks[index].model_copy(update={"where": found.block.step, "anchor": marks[
-                index].anchor.model_copy(update={"block": found.block.position})})
-            changed_files.add(entry.file)
+        mark, file = current[(entry.file, entry.line)], entry.file
+        if found.block is not None and found.drift in (*CLEAN, "relocated") and (
+                found.block.position != entry.anchor.block or found.block.step != entry.where
+                or entry.anchor.numbers != _anchor_on(found.block, entry.anchor.holds).numbers):
+            file = next((name for name, steps in catalogue.steps.items() if found.block.step in steps), entry.file)
+            mark = mark.model_copy(update={"where": found.block.step, "anchor": mark.anchor.model_copy(update={
+                "block": found.block.position, "numbers": _anchor_on(found.block, entry.anchor.holds).numbers})})
+            changed_files |= {entry.file, file}
             moved += 1
+        files.setdefault(file, []).append(mark)
     for file in changed_files:
-        set_marks(_file_path(catalogue, file), files[file], catalogue.course.steps)
-    print(f"claims text review --moved: {moved} anchors moved to where their blocks are now (no review needed: the "
-          "blocks are the same)")
-    return 0
+        set_marks(_file_path(catalogue, file), files.get(file, []), catalogue.course.steps)
+    for line in relocated:
+        print(f"claims text review --moved: {line} moved to another step: review it by name ('claims text review "
+              f"{line.split()[0]}'), which moves it to that step", file=sys.stderr)
+    print(f"claims text review --moved: {moved} anchors updated to where their blocks are now (no review needed: the "
+          f"blocks are the same); {len(relocated)} statements moved to another step, left for a review by name")
+    return 1 if relocated else 0
 
 
 def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
     block = _block(documents, args.step, args.block)
-    if block.position == 0:
-        raise ClaimsError(f"block 0 of {args.step} is its title, which needs no mark: a title is never uncovered")
     file = next((file for file, steps in catalogue.steps.items() if args.step in steps), None)
     if file is None:
         raise ClaimsError(f"no claim file lists step {args.step} in its 'steps'")
@@ -463,8 +526,7 @@ def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docume
                 merged += [item for item, _ in map(parse_hold, mark.anchor.holds) if item not in merged]
             else:
                 others.append(mark)  # other numbers of the block, for another reason
-    anchor = Anchor(block=block.position, fingerprint=block.fingerprint, sketch=block.sketch,
-                    holds=[format_hold(item, block.items[item]) for item in merged])
+    anchor = _anchor_on(block, [format_hold(item, block.items[item]) for item in merged])
     mark = Mark(where=args.step, anchor=anchor, reason=reason)
     mark = mark.model_copy(update={"anchor": anchor.model_copy(update={"review": stamp(mark, anchor)})})
     set_marks(_file_path(catalogue, file), [*others, mark], catalogue.course.steps)

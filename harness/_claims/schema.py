@@ -201,6 +201,10 @@ class Anchor(_Strict):
     holds: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=list,
         description="the numbers and formulas of the block held, as printed; 'x ×N' when x is printed N times there")
+    numbers: Annotated[str, StringConstraints(pattern=r"^q[0-9]+:[0-9a-f]{16}$")] | None = Field(
+        None, description="the first 16 hex digits of the SHA-256 of where each held number stands among the block's "
+                          "numbers in the order printed: two numbers that swap places make the statement changed, not "
+                          "reworded")
     review: Annotated[str, StringConstraints(pattern=r"^r[0-9]+:[0-9a-f]{12}$")] | None = Field(
         None, description="the review stamp 'claims text review' writes; missing or stale means unreviewed")
 
@@ -245,6 +249,14 @@ class Statement(_Strict):
         default_factory=dict,
         description="dimension -> why no check reaches part of the scope named for it (the values the checks miss "
                     "are shown beside the reason); the release gate fails on an unreached value without one",
+    )
+
+    not_compared: dict[Annotated[str, StringConstraints(min_length=1)],
+                       Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=dict,
+        description="number held (as printed) -> why no check of the covering claims compares it (a count, a "
+                    "cross-reference, the threshold of a definition); every other held number must be stated by a "
+                    "covering check's expect or params at its printed precision (harness/_text/binding.py)",
     )
 
     @model_validator(mode="after")

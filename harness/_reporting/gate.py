@@ -18,6 +18,11 @@ precision they state it:
 A report of an incomplete run never passes, and the committed Markdown and HTML must be the
 rendering of the committed ``claims.json``. Each difference is one line that says what changed:
 ``claim 'x' check 2 (experiment): comparison 'final_spread' failed -> passed``.
+
+The gate also fails where the reports are current but something else is not: a course text that
+drifted under its statements (the author's to review, ``claims text``), and a survivor of the
+sharpness check with no reason. Its last lines say which of these it is (``GateFindings``): the
+committed reports are called stale only when they differ from the fresh ones.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from harness._claims.formats import is_interval, visible
 from harness._reporting.html import HTML_FILE, render_html
 from harness._reporting.markdown import render_markdown
 from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
+from harness._text.drift import CLEAN
+from harness._text.summary import problems as text_problems
 
 # What the run was asked to do; the rest of ``run`` (id, started, seconds, revision, versions, completeness)
 # says where and when it ran, or is judged on its own (an incomplete run never passes).
@@ -98,22 +105,117 @@ def compare_snapshots(before: Snapshot, after: Snapshot) -> list[str]:
 
     Empty only when both are of complete runs and state the same; see the module docstring for what that means.
     """
+    reports, text_state = _snapshot_differences(before, after)
+    return reports + text_state
+
+
+def _snapshot_differences(before: Snapshot, after: Snapshot) -> tuple[list[str], list[str]]:
+    """``compare_snapshots``, in two parts: the differences in what the claims and the run state, and those in the
+    course text's state alone."""
     differences = []
     if after.results is None:
-        return [f"the fresh run wrote no readable report: {after.unreadable}"]
+        return [f"the fresh run wrote no readable report: {after.unreadable}"], []
     if after.incomplete:
         differences.append(f"the fresh run is incomplete ({after.incomplete}): it cannot pass the gate")
     if before.results is None:
-        return [*differences, f"nothing to compare with: {before.unreadable}"]
+        return [*differences, f"nothing to compare with: {before.unreadable}"], []
     if before.incomplete:
         differences.append(f"the committed report is of an incomplete run ({before.incomplete})")
     differences += [f"the committed {name} is not the rendering of the {RESULTS_FILE} beside it"
                     for name in before.unrendered]
-    return differences + stated_differences(before.results, after.results)
+    return (differences + _claims_differences(before.results, after.results),
+            _text_differences(before.results.get("text"), after.results.get("text")))
+
+
+@dataclass(frozen=True)
+class GateFindings:
+    """Why the release gate fails, by what fixes it: each part is lines to print; all empty when it passes.
+
+    ``reports``: the committed reports differ from the fresh ones in what the claims and the run state;
+    ``text_state``: they differ only in the course text's state (its documents, each statement's place and
+    status); ``drift``: the text is not clean (``harness._text.summary.problems``), whatever the reports say;
+    ``survivors``: survivors of the sharpness check with no reason in their claim file.
+    """
+
+    reports: tuple[str, ...] = ()
+    text_state: tuple[str, ...] = ()
+    drift: tuple[str, ...] = ()
+    survivors: tuple[str, ...] = ()
+    drifted: str = ""  # what of the text drifted, in a few words (empty when it is clean)
+    text_unread: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not (self.reports or self.text_state or self.drift or self.survivors)
+
+    def lines(self) -> list[str]:
+        """Every finding, one line each, then what to do: the gate's output, in order."""
+        return [*self.reports, *self.text_state, *self.survivors, *self.drift, *self.conclusions()]
+
+    def conclusions(self) -> list[str]:
+        """What is wrong, named for what it is, and its fix; the committed reports are stale only when they differ."""
+        found = []
+        differ = bool(self.reports or self.text_state)
+        if self.reports or (self.text_state and not self.drift):
+            found.append("the committed reports are stale; commit the regenerated ones")
+        if self.drift:
+            then = ("then commit the reports 'claims verify' writes" if differ else "the reports are unchanged")
+            if self.text_unread:
+                found.append("the course text could not be read or compared with the ledger (the line above says "
+                             f"why); fix that, {then}")
+            elif self.drifted:
+                found.append(f"{self.drifted} (claims text status lists them); review them, {then}")
+            else:  # a kind of drift this summary does not count: the lines above name it
+                found.append(f"the text is not clean (the lines above say how; claims text status lists it all); "
+                             f"review it, {then}")
+        if self.survivors:
+            found.append(f"{_counted(len(self.survivors), 'survivor')} of the sharpness check with no reason: sharpen "
+                         "the check, or say why it cannot tell the neighbours apart in 'insensitive:' of its claim "
+                         "file (docs/adding-a-claim.md)")
+        return found
+
+
+def gate_findings(before: Snapshot, after: Snapshot, survivors: list[str] | tuple[str, ...] = ()) -> GateFindings:
+    """What ``claims verify --check`` finds: the committed report (``before``) against the fresh one (``after``), the
+    course text's state in the fresh one, and the ``survivors`` (their lines) that no claim file explains."""
+    reports, text_state = _snapshot_differences(before, after)
+    text = (after.results or {}).get("text")
+    return GateFindings(tuple(reports), tuple(text_state), tuple(text_problems(text)), tuple(survivors),
+                        _drifted(text), bool(text is not None and not text.get("available")))
+
+
+def _drifted(text: dict[str, Any] | None) -> str:
+    """What of the course text is not clean, in a few words: "the text drifted under 2 statements and has 1 unheld
+    number or formula"; empty when it is clean or was not read."""
+    if not text or not text.get("available"):
+        return ""
+    drifted = sum(1 for item in text.get("statements", {}).values() if item.get("status") not in CLEAN)
+    stale_marks = sum(count for status, count in text.get("marks", {}).items() if status not in CLEAN)
+    besides = [_counted(count, singular, plural) for count, singular, plural in (
+        (stale_marks, "mark no longer on its block", "marks no longer on their blocks"),
+        (len(text.get("uncovered_blocks", [])), "uncovered block", "uncovered blocks"),
+        (len(text.get("unheld_numbers", [])), "unheld number or formula", "unheld numbers or formulas"),
+        (len(text.get("steps_not_in_text", [])), "step in no document", "steps in no document")) if count]
+    if not drifted and not besides:
+        return ""
+    said = f"the text drifted under {_counted(drifted, 'statement')}" if drifted else "the text drifted"
+    if besides:
+        listed = ", ".join(besides[:-1]) + (" and " if len(besides) > 1 else "") + besides[-1]
+        said += f" and has {listed}" if drifted else f": it has {listed}"
+    return said
+
+
+def _counted(count: int, singular: str, plural: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"
 
 
 def stated_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The differences between two results documents in what they state, in the order of the report."""
+    return _claims_differences(old, new) + _text_differences(old.get("text"), new.get("text"))
+
+
+def _claims_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``stated_differences`` but for the course text's state."""
     old_run, new_run = old.get("run", {}), new.get("run", {})
     differences = [_changed("run", field, old_run.get(field), new_run.get(field))
                    for field in STATED_RUN_FIELDS if old_run.get(field) != new_run.get(field)]
@@ -142,7 +244,7 @@ def stated_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     differences += [_changed("summary", field, old_summary.get(field), new_summary.get(field))
                     for field in dict.fromkeys([*old_summary, *new_summary])
                     if old_summary.get(field) != new_summary.get(field)]
-    return differences + _text_differences(old.get("text"), new.get("text"))
+    return differences
 
 
 def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:

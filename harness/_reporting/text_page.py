@@ -2,11 +2,16 @@
 
 Blueprint-style: a block's border says what happened to its anchor (unchanged, moved, reworded,
 changed, orphaned, unreviewed; a marked block's is grey, an uncovered block has none and is
-shaded), its fill what the checks of its statements say (passed, failed, not run, not checkable).
-Unheld numbers are highlighted. Every statement links to its row in ``claims_report.html``, whose
-rows link back here. The page quotes the whole text, so it is written next to the reports and
-never committed (``.gitignore`` has it). Offline and self-contained: inline CSS and script,
-formulas as MathML (the report's converter), nothing loaded from anywhere.
+shaded), its fill what the checks of its statements say (passed, failed, not run, not checkable,
+or "before the change": the results are of a run that saw the block before it changed). Which
+text a run saw is in its results: ``text.statements[id].fingerprint`` of ``claims.json`` is the
+fingerprint of the block each statement stood on then; a verdict of a statement whose block's
+fingerprint is another now is of the old text, and the page says so rather than show it as this
+text's. Unheld numbers are highlighted. Every statement links to its row in
+``claims_report.html``, whose rows link back here. The page quotes the whole text, so it is
+written next to the reports and never committed (``.gitignore`` has it). Offline and
+self-contained: inline CSS and script, formulas as MathML (the report's converter), nothing
+loaded from anywhere.
 """
 
 from __future__ import annotations
@@ -29,14 +34,21 @@ from harness._text.document import FORMULA, Block, number_spans
 from harness._text.drift import CLEAN, STATUS_DESCRIPTIONS, STATUSES, TextState
 
 PAGE_FILE = TEXT_PAGE
-# The border of a block with several statements is that of the one that most needs a look.
-_URGENCY = ("changed", "orphaned", "reworded", "unreviewed", "moved", "unchanged")
+# The border of a block with several statements is that of the one that most needs a look (a status not listed
+# here first).
+_URGENCY = ("changed", "ambiguous", "orphaned", "relocated", "reworded", "unreviewed", "moved", "unchanged")
+STALE = "before the change"
 CHECK_STATES = {
     "passed": "a check of a claim covering it passed, and none failed",
     "failed": "a check of a claim covering it failed or could not run",
+    STALE: "the results predate the text's change: its checks passed or failed (each statement says which) in a run "
+           "that saw this block before it changed, so they say nothing of it as it is; run 'claims verify' on this "
+           "text",
     "not run": "no check of its claims decided it in the run the reports are of",
     "not checkable": "no claim covers it, and the ledger says why",
 }
+# The fill of a block with several statements: the first of these any of them has.
+_FILL_ORDER = ("failed", STALE, "not run", "passed")
 _CHECK_OF_COVERAGE = {"covered": "passed", "weak": "passed", "failed": "failed", "not run": "not run",
                       "missing": "not run", "not checkable": "not checkable"}
 _INLINE_MATH = re.compile(r"(?<!\\)\$(.+?)(?<!\\)\$")
@@ -53,14 +65,21 @@ def render_page(state: TextState, catalogue: Catalogue, results: dict[str, Any] 
     """The page of ``state``; the checks' states come from ``results`` (a run's ``claims.json``), if any."""
     ledger = {statement["id"]: statement for lesson in (results or {}).get("coverage", [])
               for step in lesson["steps"] for statement in step["statements"]}
+    # The block each statement stood on in the run the results are of (none in results without a text section).
+    seen = {key: item.get("fingerprint") for key, item in
+            (((results or {}).get("text") or {}).get("statements") or {}).items() if isinstance(item, dict)}
     vocabulary = (results or {}).get("scope_dimensions", [])
     covering = {key: [entry.id for entry in entries] for key, entries in catalogue.covering().items()}
     standing: dict[int, list[dict[str, Any]]] = defaultdict(list)
     placeless = []
     for key, found in state.statements.items():
+        verdict = _CHECK_OF_COVERAGE.get(ledger.get(key, {}).get("status", ""), "not run")
+        # A verdict is of this text only if the run saw the block the statement stands on now.
+        stale = (results is not None and verdict in ("passed", "failed") and found.block is not None
+                 and seen.get(key) != found.block.fingerprint)
         item = {"id": key, "status": found.status, "drift": found.drift, "missing": list(found.missing),
                 "says": catalogue.statements[key].statement.says, "claims": covering.get(key, []),
-                "check": _CHECK_OF_COVERAGE.get(ledger.get(key, {}).get("status", ""), "not run"),
+                "verdict": verdict, "check": STALE if stale else verdict, "stale": stale,
                 "scope_gaps": describe_scope(ledger[key], vocabulary)[1] if key in ledger else ""}
         if found.block is not None:
             standing[id(found.block)].append(item)
@@ -83,10 +102,10 @@ def render_page(state: TextState, catalogue: Catalogue, results: dict[str, Any] 
             for block in step.blocks:
                 on = standing[id(block)]
                 current_marks = [mark for mark in marks[id(block)] if mark["status"] in CLEAN]
-                anchor = (min((item["status"] for item in on), key=_URGENCY.index) if on else
+                anchor = (min((item["status"] for item in on), key=_urgency) if on else
                           "marked" if any(not mark["numbers"] for mark in current_marks) else "uncovered")
                 checks = {item["check"] for item in on}
-                check = next((verdict for verdict in ("failed", "not run", "passed") if verdict in checks),
+                check = next((verdict for verdict in _FILL_ORDER if verdict in checks),
                              "not checkable" if on else "none")
                 blocks.append({"id": block_anchor(step.id, block.position), "position": block.position,
                                "kind": block.kind, "line": block.line, "anchor": anchor, "check": check,
@@ -103,7 +122,13 @@ def render_page(state: TextState, catalogue: Catalogue, results: dict[str, Any] 
         items=state.items, clean=state.clean, placeless=placeless, not_in_text=state.not_in_text,
         statuses=STATUSES, status_descriptions=STATUS_DESCRIPTIONS, check_states=CHECK_STATES,
         uncovered=len(state.uncovered), unheld=len(state.unheld), run=run, anchor_states=[*STATUSES, "marked",
-                                                                                        "uncovered"])
+                                                                                        "uncovered"],
+        stale=sum(item["check"] == STALE for items in standing.values() for item in items),
+        text_seen=bool(((results or {}).get("text") or {}).get("available")))
+
+
+def _urgency(status: str) -> int:
+    return _URGENCY.index(status) if status in _URGENCY else -1
 
 
 def _rendered(block: Block, unheld: set[str]) -> Markup:

@@ -45,6 +45,7 @@ import stat
 import unicodedata
 import zlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,7 @@ MAX_BLOCK_CHARACTERS = 50_000
 MAX_BLOCKS = 20_000
 NORMALISATION = "n1"
 SKETCH = "m1"
+NUMBERS = "q1"
 SKETCH_VALUES = 32
 _SHINGLE = 5
 
@@ -90,6 +92,13 @@ class Block:
     def items(self) -> Counter[str]:
         """What a statement can hold here, each with its number of occurrences."""
         return Counter(items_of(self.text, self.kind))
+
+    def places_of(self, held: Iterable[str]) -> str:
+        """``q1:`` and a digest of where each of the ``held`` numbers stands among the block's numbers in the order
+        printed: two numbers that swap places change it, another number of the block changing does not."""
+        printed = numbers_in(self.text)
+        places = [[item, [index for index, number in enumerate(printed) if number == item]] for item in sorted(held)]
+        return f"{NUMBERS}:{hashlib.sha256(repr(places).encode('utf-8')).hexdigest()[:16]}"
 
     @property
     def place(self) -> str:

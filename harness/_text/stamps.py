@@ -63,6 +63,8 @@ def anchor_text(anchor: Anchor) -> str:
     """The anchor as one line of YAML: a flow mapping, every string single-quoted."""
     parts = [f"block: {anchor.block}", f"fingerprint: {_quoted(anchor.fingerprint)}",
              f"sketch: {_quoted(anchor.sketch)}"]
+    if anchor.numbers:
+        parts.append(f"numbers: {_quoted(anchor.numbers)}")
     if anchor.holds:
         parts.append("holds: [" + ", ".join(_quoted(hold) for hold in anchor.holds) + "]")
     if anchor.review:
@@ -94,6 +96,39 @@ def set_statement(path: Path, statement_id: str, anchor: Anchor | None, where: s
         after = _last_line(node.value[-1][1], lines) + 1
         edits.append((after, after, new))
     _write(path, _edited(lines, edits), lambda data: _check_statement(data, statement_id, anchor, where, path))
+
+
+def move_statement(source: Path, target: Path, statement_id: str) -> None:
+    """Move the statement ``statement_id`` of ``source``'s ledger to the end of ``target``'s, its lines as they are.
+
+    The target is written first: a failure between the two writes leaves the statement in both files, which
+    ``claims lint`` names (a duplicate id), never in neither.
+    """
+    lines = source.read_text(encoding="utf-8").split("\n")
+    node = _statement_node(_compose(source, lines), statement_id, source)
+    # From the item's "- " line to the last line of its last value (the node itself ends where the next item begins).
+    first, last = node.start_mark.line, _last_line(node.value[-1][1], lines)
+    moved = lines[first:last + 1]
+    into = target.read_text(encoding="utf-8").split("\n")
+    root = _compose(target, into)
+    statements = next((value for key, value in root.value if key.value == "statements"), None)
+    if not isinstance(statements, yaml.SequenceNode) or not statements.value:
+        raise ClaimsError(f"{target}: has no 'statements' list to move statement '{statement_id}' into; add the "
+                          "ledger first")
+    after = _last_line(statements.value[-1].value[-1][1], into) + 1
+    shift = statements.value[-1].start_mark.column - node.start_mark.column
+    block = [(" " * shift + line) if shift >= 0 else line[-shift:] for line in moved]
+    _write(target, _edited(into, [(after, after, block)]),
+           lambda data: _check_moved(data, statement_id, target, present=True))
+    _write(source, _edited(lines, [(first, last + 1, [])]),
+           lambda data: _check_moved(data, statement_id, source, present=False))
+
+
+def _check_moved(data: dict, statement_id: str, path: Path, present: bool) -> None:
+    found = any(item.get("id") == statement_id for item in data.get("statements") or [])
+    if found != present:
+        raise ClaimsError(f"{path}: moving statement '{statement_id}' would not read back as meant; the file is "
+                          "unchanged")
 
 
 def set_marks(path: Path, marks: Sequence[Mark], step_order: Sequence[str]) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 
 from harness._claims.errors import ClaimsError
 from harness._claims.loading import Catalogue
+from harness._text.binding import binding_problems
 from harness._text.document import FORMULA, Document, read_documents
-from harness._text.drift import STATUSES, TextState, anchored_entries, resolve
+from harness._text.drift import CLEAN, STATUSES, TextState, anchored_entries, resolve
 
 
 def text_state(catalogue: Catalogue, documents: Sequence[Document]) -> TextState:
@@ -27,6 +28,7 @@ def text_state(catalogue: Catalogue, documents: Sequence[Document]) -> TextState
     entries, harness_own = anchored_entries(catalogue)
     state = resolve(entries, documents, catalogue.course.steps if catalogue.course else ())
     state.not_in_text = harness_own
+    state.unbound = binding_problems(catalogue)
     return state
 
 
@@ -92,6 +94,7 @@ def section(state: TextState, root: Path) -> dict[str, Any]:
                             "count": count, "kind": "formula" if block.kind == FORMULA else "number"}
                            for block, item, count in state.unheld],
         "steps_not_in_text": state.steps_not_in_text,
+        "unbound_numbers": len(state.unbound),
         "not_in_text": state.not_in_text,
         "statements": {key: {"status": found.status, "drift": found.drift,
                              **({"step": found.block.step, "block": found.block.position,
@@ -117,12 +120,13 @@ def problems(text: dict[str, Any] | None) -> list[str]:
     found = []
     counts = text["counts"]
     drifted = {status: [key for key, item in text["statements"].items() if item["status"] == status]
-               for status in STATUSES if status not in ("unchanged", "moved") and counts.get(status)}
+               for status in STATUSES if status not in CLEAN and counts.get(status)}
     for status, keys in drifted.items():
         shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
-        found.append(f"text: {len(keys)} statements {status}: {shown} ('claims text status' says what changed; "
+        found.append(f"text: {len(keys)} statement{'s' if len(keys) != 1 else ''} {status}: {shown} ('claims text "
+                     "status' says what changed; "
                      "'claims text review' once the author has looked)")
-    stale = {status: count for status, count in text.get("marks", {}).items() if status not in ("unchanged", "moved")}
+    stale = {status: count for status, count in text.get("marks", {}).items() if status not in CLEAN}
     if stale:
         found.append("text: marks of nothing checkable that no longer stand on their block: " +
                      ", ".join(f"{count} {status}" for status, count in stale.items()) + " (mark the blocks again)")
@@ -131,6 +135,9 @@ def problems(text: dict[str, Any] | None) -> list[str]:
                      "(claims text status lists them)")
     if text["unheld_numbers"]:
         found.append(f"text: {len(text['unheld_numbers'])} numbers or formulas no statement holds and no mark excuses")
+    if text.get("unbound_numbers"):
+        found.append(f"text: {text['unbound_numbers']} numbers held by statements that no check states and no "
+                     "'not_compared' excuses (claims lint lists them)")
     if text["steps_not_in_text"]:
         found.append(f"text: steps of the course found in no document: {', '.join(text['steps_not_in_text'])}")
     return found

@@ -4,19 +4,26 @@ from fractions import Fraction
 
 from hypothesis import strategies as st
 
-from harness import Context, check_property, reach, verifier
+from harness import Context, NoParams, check_property, reach, verifier
 
 
-@verifier("toy.triangular_numbers", kind="exact", uses=("running_sum",))
+class Terms(NoParams):
+    """How many of the first positive integers to sum."""
+
+    n: int
+
+
+@verifier("toy.triangular_numbers", kind="exact", uses=("running_sum",), params=Terms)
 def triangular_numbers(ctx: Context) -> dict[str, object]:
-    """The running sums of 1..10 computed by the implementation, and the last one against n(n+1)/2; their figure."""
+    """The running sums of 1..n computed by the implementation, and the last one against n(n+1)/2; their figure."""
     from matplotlib.figure import Figure
 
-    sums = ctx.impl.running_sum(list(range(1, 11)))
+    n = ctx.params.n
+    sums = ctx.impl.running_sum(list(range(1, n + 1)))
     reach(terms=len(sums))
     figure = Figure(figsize=(2, 2))
-    figure.add_subplot().plot(range(1, 11), sums)
-    return {"last": Fraction(sums[-1]), "closed_form_gap": Fraction(sums[-1]) - Fraction(10 * 11, 2),
+    figure.add_subplot().plot(range(1, n + 1), sums)
+    return {"last": Fraction(sums[-1]), "closed_form_gap": Fraction(sums[-1]) - Fraction(n * (n + 1), 2),
             "figure": ctx.save_figure(figure, "running-sums")}
 
 
