@@ -24,7 +24,17 @@ from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError
 from harness._claims.formats import scoreboard_line
 from harness._claims.loading import Catalogue, load_catalogue
-from harness._reporting.report import ReportNotWritten, function_scoreboard, lessons_of, staging_dir_for, write_reports
+from harness._reporting.report import (
+    NOT_JUDGED,
+    ReportNotWritten,
+    checks_summary,
+    function_scoreboard,
+    judged_verdict,
+    lessons_of,
+    remove_staging,
+    staging_dir_for,
+    write_reports,
+)
 from harness._running.engine import Part, every_part, never_reported, parts_of_file
 from harness._running.executor import default_workers
 from harness._running.implementation import Provenance, reference_implementation
@@ -65,6 +75,7 @@ def _options_asked_for(config: pytest.Config) -> RunOptions:
         staging_dir=str(staging_dir_for(Path(report_dir), run_id)) if report_dir and run_id else None,
         run_id=run_id,
         shrink=config.getoption("claims_shrink"),
+        directory=config.getoption("claims_impl_path") or str(config.invocation_params.dir),
     )
 
 
@@ -115,23 +126,38 @@ class Evidence:
             if name == PAYLOAD:
                 self.by_node[report.nodeid] = json.loads(value)
 
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if run_options(config).impl == reference_implementation() or why_unimportable(config):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """A run with checks not judged fails, unless it asks for a partial verdict: skipped is not green."""
+        if session.config.getoption("claims_partial") or session.exitstatus != pytest.ExitCode.OK:
             return
-        rows = function_scoreboard(list(self.by_node.values()), given_functions(config))
+        if checks_summary(list(self.by_node.values()))["checks"][NOT_JUDGED]:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        payloads = list(self.by_node.values())
+        if run_options(config).impl != reference_implementation() and not why_unimportable(config):
+            self._scoreboard(terminalreporter, function_scoreboard(payloads, given_functions(config)),
+                             run_options(config).impl)
+        summary = checks_summary(payloads)
+        partial = config.getoption("claims_partial")
+        if summary["checks"][NOT_JUDGED] or partial:
+            terminalreporter.line(f"claims: {judged_verdict(summary, partial)}", bold=True,
+                                  red=bool(summary["checks"][NOT_JUDGED]) and not partial)
+
+    @staticmethod
+    def _scoreboard(writer: Any, rows: list[dict[str, Any]], impl: str) -> None:
         if not rows:
             return
-        writer = terminalreporter
-        writer.section(f"functions of {run_options(config).impl}")
+        writer.section(f"functions of {impl}")
         writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows if not row["given"]))
         # Only the functions under test get a row: the stubs and the reference's are one line each.
         tested = [row for row in rows if row["implemented"] and not row["given"]]
         if tested:
             width = max(len("function"), *(len(row["function"]) for row in tested))
-            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  not run")
+            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  declined  not run")
             for row in tested:
                 writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
-                            f"{row['not implemented']:>15}  {row['not run']:>7}")
+                            f"{row['not implemented']:>15}  {row['declined']:>8}  {row['not run']:>7}")
         for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
                              ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
             if names:
@@ -173,8 +199,10 @@ class ReportWriter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         options = run_options(self.config)
         parts = self._selected_parts(session)
-        if not parts:
-            return  # nothing of a course was collected: there is no report to write
+        if not parts:  # nothing of a course was collected: there is no report to write
+            if options.staging_dir:
+                remove_staging(Path(options.staging_dir))
+            return
         missing = [key for key in parts if key not in self.evidence]
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         stopped = bool(session.shouldstop or session.shouldfail) and not interrupted

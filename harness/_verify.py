@@ -20,24 +20,31 @@ from harness._claims.loading import Catalogue, load_catalogue
 from harness._claims.sources import render_registry, with_registry
 from harness._running.cache import checked_implementation
 from harness._running.executor import default_workers
-from harness._running.implementation import PYTEST_FLAG, check_implementation, reference_implementation
-from harness._running.isolation import run_isolated
+from harness._running.implementation import PYTEST_FLAG, reference_implementation
 from harness._running.processes import interrupt_on_termination
-from harness._running.processes import supported as isolation_supported
 from harness._running.progress import run_showing_progress
-from harness._running.runner import IMPORT_TIME_LIMIT, close_zygotes, resolve_options
+from harness._running.remote import check_implementation, close_hosts
+from harness._running.runner import IMPLEMENTATION_PATH_FLAG, resolve_options
 from harness._text.summary import text_overrides
 
 
 def verify_command(args: argparse.Namespace) -> int:
     """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
     from harness._reporting.gate import gate_findings, snapshot  # the reports' code: not needed to lint or list
-    from harness._reporting.report import report_directory_problem
+    from harness._reporting.report import (
+        NOT_JUDGED,
+        judged_verdict,
+        remove_staging,
+        remove_stale_staging,
+        report_directory_problem,
+        staging_dir_for,
+    )
 
     course: Course = args.course
     args.out = (args.out or course.reports).resolve()
     text_overrides(args.text)  # a malformed --text is refused before anything runs
-    unwritable = report_directory_problem(args.out)
+    unwritable = report_directory_problem(args.out, course.root,
+                                          resolve_options(args.impl, args.profile, args.claims_seed).impl)
     if unwritable:
         print(f"claims verify: {unwritable}\nclaims verify: no check run, no report written", file=sys.stderr)
         return 2
@@ -45,6 +52,7 @@ def verify_command(args: argparse.Namespace) -> int:
     if refused:
         print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
         return 2
+    remove_stale_staging(args.out)  # the staging directories of earlier runs that were killed
     before = snapshot(args.out) if args.check else None
     catalogue = load_catalogue(args.claims_dir)
     run_id, earlier = uuid.uuid4().hex[:12], _run_id_in(args.out)
@@ -55,6 +63,7 @@ def verify_command(args: argparse.Namespace) -> int:
     if status is None:
         status, writer = _verify_with_pytest(args, run_id), "pytest"
     results = _this_runs_results(args.out, run_id)
+    remove_staging(staging_dir_for(args.out, run_id))  # gone once the reports were written; left when they were not
     if results is None:
         other = _run_id_in(args.out)
         if other not in (None, earlier):
@@ -67,7 +76,9 @@ def verify_command(args: argparse.Namespace) -> int:
     print(f"claims verify: reports written to {args.out}/ (exit status {status})")
     status = _registry_and_gate(args, catalogue, results, before, gate_findings, snapshot) or status
     incomplete = _ledger_gate(catalogue, results)
-    return status or incomplete
+    not_judged = results["summary"]["checks"].get(NOT_JUDGED, 0)
+    print(f"claims verify: {judged_verdict(results['summary'], args.partial)}", flush=True)
+    return status or incomplete or (1 if not_judged and not args.partial else 0)
 
 
 def _run_id_in(out: Path) -> str | None:
@@ -94,23 +105,15 @@ def _implementation_refused(args: argparse.Namespace) -> str | None:
     args.given = ()
     if impl == reference_implementation() and importlib.util.find_spec(impl) is not None:
         return None  # the reference: pytest imports it if a check has to run (a second here, on the cached path)
-    # ``python -m pytest`` finds modules in the working directory: so must this check.
+    # Looked for in the working directory first, as pytest's run will, in the implementation's own process: one that
+    # kills the interpreter on import does not take this command with it.
     here = os.getcwd()
-    added = here not in sys.path
-    if added:
-        sys.path.insert(0, here)
-    check = partial(check_implementation, impl, allow_reference=args.allow_reference, flag="--allow-reference")
+    check = partial(check_implementation, impl, here, allow_reference=args.allow_reference, flag="--allow-reference")
     try:
-        # In a worker: an implementation that kills the interpreter on import must not take this command with it.
-        isolated = partial(run_isolated, check, IMPORT_TIME_LIMIT, f"importing the implementation '{impl}'")
-        found = checked_implementation(impl, isolated if isolation_supported() else check,
-                                       None if args.no_cache else args.course.cache,
+        found = checked_implementation(impl, here, check, None if args.no_cache else args.course.cache,
                                        allow_reference=args.allow_reference)
     except ClaimsError as error:
         return str(error)
-    finally:
-        if added:
-            sys.path.remove(here)
     args.given = found.as_reference if found is not None else ()
     return None
 
@@ -177,6 +180,8 @@ def _last_seconds(out: Path) -> dict[tuple[str, int], float]:
 
 
 def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
+    from harness._reporting.report import PARTIAL_FLAG
+
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`; it runs
     # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
     course: Course = args.course
@@ -193,10 +198,12 @@ def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
             pytest_args += [option, str(value)]
     if args.allow_reference:
         pytest_args.append(PYTEST_FLAG)
-    # The implementation is looked for where the command was started (as `python -m pytest` there would).
-    python_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
-    return run_showing_progress(pytest_args + args.pytest_args, cwd=course.root,
-                                env={**os.environ, "PYTHONPATH": python_path})
+    if args.partial:
+        pytest_args.append(PARTIAL_FLAG)
+    # The implementation is looked for where the command was started, by its own process: the directory is never on
+    # the judge's import path (a sitecustomize.py or a package named like a dependency there would run in it).
+    pytest_args += [IMPLEMENTATION_PATH_FLAG, os.getcwd()]
+    return run_showing_progress(pytest_args + args.pytest_args, cwd=course.root)
 
 
 def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_id: str) -> int | None:
@@ -207,7 +214,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
     only what pytest adds is missing: its rewriting of a failing verifier's ``assert`` (every verifier's
     assert gives its own message, so a failure still says what it compared).
     """
-    from harness._reporting.report import ReportNotWritten, lessons_of, staging_dir_for, write_reports
+    from harness._reporting.report import ReportNotWritten, claim_staging, lessons_of, staging_dir_for, write_reports
     from harness._running.engine import evaluate, every_part, never_reported
     from harness._text.summary import text_report
 
@@ -220,6 +227,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
                               cache_dir=str(args.course.cache), allow_reference=args.allow_reference, run_id=run_id,
                               staging_dir=str(staging_dir_for(args.out, run_id)), scheduler=args.scheduler,
                               workers=default_workers(1))
+    claim_staging(Path(options.staging_dir))  # marked as this run's, so that no other run takes it for a killed one's
     parts = every_part(catalogue)
     if not parts:
         return None  # nothing to report is pytest's to say (it exits with "no tests collected")
@@ -237,7 +245,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
         completeness.update(complete=False, incomplete="interrupted")
     finally:
         undo()
-        close_zygotes()
+        close_hosts()
     evidence = [outcome.evidence if outcome is not None else
                 never_reported(part, catalogue, options, "the run was interrupted before this check reported")
                 for part, outcome in zip(parts, outcomes.values(), strict=True)]
@@ -259,20 +267,17 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
 
 
 def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
-    """Whether this process finds the harness, the verifiers and the implementation where pytest would.
+    """Whether this process finds the harness and the verifiers where pytest would.
 
     ``python -m pytest`` puts its working directory (the course root) first on ``sys.path``, so a package
     there shadows the installed one (a tox environment's copy of the harness, say); a cache key computed
-    from the other copy could reuse observations the code pytest runs never made.
+    from the other copy could reuse observations the code pytest runs never made. (The implementation is
+    never imported here: its own process looks for it where this command started, as pytest's run's does.)
     """
     root: Path = args.course.root
-    impl = args.impl or os.environ.get("CLAIMS_IMPL") or reference_implementation()
-    # Where pytest would look first: the course root (``python -m pytest`` from there), then the directory
-    # this command started in (its PYTHONPATH), so that a student's package in either is found here too.
-    for directory in reversed(dict.fromkeys([str(root), os.getcwd()])):
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-    for name in ("harness", args.course.verifiers, impl.partition(".")[0]):
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    for name in ("harness", args.course.verifiers):
         local = next((path for path in (root / name / "__init__.py", root / f"{name}.py") if path.is_file()), None)
         spec = importlib.util.find_spec(name)
         found = Path(spec.origin).resolve() if spec is not None and spec.origin else None

@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                         default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
                         help="run experiments' seeds on this Dask scheduler, e.g. tcp://host:8786 "
                              "(default: $CLAIMS_SCHEDULER, else a local process pool)")
+    verify.add_argument("--claims-partial", dest="partial", action="store_true",
+                        help="a partial verdict, for a student's exercises: checks not judged (they wait for functions "
+                             "not written yet, or the implementation declines them) do not fail the run, and its last "
+                             "line says how much was judged")
     verify.add_argument("--no-cache", action="store_true", help="re-run every check, reusing nothing from the cache")
     verify.add_argument("--check", action="store_true",
                         help="also fail if the reports differ, in what the claims state, from the ones already in "

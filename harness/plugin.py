@@ -29,29 +29,21 @@ from harness._claims.errors import ClaimsError, UnimportableImplementation
 from harness._claims.loading import Catalogue
 from harness._claims.schema import KIND_DESCRIPTIONS
 from harness._reporting.report import (
+    PARTIAL_FLAG,
+    claim_staging,
+    remove_stale_staging,
     report_directory_problem,
 )
 from harness._running.cache import checked_implementation
 from harness._running.context import PROFILES
 from harness._running.engine import Outcome, Part, evaluate, parts_of_file
 from harness._running.executor import shutdown_executors
-from harness._running.implementation import (
-    FALLBACK_ATTRIBUTE,
-    PYTEST_FLAG,
-    check_implementation,
-    find_in_directory,
-)
-from harness._running.isolation import run_isolated
+from harness._running.implementation import FALLBACK_ATTRIBUTE, PYTEST_FLAG
 from harness._running.processes import CheckCrashed, interrupt_on_termination
-from harness._running.processes import supported as isolation_supported
 from harness._running.progress import progress_dir
 from harness._running.property import rewrite_asserts_in
-from harness._running.runner import (
-    DEFAULT_PROFILE,
-    IMPORT_TIME_LIMIT,
-    SHRINK_FLAG,
-    close_zygotes,
-)
+from harness._running.remote import check_implementation, close_hosts
+from harness._running.runner import DEFAULT_PROFILE, IMPLEMENTATION_PATH_FLAG, SHRINK_FLAG
 from harness._session import (
     CATALOGUES,
     PAYLOAD,
@@ -76,6 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--claims-impl", default=None, metavar="MODULE",
                     help="the implementation under test (default: $CLAIMS_IMPL or the course's reference "
                          "implementation)")
+    group.addoption(IMPLEMENTATION_PATH_FLAG, default=None, metavar="DIR",
+                    help="where the implementation is looked for first, in its own process only (default: the "
+                         "directory pytest was started in)")
     group.addoption(PYTEST_FLAG, action="store_true", default=False,
                     help="let the implementation take the functions it does not define from the reference (or another "
                          f"package) as they are; a module can say so itself with {FALLBACK_ATTRIBUTE} = True")
@@ -97,6 +92,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(SHRINK_FLAG, action="store_true", default=False,
                     help="shrink a failing property check's input to the smallest one in the smoke profile too (the "
                          "full profile always does; it takes seconds per failing check)")
+    group.addoption(PARTIAL_FLAG, action="store_true", default=False,
+                    help="a partial verdict, for a student's exercises: checks not judged (they wait for functions "
+                         "not written yet, or the implementation declines them) do not fail the run, and its last "
+                         "line says how much was judged")
     group.addoption("--claims-text", action="append", default=[], metavar="NAME=PATH",
                     help="read the course text's document NAME from PATH for the report (a revised copy; repeatable)")
     group.addoption("--claims-run-id", default=None, metavar="ID", help=argparse.SUPPRESS)
@@ -122,9 +121,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(evidence, "claims-evidence")
     report_dir = config.getoption("claims_report")
     if report_dir:
-        unwritable = report_directory_problem(Path(report_dir))
+        options = run_options(config)
+        unwritable = report_directory_problem(Path(report_dir), find_root(Path(config.invocation_params.dir)),
+                                              options.impl, Path(options.directory))
         if unwritable:  # before any check runs: at the end of the run its results would be lost
             raise pytest.UsageError(unwritable)
+        staging = Path(options.staging_dir) if options.staging_dir else None
+        remove_stale_staging(Path(report_dir), keep=staging)  # earlier runs' that were killed
+        if staging is not None:
+            claim_staging(staging)
         config.pluginmanager.register(ReportWriter(Path(report_dir), config, evidence), "claims-report")
     if progress_dir():
         config.pluginmanager.register(CheckCounter(progress_dir()), "claims-progress")
@@ -139,16 +144,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not _collects_claims(config):
         return
     options = run_options(config)
-    find_in_directory(options.impl, str(config.invocation_params.dir))  # in xdist's workers too
     if hasattr(config, "workerinput"):
         return
-    check = partial(check_implementation, options.impl, allow_reference=options.allow_reference)
+    # In the implementation's own process: one that kills the interpreter on import does not take pytest with it.
+    check = partial(check_implementation, options.impl, options.directory, allow_reference=options.allow_reference)
     try:
-        # In a worker: an implementation that kills the interpreter on import must not take pytest with it.
-        isolated = partial(run_isolated, check, IMPORT_TIME_LIMIT, f"importing the implementation '{options.impl}'")
-        config.stash[PROVENANCE] = checked_implementation(
-            options.impl, isolated if options.isolation and isolation_supported() else check, options.cache_dir,
-            allow_reference=options.allow_reference)
+        config.stash[PROVENANCE] = checked_implementation(options.impl, options.directory, check, options.cache_dir,
+                                                          allow_reference=options.allow_reference)
     except (UnimportableImplementation, CheckCrashed) as error:
         # One error item says why (ImplementationImport); the checks that need no implementation still run.
         config.stash[UNIMPORTABLE] = str(error)
@@ -216,7 +218,7 @@ def _collects_claims(config: pytest.Config) -> bool:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutdown_executors()
-    close_zygotes()
+    close_hosts()
     config.stash.get(_UNDO_TERMINATION, lambda: None)()
 
 

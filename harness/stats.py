@@ -87,7 +87,6 @@ class MeanEstimate:
             Hoeffding test at ``(n, alpha)`` detects with probability >= 1 - beta.
     """
 
-    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
 
     mean: float
     low: float

@@ -6,6 +6,7 @@ import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,12 @@ def _throwaway_projects_are_this_course(request: pytest.FixtureRequest) -> None:
 
 # The second course's claim files are its own (tests/test_course_two.py runs them in a copy).
 collect_ignore = ["course_two"]
+
+
+def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: str = "claim", **options: Any) -> Any:
+    """The view a verifier gets of ``module``, called in this process through the messages that cross between the
+    judge and the implementation's process (``harness._running.remote.in_process``)."""
+    from harness._running.context import ImplementationView
+    from harness._running.remote import in_process
+
+    return ImplementationView(in_process(module), uses, verifier, claim, **options)

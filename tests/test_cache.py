@@ -21,6 +21,7 @@ from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from harness._running import cache as _cache
 from harness._running.engine import evaluate, every_part
 from harness._running.runner import RunOptions, reuse_check, run_check
+from harness._running.wire import encode
 from harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache, as [tool.claims] names it, from the course root
@@ -262,8 +263,9 @@ def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pyt
                                                                                         capsys):
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
-    (tmp_path / "impl").mkdir()
-    (tmp_path / "impl" / "__init__.py").write_text("", encoding="utf-8")
+    # The verifiers are the judge's own code: a package of theirs that pytest would import first is pytest's to run.
+    (tmp_path / "verifiers").mkdir()
+    (tmp_path / "verifiers" / "__init__.py").write_text("", encoding="utf-8")
     claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "shadowed"])
     assert "pytest not started" not in capsys.readouterr().out
 
@@ -334,15 +336,15 @@ def test_a_cache_entry_the_harness_did_not_write_is_ignored_and_the_run_says_so(
     cache = _cache.ObservationCache(tmp_path / "cache")
     cache.store("key", {"holds": True, "value": np.float64(0.5)}, tmp_path / "figures")
     assert cache.load("key", tmp_path / "figures") == {"holds": True, "value": 0.5}
-    entry = tmp_path / "cache" / "key.pickle"
+    (entry,) = [path for path in (tmp_path / "cache").iterdir() if path.name != "secret"]
     # What an implementation could write under a key it computed: observations of its choosing, unsigned.
-    entry.write_bytes(pickle.dumps(({"holds": True, "value": 1.0}, {})))
+    entry.write_bytes(encode(({"holds": True, "value": 1.0}, {})))
     with pytest.warns(UserWarning, match="did not write"):
         assert cache.load("key", tmp_path / "figures") is None
     # Signed with another project's secret: the same.
     other = _cache.ObservationCache(tmp_path / "other")
     other.store("key", {"holds": False}, tmp_path / "figures")
-    shutil.copy(tmp_path / "other" / "key.pickle", entry)
+    shutil.copy(tmp_path / "other" / entry.name, entry)
     with pytest.warns(UserWarning, match="did not write"):
         assert cache.load("key", tmp_path / "figures") is None
 
@@ -352,17 +354,28 @@ class _Executes:
         return (print, ("ran code while the judge read the cache",))
 
 
-def test_nothing_but_plain_data_is_read_back_from_a_worker_or_the_cache(tmp_path, capsys):
+def test_nothing_but_data_is_read_back_from_a_worker_or_the_cache(tmp_path, capsys):
+    """A pickle is never read: a worker's answer and a cache entry are messages of data (harness._running.wire)."""
     from harness import ClaimsError
     from harness._running.isolation import run_isolated
-    from harness._running.plain_data import NotPlain, plain_loads
+    from harness._running.wire import NotData, decode
 
     value = {"array": np.arange(3.0), "exact": Fraction(1, 3), "flag": np.bool_(True), "items": (1, [2.5, "x"])}
-    back = plain_loads(pickle.dumps(value))
+    back = decode(encode(value))
     assert back["exact"] == Fraction(1, 3) and back["array"].tolist() == [0.0, 1.0, 2.0]
-    assert back["items"] == (1, [2.5, "x"])
-    with pytest.raises(NotPlain, match="builtins.print is not plain data"):
-        plain_loads(pickle.dumps(_Executes()))
-    with pytest.raises(ClaimsError, match="only plain data"):
+    assert back["items"] == (1, [2.5, "x"]) and back["flag"] is np.True_
+    with pytest.raises(NotData):
+        decode(pickle.dumps(_Executes()))
+    with pytest.raises(NotData):
+        encode(_Executes())
+    with pytest.raises(ClaimsError, match="cannot be sent back from its worker"):
         run_isolated(lambda: {"observed": _Executes()}, 10.0, "a check")
+    cache = _cache.ObservationCache(tmp_path / "cache")
+    cache.store("key", {"holds": True}, tmp_path / "figures")
+    (entry,) = [path for path in (tmp_path / "cache").iterdir() if path.name != "secret"]
+    content = pickle.dumps(({"holds": _Executes()}, {}))
+    entry.write_bytes(cache._sign("key", content) + content)  # a pickle, even under the project's own signature
+    assert cache.load("key", tmp_path / "figures") is None
     assert "ran code" not in capsys.readouterr().out
+
+

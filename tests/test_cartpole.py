@@ -13,7 +13,8 @@ import pytest
 import impl
 import impl.cartpole
 from harness import load_catalogue, lookup
-from harness._running.runner import RunOptions, close_zygotes, run_check
+from harness._running.remote import close_hosts
+from harness._running.runner import RunOptions, run_check
 from impl.cartpole import MAX_EPISODE_STEPS, RESET_BOUND, THETA_THRESHOLD, X_THRESHOLD
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
@@ -126,7 +127,7 @@ def test_reset_is_uniform_in_the_reset_range(rng):
 def _statuses(claim_id: str, implementation: str, checks: list[int], profile: str = "smoke") -> list[str]:
     (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == claim_id]
     options = RunOptions(impl=implementation, profile=profile)
-    close_zygotes()  # the checks' workers come from a zygote: fork it anew, from this process as the test patched it
+    close_hosts()  # the implementation runs in a host forked from this process: fork it anew, as the test patched it
     return [run_check(entry, i, lookup(entry.claim.checks[i].verifier), options).status for i in checks]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import view_of
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -23,7 +24,6 @@ import impl
 from harness import (
     Context,
     ImplementationError,
-    ImplementationView,
     RunOptions,
     VerifierError,
     assume,
@@ -43,7 +43,7 @@ def _catalogue():
 
 
 def _context(profile: str = "smoke", shrink: bool = False) -> Context:
-    return Context(impl=ImplementationView(impl, ("softmax",), "tests.draws", "draws"), params=None,
+    return Context(impl=view_of(impl, ("softmax",), "tests.draws", "draws"), params=None,
                    rng=np.random.default_rng(0), seed=0, profile=profile, alpha=0.01, beta=0.01, deviation=None,
                    figures_dir=Path("figures"), seed_runner=None, shrink=shrink)
 
@@ -221,13 +221,13 @@ def log_softmax(logits):
 def test_an_implementation_that_rejects_its_examples_fails_the_check_on_either_path(strategy, profile, function):
     hostile = types.ModuleType("rejecting_implementation")
     exec(REJECTING_IMPLEMENTATION, hostile.__dict__)
-    ctx = dataclasses.replace(_context(profile), impl=ImplementationView(hostile, (function,), "tests.draws", "draws"))
+    ctx = dataclasses.replace(_context(profile), impl=view_of(hostile, (function,), "tests.draws", "draws"))
 
     def calls_it(x):
         getattr(ctx.impl, function)(np.zeros(3))
 
     signal = {"softmax": "Rejected", "log_softmax": "UnsatisfiedAssumption"}[function]
-    with pytest.raises(ImplementationError, match=f"rejecting_implementation': {function} raised {signal}"):
+    with pytest.raises(ImplementationError, match=f"rejecting_implementation.{function} raised {signal}"):
         check_property(ctx, calls_it, strategy)
 
 

@@ -327,7 +327,7 @@ def test_concurrent_stores_of_one_key_never_collide(tmp_path):
         thread.join()
     assert errors == []
     assert cache.load("samekey", tmp_path / "figures") is not None
-    assert [path.name for path in (tmp_path / "cache").iterdir() if path.name != "secret"] == ["samekey.pickle"]
+    assert [path.name for path in (tmp_path / "cache").iterdir() if path.name != "secret"] == ["samekey.entry"]
 
 
 # --------------------------------------------------------------------------- the engine's shape

@@ -17,11 +17,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import write_course
+from conftest import view_of, write_course
 
 import harness
 import impl
-from harness import ClaimsError, ImplementationView, RunOptions, load_catalogue, run_check
+from harness import ClaimsError, RunOptions, load_catalogue, run_check
 from harness._claims.formats import library_versions
 from harness._claims.schema import json_schema_text
 from harness._reporting.report import RESULTS_FILE, normalized
@@ -112,7 +112,7 @@ def _where(run: SeedRun) -> tuple[int, int]:
 
 
 def runner(**where: object) -> SeedRunner:
-    return SeedRunner("impl", (), "test.executor", "a-claim", **where)
+    return SeedRunner("impl", str(PROJECT), (), "test.executor", "a-claim", **where)
 
 
 def test_seeds_run_where_they_are_sent_and_come_back_in_order(dask_scheduler):
@@ -136,11 +136,12 @@ def test_a_lambda_or_unpicklable_arguments_are_refused_on_every_executor_not_onl
 
 
 def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_module_says_so():
-    view = ImplementationView(impl, ("gae_advantages",), "test.executor", "a-claim")
+    view = view_of(impl, ("gae_advantages",), "test.executor", "a-claim")
     with pytest.raises(harness.VerifierError, match="use the run.impl it receives"):
         pickle.dumps(view)
-    task = SeedTask(pickle.dumps((_where, ())), 4, "no_such_impl", (), "test.executor", "a-claim", None, None, None)
-    with pytest.raises(ClaimsError, match="the worker running seed 4 cannot import what it runs .*'no_such_impl'"):
+    task = SeedTask(pickle.dumps((_where, ())), 4, "no_such_impl", (), "test.executor", "a-claim", None, None, None,
+                    str(PROJECT))
+    with pytest.raises(ClaimsError, match="the worker running seed 4 cannot reach the implementation 'no_such_impl'"):
         run_seed(task)
 
 

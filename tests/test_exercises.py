@@ -20,7 +20,8 @@ import pytest
 
 from harness import Catalogue, ClaimsError, load_catalogue
 from harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
-from harness._running.implementation import check_implementation, contract_functions
+from harness._running.implementation import contract_functions
+from harness._running.remote import check_implementation
 from harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -207,8 +208,8 @@ def test_the_command_writes_the_exercises_and_prints_the_next_commands(course_tw
         "claims exercises: 1 stub in 1 module of toy_exercises/ (package 'toy_exercises', 1 file from the reference "
         "'toy_impl')",
         f"next, from {course_two}:",
-        "  pytest claims/ --claims-impl toy_exercises",
-        "  claims verify --claims-impl toy_exercises --claims-report toy_exercises-report",
+        "  pytest claims/ --claims-impl toy_exercises --claims-partial",
+        "  claims verify --claims-impl toy_exercises --claims-report toy_exercises-report --claims-partial",
     ]
     assert (course_two / "toy_exercises" / "__init__.py").is_file()
 
@@ -263,9 +264,10 @@ def test_the_command_names_the_path_to_the_exercises_when_they_are_elsewhere(tmp
     assert claims_main(["exercises", str(tmp_path / "elsewhere")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("claims exercises: ") and " stubs in " in lines[0]
-    assert lines[-3:] == [f"next, from {PROJECT}:", f"  PYTHONPATH={tmp_path} pytest claims/ --claims-impl elsewhere",
+    assert lines[-3:] == [f"next, from {PROJECT}:",
+                          f"  PYTHONPATH={tmp_path} pytest claims/ --claims-impl elsewhere --claims-partial",
                           f"  PYTHONPATH={tmp_path} claims verify --claims-impl elsewhere "
-                          "--claims-report elsewhere-report"]
+                          "--claims-report elsewhere-report --claims-partial"]
 
 
 # --------------------------------------------------------------------------- layouts of a function

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import ClaimsError
+from harness._running.sandbox import Containment
 
 PROJECT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -70,8 +71,9 @@ FAULTS = {
     "kills_itself": ("error", "SIGKILL"),
     "exits_quietly_after_printing": ("error", "exit status 3"),
     "sleeps": ("error", "time limit"),
-    "cancels_alarm": ("error", "did not stop when told to"),
-    "swallows_timeout": ("error", "did not stop when told to"),
+    # The alarm is the verifier's, in a process the implementation cannot reach: it fires whatever the latter does.
+    "cancels_alarm": ("error", "ran past its time limit"),
+    "swallows_timeout": ("error", "ran past its time limit"),
     "allocates": ("error", "MemoryError"),
     "raises_keyboard_interrupt": ("error", "KeyboardInterrupt"),
     "exits_cleanly": ("error", "SystemExit"),
@@ -179,7 +181,7 @@ def alive(pid: int) -> bool:
 
 
 def supervised_task(kind: str) -> str:
-    """A worker's task that answers, raises, dies or hangs (module level: a zygote's worker gets it pickled)."""
+    """A worker's task that answers, raises, dies or hangs."""
     if kind == "raises":
         raise ValueError("no")
     if kind == "exits":
@@ -193,59 +195,58 @@ def supervised_task(kind: str) -> str:
     return kind
 
 
-def prepared_in_zygote() -> None:
-    os.environ["CLAIMS_TEST_PREPARED"] = "yes"
-
-
-@pytest.mark.parametrize("forked_from", ["this process", "a zygote"])
-def test_the_supervisor_runs_several_workers_and_says_how_each_ended(forked_from):
+def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
     """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
     from harness._running.isolation import TIMED_OUT, run_each_isolated
-    from harness._running.zygote import Zygote
 
-    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60) if forked_from == "a zygote" else None
-    try:
-        started = time.monotonic()
-        order: list[int] = []
-        ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child"],
-                                  supervised_task, lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
-                                  done=lambda number, _: order.append(number), zygote=zygote)
-        assert time.monotonic() - started < 30
-        assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
-        assert "ValueError: no" in ended[1].answer.error
-        assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
-        assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
-        assert (ended[5].answer, ended[5].exit) == (None, "exit status 4, e.g. os._exit(4) in the implementation")
-        assert sorted(order) == [0, 1, 2, 3, 4, 5]
-        assert "CLAIMS_TEST_PREPARED" not in os.environ  # prepared in the zygote, not here
-    finally:
-        if zygote is not None:
-            zygote.close()
+    started = time.monotonic()
+    order: list[int] = []
+    ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child"],
+                              supervised_task, lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
+                              done=lambda number, _: order.append(number))
+    assert time.monotonic() - started < 30
+    assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
+    assert "ValueError: no" in ended[1].answer.error
+    assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
+    assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
+    assert (ended[5].answer, ended[5].exit) == (None, "exit status 4, e.g. os._exit(4) in the implementation")
+    assert sorted(order) == [0, 1, 2, 3, 4, 5]
 
 
-def fails_to_prepare() -> None:
-    raise ValueError("cannot import")
+def calls_leave_one_out(impl: str, connection) -> list:
+    """A check's worker: one call of the implementation, through its server."""
+    from harness._running.remote import connect
+
+    return connect(connection, impl).leave_one_out_advantages([[1.0, 2.0]]).tolist()
 
 
-def test_a_zygote_that_fails_or_dies_is_a_check_error_and_the_next_zygote_works():
+def test_a_host_that_cannot_import_or_dies_is_a_check_error_and_the_next_host_works(monkeypatch):
+    """The implementation's host, from the judge's side: its death while importing, or while a check's server
+    answers, is that check's error naming the exit status; the next check gets a new host."""
     from harness._running.isolation import run_isolated
     from harness._running.processes import CheckCrashed
-    from harness._running.zygote import Zygote
+    from harness._running.remote import close_hosts, implementation_host, server_starter
 
-    with pytest.raises(ClaimsError, match="ValueError: cannot import"):
-        Zygote(fails_to_prepare, "the test's zygote", 60)
-    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60)
-    assert run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote) == "answers"
-    os.kill(zygote.process.pid, signal.SIGKILL)
-    zygote.process.join(5)
-    assert not zygote.alive
-    with pytest.raises(CheckCrashed, match="died"):
-        run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote)
-    zygote = Zygote(prepared_in_zygote, "the test's zygote", 60)
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    directory = str(FIXTURES)
     try:
-        assert run_isolated(partial(supervised_task, "answers"), 60, "a check", zygote) == "answers"
+        with pytest.raises(CheckCrashed, match="exit status 1"):
+            implementation_host("faults.exits_on_import", directory)
+        with pytest.raises(CheckCrashed, match="exit status 1"):
+            run_isolated(partial(calls_leave_one_out, "faults.exits"), 60, "a check",
+                         server_starter("faults.exits", directory))
+        starter = server_starter("faults.changes_directory", directory)
+        assert run_isolated(partial(calls_leave_one_out, "faults.changes_directory"), 60, "a check", starter) == [
+            [-1.0, 1.0]]
+        host = implementation_host("faults.changes_directory", directory)
+        os.kill(host.process.pid, signal.SIGKILL)
+        host.process.join(5)
+        assert not host.alive
+        assert run_isolated(partial(calls_leave_one_out, "faults.changes_directory"), 60, "a check", starter) == [
+            [-1.0, 1.0]]
+        assert implementation_host("faults.changes_directory", directory) is not host
     finally:
-        zygote.close()
+        close_hosts()
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
@@ -265,7 +266,8 @@ def start_run(project: pytest.Pytester, command: tuple[str, ...], fault: str, re
     ``faults.<fault>``, which writes what it records to ``record`` ($CLAIMS_TEST_PID_FILE); the report goes to out/."""
     (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(timeout)), encoding="utf-8")
     shutil.copy(PROJECT / "pyproject.toml", project.path)
-    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(record)}
+    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(record),
+                   "CLAIMS_TEST_PROJECT": str(project.path)}
     options = ("--claims-impl", f"faults.{fault}", "--claims-report", "out")
     arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
     return subprocess.Popen([sys.executable, *arguments], cwd=project.path, env=environment,
@@ -277,13 +279,13 @@ def start_run(project: pytest.Pytester, command: tuple[str, ...], fault: str, re
     ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
 ])
 def test_the_process_that_judges_never_imports_the_implementation(project, tmp_path, command):
-    """Only workers import it (the zygote every check's worker is forked from, and the one that checks it at
-    the start): whatever it does at import cannot reach a verdict, the options or the report."""
+    """Only the implementation's hosts import it, each in a process (and, where the machine allows, a PID namespace)
+    of its own: whatever it does at import cannot reach a verdict, the options or the report."""
     pid_file = tmp_path / "importers"
     judge = start_run(project, command, "records_importers", pid_file, ANSWERS)
     assert judge.wait(timeout=600) == (1 if "verify" in command else 0)  # verify: these claims cover no statement
-    importers = {int(line) for line in pid_file.read_text().split()}
-    assert importers and judge.pid not in importers
+    importers = set(pid_file.read_text().split())
+    assert importers and f"{os.stat('/proc/self/ns/pid').st_ino}:{judge.pid}" not in importers
     assert {row["status"] for row in json.loads((project.path / "out" / "claims.json").read_text())["claims"]} == {
         "passed"}
 
@@ -306,8 +308,9 @@ def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_pa
     ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
     ("-m", "harness.cli", "verify", "--", *PLUGINS_OFF),  # through pytest, which the command must not leave running
 ])
-def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_worker_behind(project, tmp_path, command):
-    """What CI and job schedulers send: the report is labelled interrupted, and the hung check's worker is killed."""
+def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_process_behind(project, tmp_path, command):
+    """What CI and job schedulers send: the report is labelled interrupted, and every process of the run (the hung
+    check's worker, the implementation's server and what it started, in their namespace) is gone."""
     pid_file = tmp_path / "worker.pid"
     run = start_run(project, command, "hangs_recording_pid", pid_file, 120)
     try:
@@ -315,15 +318,111 @@ def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_worker_behind(project
             if pid_file.is_file() and pid_file.read_text():
                 break
             time.sleep(0.1)
-        worker = int(pid_file.read_text())
+        assert pid_file.read_text()
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == (2 if "pytest" in command else 1)  # interrupted; the command: not green
     finally:
         run.kill()
     for _ in range(50):
-        if not alive(worker):
+        if not processes_of_the_run(pid_file):
             break
         time.sleep(0.1)
-    assert not alive(worker)
+    assert not processes_of_the_run(pid_file)
     found = json.loads((project.path / "out" / "claims.json").read_text(encoding="utf-8"))
     assert found["run"]["complete"] is False and "interrupted" in found["run"]["incomplete"]
+
+
+def processes_of_the_run(pid_file: Path) -> list[int]:
+    """The living processes started with the run's environment (``pid_file`` is in it): seen from here, whatever
+    namespace they are in."""
+    marker = f"CLAIMS_TEST_PID_FILE={pid_file}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes() and alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+    return found
+
+
+def test_answers_forged_on_every_descriptor_are_read_as_data_and_the_verdict_stays_the_verifiers(project):
+    """The implementation holds only its own channel to the check's worker: what it writes there is at most its
+    answer to the call, and the worker's answer to the judge is out of its reach."""
+    result, results = run(project, "forges_answers")
+    found = rows(results)
+    assert found["faulty-loo"][0] in {"failed", "error"}, found["faulty-loo"]
+    assert found["symbolic-control"][0] == "passed" and found["property-control"][0] == "passed", found
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def containment() -> Containment:
+    """How this machine contains an implementation's process (``harness._running.sandbox``)."""
+    from harness._running.remote import close_hosts, implementation_host
+
+    try:
+        return implementation_host("impl", str(PROJECT)).containment
+    finally:
+        close_hosts()
+
+
+def test_what_the_implementation_starts_dies_with_its_check_and_the_project_and_cache_are_out_of_reach(project,
+                                                                                                      tmp_path):
+    record = tmp_path / "record"
+    cache = project.path / ".claims-cache"
+    cache.mkdir()
+    (cache / "an-entry").write_text("the judge's", encoding="utf-8")
+    run = start_run(project, ("-m", "harness.cli", "verify", "--no-cache"), "escapes", record, ANSWERS)
+    run.wait(timeout=600)
+    time.sleep(4)  # past the grandchild's own wait: had it lived, it would have written by now
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    assert not [line for line in lines if line.get("survived")]
+    assert not processes_of_the_run(record)
+    assert rows(json.loads((project.path / "out" / "claims.json").read_text(encoding="utf-8")))["faulty-loo"][0] == (
+        "passed")
+    held = containment()
+    if held.readonly:  # what the machine allowed, as the docs say (docs/engine.md, the threat model)
+        assert lines and all(not line["wrote"] and line["cache"] == [] for line in lines), lines
+        assert not (project.path / "claims" / "planted.yaml").exists()
+    else:
+        assert held.why_not
+
+
+def test_a_chdir_a_umask_and_closed_streams_at_import_stay_in_the_implementations_process(project, tmp_path):
+    run = start_run(project, ("-m", "harness.cli", "verify"), "confines_its_import", tmp_path / "unused", ANSWERS)
+    run.wait(timeout=600)
+    results = project.path / "out" / "claims.json"
+    assert results.stat().st_mode & stat.S_IRUSR and (project.path / "out" / "claims_report.md").is_file()
+    found = json.loads(results.read_text(encoding="utf-8"))
+    assert {status for status, _ in rows(found).values()} == {"passed"}, rows(found)
+    assert found["run"]["complete"] is True
+
+
+RECORDS_ITS_IMPORTER = """\
+import os
+with open(os.environ["CLAIMS_TEST_PID_FILE"], "a", encoding="utf-8") as _file:
+    _file.write(os.environ.get("HOME", "") + "\\n")
+"""
+
+
+def test_modules_beside_the_implementation_never_reach_the_judges_import_path(project, tmp_path):
+    """A ``sitecustomize.py``, or a module named like one of the harness's dependencies, in the directory ``claims
+    verify`` starts in is found only by the implementation's process (whose home is its own), never by the judge."""
+    record = tmp_path / "importers"
+    (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS)), encoding="utf-8")
+    shutil.copy(PROJECT / "pyproject.toml", project.path)
+    (project.path / "student_rl.py").write_text(
+        "import impl\nfrom impl import *  # noqa: F403\n\n__claims_reference_fallback__ = True\n", encoding="utf-8")
+    for name in ("sitecustomize.py", "hypothesis.py", "scipy.py", "yaml.py", "jinja2.py"):
+        (project.path / name).write_text(RECORDS_ITS_IMPORTER + "raise ImportError('not the real one')\n",
+                                         encoding="utf-8")
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    command = [str(Path(sys.executable).parent / "claims"), "verify", "--claims-impl", "student_rl",
+               "--claims-report", "out"]
+    done = subprocess.run(command, cwd=project.path, env={**environment, "CLAIMS_TEST_PID_FILE": str(record)},
+                          capture_output=True, text=True, timeout=600)
+    homes = record.read_text(encoding="utf-8").split() if record.is_file() else []
+    assert all("claims-implementation-" in home for home in homes), homes
+    found = json.loads((project.path / "out" / "claims.json").read_text(encoding="utf-8"))
+    assert {status for status, _ in rows(found).values()} == {"passed"}, (rows(found), done.stderr[-2000:])

@@ -581,7 +581,7 @@ def test_claims_report_is_written_with_every_claim(project):
     assert failing["status"] == "failed"
     assert failing["expected"]["gradient"] == 0.283
     assert "--claims-seed 0" in failing["reproduce"]
-    assert results["summary"]["claims"] == {"passed": 1, "failed": 1, "error": 2, "skipped": 0}
+    assert results["summary"]["claims"] == {"passed": 1, "failed": 1, "error": 2, "not judged": 0, "skipped": 0}
     markdown = (project.root / "out" / "claims_report.md").read_text(encoding="utf-8")
     assert markdown.startswith("# Claims report: Module 4")
     for claim_id in claims:

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import view_of
 from hypothesis import strategies as st
 
 import impl
-from harness import RunOptions, VerifierError, load_catalogue, run_check
+from harness import ClaimsError, RunOptions, VerifierError, load_catalogue, run_check
 from harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
-from harness._running.context import Call, Context, ImplementationView, record_calls
+from harness._running.context import Call, Context, record_calls
 from harness._running.property import CALLS_KEPT, check_property, reproduction
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
@@ -70,7 +71,7 @@ def _run_snippet(snippet: str) -> object:
 
 
 def _context(module: types.ModuleType, uses: tuple[str, ...], profile: str = "smoke") -> Context:
-    return Context(impl=ImplementationView(module, uses, "tests.property", "property-failures"), params=None,
+    return Context(impl=view_of(module, uses, "tests.property", "property-failures"), params=None,
                    rng=np.random.default_rng(0), seed=0, profile=profile, alpha=0.01, beta=0.01, deviation=None,
                    figures_dir=Path("figures"), seed_runner=None)
 
@@ -139,7 +140,7 @@ def test_an_implementation_that_rejects_every_example_is_an_error_not_a_pass(tmp
     finally:
         sys.modules.pop(name, None)
     assert result.status == "error", (result.status, result.observed)
-    assert f"implementation '{name}': gae_advantages raised Rejected" in result.error
+    assert f"{name}.gae_advantages raised Rejected" in result.error
 
 
 def test_a_correct_implementation_holds_and_records_nothing():
@@ -151,40 +152,41 @@ def test_a_correct_implementation_holds_and_records_nothing():
 # --------------------------------------------------------------------------- recording changes nothing
 
 
-def test_outside_a_property_the_view_hands_out_the_functions_with_plain_results_and_records_nothing():
-    view = ImplementationView(impl, ("gae_advantages", "VectorCartPole"), "tests.property", "property-failures")
+def test_outside_a_property_the_view_hands_out_the_functions_and_records_nothing():
+    view = view_of(impl, ("gae_advantages",), "tests.property", "property-failures")
     handed_out = view.gae_advantages
-    assert handed_out.__wrapped__ is impl.gae_advantages and view.gae_advantages is handed_out
+    assert view.gae_advantages is handed_out
     with record_calls(view, CALLS_KEPT) as record:
         assert view.gae_advantages is not handed_out
-        assert view.VectorCartPole is impl.VectorCartPole  # a class stays itself: isinstance() must work
     assert view.gae_advantages is handed_out
     handed_out(np.ones(2), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), 0.9, 0.5)
     assert record.calls == []
 
 
 def test_a_recorded_function_returns_and_raises_what_the_function_does():
-    returned, refused = np.arange(3.0), ValueError("a group needs two answers")
+    returned = np.arange(3.0)
 
     def answers(size):
         if size < 2:
-            raise refused
+            raise ValueError("a group needs two answers")
         return returned
 
-    view = ImplementationView(_student(answers=answers), ("answers",), "tests.property", "property-failures")
+    view = view_of(_student(answers=answers), ("answers",), "tests.property", "property-failures")
     with record_calls(view, CALLS_KEPT) as record:
-        assert view.answers(3) is returned
-        with pytest.raises(ValueError) as raised:
+        assert view.answers(3).tolist() == returned.tolist()  # the result crossed as data: equal, not the object
+        with pytest.raises(ValueError, match="a group needs two answers") as raised:
             view.answers(size=1)
-        assert raised.value is refused
     assert [call.function for call in record.calls] == ["answers", "answers"]
-    assert record.calls[1].raised is refused
+    assert record.calls[0].returned.tolist() == returned.tolist() and record.calls[1].raised is raised.value
 
 
-def test_a_recorded_function_pickles_as_the_function_and_the_view_still_refuses():
-    view = ImplementationView(impl, ("discounted_returns",), "tests.property", "property-failures")
+def test_neither_a_recorded_function_nor_the_view_is_sent_to_another_process():
+    view = view_of(impl, ("discounted_returns",), "tests.property", "property-failures")
+    with pytest.raises(ClaimsError, match="cannot be sent to another process"):
+        pickle.dumps(view.discounted_returns)
     with record_calls(view, CALLS_KEPT):
-        assert pickle.loads(pickle.dumps(view.discounted_returns)) is impl.discounted_returns
+        with pytest.raises(ClaimsError, match="cannot be sent to another process"):
+            pickle.dumps(view.discounted_returns)
         with pytest.raises(VerifierError, match="sends ctx.impl to another process"):
             pickle.dumps(view)
 
@@ -394,12 +396,13 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
         import plain_verifiers.checks
         import rewritten_verifiers.checks
         from harness import Context, ImplementationView
+        from harness._running.remote import in_process
 
 
         def context():
             module = types.ModuleType("student")
             module.identity = lambda x: 0.0
-            view = ImplementationView(module, ("identity",), "checks.close_to_itself", "claim")
+            view = ImplementationView(in_process(module), ("identity",), "checks.close_to_itself", "claim")
             return Context(view, None, np.random.default_rng(0), 0, "smoke", 0.01, 0.01, None, None, None)
 
 
@@ -423,9 +426,8 @@ def test_a_view_handed_to_the_implementation_is_recorded_as_itself():
     import copy
 
     import impl
-    from harness import ImplementationView
 
-    view = ImplementationView(impl, ("kl_k3",), "a.verifier", "a-claim")
+    view = view_of(impl, ("kl_k3",), "a.verifier", "a-claim")
     assert copy.deepcopy({"ops": view})["ops"] is view
 
 

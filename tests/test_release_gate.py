@@ -321,6 +321,25 @@ def test_what_the_report_says_of_itself_is_compared_too(committed, field, edit):
     assert len(differences) == 1 and differences[0].startswith(f"summary: {field} "), differences
 
 
+def test_the_committed_report_of_the_reference_has_nothing_not_judged(committed):
+    """A full run of the reference judges every check it runs (a report written before the count existed has no
+    'not judged' in its summary, and no such status in its rows)."""
+    assert committed["summary"]["checks"].get("not judged", 0) == 0
+    assert committed["summary"]["claims"].get("not judged", 0) == 0
+    assert not any(value for value in committed["summary"].get("not_judged", {}).values())
+    assert not [row["id"] for row in committed["claims"] if row["status"] == "not judged"
+                or any(check["status"] == "not judged" for check in row["checks"])]
+
+
+def test_a_check_not_judged_fails_the_gate_by_name(committed):
+    changed = copy.deepcopy(committed)
+    row, number, check = next((row, number, check) for row in changed["claims"]
+                              for number, check in enumerate(row["checks"], start=1) if check["status"] == "passed")
+    check["status"], row["status"] = "not judged", "not judged"
+    assert f"claim '{row['id']}' check {number} ({check['kind']}): passed -> not judged" in \
+        stated_differences(committed, changed)
+
+
 def test_timings_revision_versions_and_figures_are_not_compared(committed):
     changed = copy.deepcopy(committed)
     changed["run"].update(started="2030-01-01T00:00:00Z", seconds=1.0, revision="0" * 12, id="another",

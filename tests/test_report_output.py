@@ -11,9 +11,12 @@ characters shown escaped.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -237,11 +240,24 @@ def test_each_formula_is_converted_and_each_figure_read_once_per_report(tmp_path
     results["claims"] = [{**claim, "id": f"claim-{i}"} for i in range(20)]
     conversions, reads = [], []
     monkeypatch.setattr(html_module, "formula_to_mathml", lambda latex: conversions.append(latex))
-    read = html_module._inline_svg
-    monkeypatch.setattr(html_module, "_inline_svg", lambda path: reads.append(path) or read(path))
+    read = html_module._figure_image
+    monkeypatch.setattr(html_module, "_figure_image", lambda path: reads.append(path) or read(path))
     html = render_html(results, tmp_path)
     assert conversions == ["x^2"] and reads == [tmp_path / "figures" / "shared.svg"]
-    assert html.count("<svg>figure</svg>") == 20
+    assert html.count(base64.b64encode(b"<?xml?><svg>figure</svg>").decode()) == 20
+
+
+def test_a_figure_is_an_image_of_the_page_so_a_script_in_it_never_runs(tmp_path):
+    """A figure may be drawn by the implementation under test: shown as an image, its markup is never the page's."""
+    (tmp_path / "figures").mkdir()
+    hostile = b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script></svg>'
+    (tmp_path / "figures" / "a.svg").write_bytes(hostile)
+    results = results_with(BENIGN)
+    results["claims"][0]["checks"][0]["observed"]["figure"] = "figures/a.svg"
+    page = Text(render_html(results, tmp_path))
+    assert [tag for tag, _ in page.tags].count("script") == 1  # the report's own
+    images = [attributes for tag, attributes in page.tags if tag == "img"]
+    assert [image["src"] for image in images] == ["data:image/svg+xml;base64," + base64.b64encode(hostile).decode()]
 
 
 # --------------------------------------------------------------------------- the terminal
@@ -363,6 +379,43 @@ def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_
     assert report.staging_dir_for(target, "abc").parent == target
     monkeypatch.undo()
     assert report.staging_dir_for(target, "abc").parent == tmp_path
+
+
+def test_a_report_directory_with_a_file_system_mounted_inside_is_refused(tmp_path, monkeypatch):
+    from harness._reporting import report
+
+    out = tmp_path / "out"
+    (out / "figures" / "mounted").mkdir(parents=True)
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda path: str(path) == str(out / "figures" / "mounted") or real(path))
+    problem = report.report_directory_problem(out)
+    assert problem == (f"{out} cannot hold a report: {out / 'figures' / 'mounted'} inside it is a mount point, and a "
+                       "run replaces its report directory whole and removes the previous one; unmount it, or give "
+                       "--claims-report a directory with no file system mounted inside it")
+    # Nor is anything with a mount inside ever removed, were one mounted during the run.
+    report.remove_staging(out)
+    assert (out / "figures" / "mounted").is_dir()
+    monkeypatch.undo()
+    assert report.report_directory_problem(out) is None  # the report directory itself may be a mount point
+
+
+def test_a_staging_directory_named_for_a_process_that_is_gone_is_stale(tmp_path):
+    """Without a mark, a staging directory whose name ends with a pid (a run without a run id) is its process's: it is
+    removed once that process is gone; one named by a run id is removed only once it is a day old."""
+    from harness._reporting import report
+
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                              check=True)
+    gone = tmp_path / f".out.staging-{int(finished.stdout)}"
+    mine = tmp_path / f".out.staging-{os.getpid()}"
+    run_id = tmp_path / ".out.staging-0123456789ab"
+    replaced = out / f".figures-replaced-{int(finished.stdout)}"  # what a run killed mid-move left inside
+    for directory in (gone, mine, run_id, replaced):
+        directory.mkdir()
+    assert sorted(report.remove_stale_staging(out)) == sorted([gone, replaced])
+    assert mine.is_dir() and run_id.is_dir() and (out / "figures").is_dir()
 
 
 def test_the_mutation_digest_reads_only_regular_claim_files(tmp_path):

@@ -21,7 +21,8 @@ from test_loading import claim, claim_file, claims_dir
 from test_plugin import Project, real_node_ids
 
 from harness import ImplementationError, RunOptions, load_catalogue, run_check
-from harness._running.implementation import FALLBACK_ATTRIBUTE, check_implementation, contract_functions, provenance
+from harness._running.implementation import FALLBACK_ATTRIBUTE, contract_functions, provenance
+from harness._running.remote import check_implementation
 from harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
@@ -228,8 +229,8 @@ def test_an_unimportable_implementation_is_one_error_and_the_checks_that_need_no
     assert len(real_node_ids()) > 100  # what used to be as many errors
     results = json.loads((pytester.path / "out" / "claims.json").read_text(encoding="utf-8"))
     assert results["run"]["complete"] is False and "could not be imported" in results["run"]["incomplete"]
-    skipped = [check for row in results["claims"] for check in row["checks"] if check["status"] == "skipped"]
-    assert skipped and all(check["uses"] for check in skipped)
+    not_run = [check for row in results["claims"] for check in row["checks"] if check["status"] == "not judged"]
+    assert not_run and all(check["uses"] and check["not_judged"] == "not imported" for check in not_run)
 
 
 def test_an_unimportable_implementation_is_one_error_under_xdist_too(gae_project):

@@ -126,7 +126,12 @@ def test_not_implemented_crosses_the_workers_boundary_with_its_functions():
 
 def test_the_exercises_unmodified_are_one_summary_and_no_error_wall(ppo_project):
     exercises_in(ppo_project)
-    run = ppo_project.run("--claims-impl", "exercises", "-rs")
+    run = ppo_project.run("--claims-impl", "exercises", "-rs", "--claims-partial")
+    # A partial verdict, as the exercises' next commands ask: nothing failed, and it says how much was judged.
+    assert run.result.ret == pytest.ExitCode.OK
+    (last,) = [line for line in run.text.splitlines() if line.startswith("claims: ")]
+    assert last.startswith("claims: partial verdict (--claims-partial): judged ") and " not judged: " in last, last
+    assert "wait for functions not written yet" in last
     outcomes = run.result.parseoutcomes()
     assert "failed" not in outcomes and "errors" not in outcomes and "error" not in outcomes, run.text
     # Checks that need no implementation (sympy proofs) still run and pass.
@@ -137,6 +142,10 @@ def test_the_exercises_unmodified_are_one_summary_and_no_error_wall(ppo_project)
     assert summary.endswith("of which 0 fail")
     assert "not implemented yet (" in run.text  # the functions, listed once
     assert "Traceback" not in run.text and "NotImplementedError" not in run.text
+    # Without it, checks not judged are not green: the run fails, nothing having failed, and says why.
+    refused = ppo_project.run("--claims-impl", "exercises", "-k", "k3-nonnegative")
+    assert refused.failed == [] and refused.result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "claims: not green: judged " in refused.text and "--claims-partial" in refused.text
 
 
 def test_filling_in_one_function_turns_exactly_its_claims_green(ppo_project):

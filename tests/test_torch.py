@@ -47,7 +47,7 @@ def test_the_pytorch_loss_module_passes_every_check_of_its_functions_and_says_wh
     checks = [check for row in rows for check in row["checks"]]
     assert [check for check in checks if check["status"] in ("failed", "error")] == []
     assert sum(check["status"] == "passed" for check in checks) >= 12
-    reasons = {check["skip_reason"] for check in checks if check["status"] == "skipped"}
+    reasons = {check["skip_reason"] for check in checks if check["status"] == "not judged"}  # declined, not passed
     assert any(reason and reason.startswith("needs exact arithmetic") for reason in reasons), reasons
 
 
@@ -124,3 +124,84 @@ def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(
         sys.path.remove(str(tmp_path))
         for name in [name for name in sys.modules if name.startswith("torch_exercises")]:
             del sys.modules[name]
+
+
+def _one_check(directory: Path, impl: str, claim_id: str, verifier: str):
+    """The result of ``claim_id``'s check by ``verifier`` against the module ``impl`` written in ``directory``."""
+    from harness import RunOptions, load_catalogue, run_check
+
+    catalogue = load_catalogue(ROOT / "claims")
+    entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
+    index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
+    sys.path.insert(0, str(directory))
+    try:
+        return run_check(entry, index, catalogue.verifiers[verifier],
+                         RunOptions(impl=impl, cache_dir=None, directory=str(directory)))
+    finally:
+        sys.path.remove(str(directory))
+
+
+# A wrong TD error (no discount) in NumPy, from a module that says it is PyTorch's: the declaration must not take it
+# out of the exact checks, which it can compute.
+NUMPY_SAYING_TORCH = """
+import numpy as np
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+__claims_array_library__ = "torch"
+
+
+def td_errors(r_t, v_t, v_tp1, terminated_t, gamma):
+    r_t, v_t, v_tp1, terminated_t = map(np.asarray, (r_t, v_t, v_tp1, terminated_t))
+    return r_t + (1 - terminated_t) * v_tp1 - v_t
+"""
+
+# The same mistake in PyTorch: it cannot take Fractions, so the exact check is not judged (and says why).
+TORCH = """
+import torch
+from impl import *  # noqa: F403
+from impl import __all__  # noqa: F401
+
+__claims_reference_fallback__ = True
+
+
+def td_errors(r_t, v_t, v_tp1, terminated_t, gamma):
+    r_t, v_t, v_tp1, terminated_t = (torch.as_tensor(x, dtype=torch.float64) for x in (r_t, v_t, v_tp1, terminated_t))
+    return r_t + (1 - terminated_t) * v_tp1 - v_t
+"""
+
+
+@pytest.mark.parametrize(("source", "status"), [(NUMPY_SAYING_TORCH, "failed"), (TORCH, "skipped")])
+def test_what_a_function_returns_decides_its_library_not_what_its_module_declares(tmp_path, source, status):
+    name = f"declares_{status}"
+    (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+    result = _one_check(tmp_path, name, "td-error-biased-with-approximate-critic", "actor_critic.td_error_bias_exact")
+    assert result.status == status, result
+    if status == "skipped":
+        assert result.not_judged == "exact arithmetic", result
+
+
+# A PyTorch loss that leaves the advantage attached, from a module that says it is NumPy's: it answers tensors for
+# tensors, so its gradient is autograd's and the leak is seen.
+TORCH_SAYING_NUMPY = """
+import torch
+from examples.torch_rl import *  # noqa: F403
+from examples.torch_rl import __all__, _masked_mean, _per_token  # noqa: F401
+
+__claims_reference_fallback__ = True
+__claims_array_library__ = "numpy"
+
+
+def reinforce_loss(logp, adv, mask=None):
+    logp, adv = torch.as_tensor(logp), torch.as_tensor(adv)
+    return -_masked_mean(_per_token(adv, logp) * logp, None if mask is None else torch.as_tensor(mask))
+"""
+
+
+def test_a_pytorch_loss_that_says_it_is_numpys_still_has_its_gradient_taken_by_autograd(tmp_path):
+    (tmp_path / "torch_saying_numpy.py").write_text(TORCH_SAYING_NUMPY, encoding="utf-8")
+    result = _one_check(tmp_path, "torch_saying_numpy", "reinforce-step-is-reward-scaled-sft-step",
+                        "losses.reinforce_loss_property")
+    assert result.status == "failed", result
+    assert "the gradient reaches adv" in result.observed["falsifying_example"]["assertion"], result.observed

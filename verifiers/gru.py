@@ -313,12 +313,9 @@ def _drawn_extents(figure: Any, xs: np.ndarray) -> list[tuple[str, np.ndarray, n
     curve's value as its lowest vertex and the upper one's as its highest, whatever its vertex order.
     """
     extents = []
-    for axes in figure.axes:
-        drawn = [("line", np.asarray(line.get_xydata(), dtype=float)) for line in axes.lines]
-        drawn += [("collection", np.concatenate([np.asarray(path.vertices, dtype=float)
-                                                 for path in collection.get_paths()]))
-                  for collection in axes.collections
-                  if collection.get_paths() and collection.get_transform() == axes.transData]
+    for axes in figure.drawing():  # what the implementation's figure draws, read in its process as data
+        drawn = [("line", np.asarray(points, dtype=float)) for points in axes["lines"]]
+        drawn += [("collection", np.asarray(points, dtype=float)) for points in axes["filled"]]
         for kind, points in drawn:
             low, high = np.full(len(xs), np.nan), np.full(len(xs), np.nan)
             for index, x in enumerate(xs):

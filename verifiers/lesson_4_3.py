@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import namedtuple
 from fractions import Fraction
-from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import strategies as st
@@ -333,11 +333,16 @@ def truncation_continuation_value_exact(ctx: Context) -> dict[str, object]:
 ONE_STEP_DISCOUNT = 1.0
 
 
+# Step 4.3.5's rollout, as fields: it reaches the implementation as data, built there as a named tuple of them.
+OneStepRollout = namedtuple("OneStepRollout", ["s_t", "a_t", "log_pi_old_t", "r_t", "s_tp1", "v_t", "v_tp1",
+                                               "terminated_t", "trace_cut_t"])
+
+
 def _one_step_rollout(state: int, action: int, reward: float, value: float, log_pi: float, terminal: int
-                      ) -> SimpleNamespace:
+                      ) -> OneStepRollout:
     """One transition into the terminal state, shaped [1, 1], with the fields of step 4.3.5's rollout."""
     one = np.ones((1, 1))
-    return SimpleNamespace(s_t=np.full((1, 1), state), a_t=np.full((1, 1), action), log_pi_old_t=log_pi * one,
+    return OneStepRollout(s_t=np.full((1, 1), state), a_t=np.full((1, 1), action), log_pi_old_t=log_pi * one,
                            r_t=reward * one, s_tp1=np.full((1, 1), terminal), v_t=value * one, v_tp1=0 * one,
                            terminated_t=one.copy(), trace_cut_t=one.copy())
 

@@ -114,6 +114,14 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
+def configures_course(directory: Path) -> bool:
+    """Whether ``directory`` holds a pyproject.toml with a ``[tool.claims]`` table (an unreadable one counts)."""
+    try:
+        return _table(directory / CONFIG_FILE) is not None
+    except (ClaimsError, OSError):
+        return True
+
+
 def find_course(start: Path | None = None) -> Course:
     """The course whose tree holds ``start`` (default: the working directory).
 

@@ -243,8 +243,6 @@ class Declined:
 
     reason: str
 
-    __plain_data__ = True
-
 
 def to_jsonable(value: Any) -> Any:
     """A JSON-ready form of an observed value; fractions keep their exact form beside a float."""
@@ -376,7 +374,7 @@ def as_plain_observation(value: Any) -> Any:
     a boolean as ``bool``, a number as :func:`_sympy_rational`'s Fraction, any other expression as its text.
 
     A verifier's observations cross from its worker to the judge as plain data only
-    (``harness._running.plain_data``); a sympy object's pickle can name constructors that parse text.
+    (``harness._running.wire``), which has no form for a sympy object.
     """
     sympy = sys.modules.get("sympy")
     if sympy is None:

@@ -161,6 +161,59 @@ def headline(functions: list[str], where: str | None, claim_id: str, status: str
     return visible(f"{named} ({step}): " if named else f"{step}: ") + visible(f"claim '{claim_id}' {verdict}: {first}")
 
 
+# --------------------------------------------------------------------------- how much of a run was judged
+
+# The status of a check, and of a claim, that did not run, or whose pass does not count, for the implementation's
+# sake: passed is only what ran against the implementation and passed.
+NOT_JUDGED = "not judged"
+# Checks not judged fail a run (exit status 1) unless it asks for a partial verdict, as a student's exercises do.
+PARTIAL_FLAG = "--claims-partial"
+# Why a check was not judged, each with how a run's last line says it of one check and of several. A check skipped
+# because it runs only in another profile is not among them: it stays ``skipped``, which says nothing of the
+# implementation.
+NOT_JUDGED_REASONS = {
+    "not implemented": ("waits for functions not written yet", "wait for functions not written yet"),
+    "exact arithmetic": ("declines exact arithmetic", "decline exact arithmetic"),
+    "optional keyword": ("declines an optional keyword of the contract", "decline an optional keyword of the contract"),
+    "not imported": ("needs the implementation, which did not import", "need the implementation, which did not import"),
+    "other": ("was skipped for another reason (the report says which)",
+              "were skipped for other reasons (the report says which)"),
+}
+
+
+def _not_judged_reasons(summary: Mapping[str, Any]) -> str:
+    return ", ".join(f"{count} {NOT_JUDGED_REASONS[why][count != 1]}"
+                     for why, count in (summary.get("not_judged") or {}).items() if count)
+
+
+def judgement_line(summary: Mapping[str, Any]) -> str:
+    """How much of a run was judged (``results["summary"]``, or its ``checks`` and ``not_judged``), in one line:
+    ``judged 61 of 296 checks (61 passed); 235 not judged: 229 wait for functions not written yet, 6 decline exact
+    arithmetic``. A check skipped because it runs only in another profile is counted apart."""
+    checks = summary["checks"]
+    total = sum(checks.values())
+    judged = checks.get("passed", 0) + checks.get("failed", 0) + checks.get("error", 0)
+    verdicts = [f"{checks.get('passed', 0)} passed"]
+    verdicts += [f"{checks['failed']} failed"] if checks.get("failed") else []
+    verdicts += [f"{checks['error']} {'error' if checks['error'] == 1 else 'errors'}"] if checks.get("error") else []
+    line = f"judged {judged} of {total} checks ({', '.join(verdicts)})"
+    if checks.get(NOT_JUDGED):
+        line += f"; {checks[NOT_JUDGED]} not judged: {_not_judged_reasons(summary)}"
+    if checks.get("skipped"):
+        line += f"; {checks['skipped']} run only in another profile"
+    return line
+
+
+def not_judged_line(summary: Mapping[str, Any]) -> str | None:
+    """The reports' loud line under their title for a run with checks not judged (``results["summary"]``), or None."""
+    count = summary["checks"].get(NOT_JUDGED, 0)
+    if not count:
+        return None
+    return (f"{count} of {sum(summary['checks'].values())} checks were not judged, for the implementation's sake: "
+            f"{_not_judged_reasons(summary)}. A claim with a check not judged is not judged, never passed: this "
+            "report is a partial verdict.")
+
+
 def scoreboard_line(rows: list[dict[str, Any]]) -> str:
     """``not implemented yet: 23 functions; implemented: 4, of which 1 fails`` (the summary a student reads first)."""
     stubs = [row for row in rows if not row["implemented"]]
@@ -168,6 +221,9 @@ def scoreboard_line(rows: list[dict[str, Any]]) -> str:
     failing = sum(1 for row in implemented if row["failed"])
     verb = "fails" if failing == 1 else "fail"
     text = f"implemented: {len(implemented)}, of which {failing} {verb}"
+    declining = sum(1 for row in implemented if row.get("declined"))
+    if declining:
+        text += f" and {declining} {'declines' if declining == 1 else 'decline'} checks (not judged)"
     return f"not implemented yet: {len(stubs)} functions; {text}" if stubs else text
 
 

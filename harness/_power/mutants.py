@@ -392,7 +392,8 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
                    if mutant.module in modules]
         sys.path.insert(0, scratch)
         try:
-            options = RunOptions(impl=package.name, profile="smoke", isolation=False, cache_dir=None, workers=1)
+            options = RunOptions(impl=package.name, profile="smoke", isolation=False, cache_dir=None, workers=1,
+                                 in_process=True)
             parts = [part for part in every_part(catalogue) if _smoke_check_of_impl(part, catalogue)]
             keys = check_keys(parts, catalogue, course.implementation, trampolined)
             cache = ResultCache(cache_dir)

@@ -1,4 +1,4 @@
-"""The self-contained HTML report: inline CSS, inline SVG figures, MathML, filters without a server.
+"""The self-contained HTML report: inline CSS, SVG figures as images of the page, MathML, filters without a server.
 
 Jinja escapes every value the template prints; what is not escaped is markup the harness made
 itself (MathML it checked element by element, the SVG figures the run saved). Control characters
@@ -11,13 +11,14 @@ times is converted or read once per report.
 
 from __future__ import annotations
 
+import base64
 import functools
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness._claims.formats import (
     FALSIFYING_KEY,
@@ -29,6 +30,7 @@ from harness._claims.formats import (
     format_observed,
     headline,
     mutation_line,
+    not_judged_line,
     scoreboard_line,
     sharpness_line,
     visible,
@@ -77,9 +79,10 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         rows_at.setdefault((row["file"], row["where"]), []).append(row)
     ledger = [statement for lesson in results["coverage"] for step in lesson["steps"]
               for statement in step["statements"]]
-    inline_svg = functools.cache(lambda path: _inline_svg(report_dir / path))
+    figure_image = functools.cache(lambda path: _figure_image(report_dir / path))
     return _template().render(
         run=results["run"], summary=results["summary"], coverage=results["coverage"], claims=claims,
+        not_judged=not_judged_line(results["summary"]),
         rows_at=rows_at, criterion=results["coverage_criterion"], uncovered=results["uncovered"],
         excused=[statement for statement in ledger if statement["status"] == "not checkable"],
         harness_origin=HARNESS_ORIGIN,
@@ -96,7 +99,7 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         errata=[row for row in claims if row.get("erratum")],
         clarifications=[row for row in claims if row.get("clarification")],
         scope=functools.partial(describe_scope, vocabulary=results.get("scope_dimensions", [])),
-        figures=lambda observed: [svg for path in figure_paths(observed) if (svg := inline_svg(path)) is not None],
+        figures=lambda observed: [image for image in map(figure_image, figure_paths(observed)) if image is not None],
     )
 
 
@@ -115,9 +118,13 @@ def _shown(value: Any) -> Any:
     return visible(value, keep="\n\t") if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
-def _inline_svg(path: Path) -> Markup | None:
+def _figure_image(path: Path) -> Markup | None:
+    """The figure as an image of the page (a ``data:`` URL): a figure may be the implementation's own drawing, and an
+    SVG shown as an image runs no script and loads nothing, whatever it holds."""
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8")
-    start = text.find("<svg")
-    return Markup(text[start:]) if start >= 0 else None
+    data = path.read_bytes()
+    if b"<svg" not in data:
+        return None
+    encoded = base64.b64encode(data).decode("ascii")
+    return Markup(f'<img alt="{escape(path.name)}" src="data:image/svg+xml;base64,{encoded}">')

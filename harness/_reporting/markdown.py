@@ -23,11 +23,13 @@ from typing import Any
 from harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
+    NOT_JUDGED,
     UNCOVERED,
     format_falsifying,
     format_observed,
     headline,
     mutation_line,
+    not_judged_line,
     scoreboard_line,
     sharpness_line,
     visible,
@@ -114,6 +116,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"In the expected values, {CHOSEN_LEGEND}.",
         "",
         *_completeness(run),
+        *_not_judged(summary),
         f"- implementation under test: {code(run['impl'])}; profile: {code(run['profile'])}; "
         f"global seed: {text(run['seed'])}",
         f"- revision: {code(run['revision'])}; started {text(run['started'])}; {text(run['seconds'])} s",
@@ -196,13 +199,20 @@ def _render_text(found: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _not_judged(summary: dict[str, Any]) -> list[str]:
+    """A loud line for a run with checks not judged (a stub, a declined call); none when every check was judged."""
+    line = not_judged_line(summary)
+    return [f"**NOT JUDGED**: {text(line)}", ""] if line else []
+
+
 def _render_functions(results: dict[str, Any]) -> list[str]:
     """For an implementation other than the reference: one row per function the run exercised, failing first."""
     rows = results.get("functions") or []
     if not rows:
         return []
     out = ["", f"## Functions of {code(results['run']['impl'])}", "", paragraph(scoreboard_line(rows)), "",
-           "| function | claims | passed | failed | not implemented | not run | |", "|---|---|---|---|---|---|---|"]
+           "| function | claims | passed | failed | not implemented | declined | not run | |",
+           "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         note = ("the reference's, taken as given" if row["given"] else
                 "" if row["implemented"] else "**not implemented yet**")
@@ -210,7 +220,7 @@ def _render_functions(results: dict[str, Any]) -> list[str]:
         note = "; ".join(part for part in (note, failing) if part)
         out.append(f"| {code(row['function'], cell=True)} | {row['claims']} | {row['passed']} | "
                    f"{_badge('failed') + ' ' if row['failed'] and not row['given'] else ''}{row['failed']} | "
-                   f"{row['not implemented']} | "
+                   f"{row['not implemented']} | {row.get('declined', 0)} | "
                    f"{row['not run']} | {note} |")
     return out
 
@@ -398,7 +408,9 @@ def _render_check(check: dict[str, Any]) -> list[str]:
         if any(c["stated_by"] == "harness" for c in check["comparisons"]):
             out += ["", f"{CHOSEN_MARK} chosen by the harness, not stated by the text: "
                     + _codes(check["harness_chosen"])]
-    if check["not_checked"] and check["status"] != "skipped":
+    # A check none of whose rows was compared says why in its skip reason; one that compared some lists the others.
+    if check["not_checked"] and check["status"] != "skipped" and (check["status"] != NOT_JUDGED
+                                                                  or check["comparisons"]):
         out += ["", *(f"- not checked {code(key)}: {text(why)}" for key, why in check["not_checked"].items())]
     extra = {key: value for key, value in check["observed"].items() if key not in check["expected"]}
     example = extra.pop(FALSIFYING_KEY, None)
@@ -411,7 +423,7 @@ def _render_check(check: dict[str, Any]) -> list[str]:
     if check["error"]:
         out += ["", *fenced(check["error"])]
     if check["skip_reason"]:
-        out += ["", f"Skipped: {text(check['skip_reason'])}."]
+        out += ["", f"{'Not judged' if check['status'] == NOT_JUDGED else 'Skipped'}: {text(check['skip_reason'])}."]
     if check["status"] in ("failed", "error"):
         out += ["", f"Reproduce: {code(check['reproduce'])}"]
     return out

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,12 +17,20 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from harness._claims.course import RESULTS_FILE, Course, find_course
+from harness._claims.course import RESULTS_FILE, Course, configures_course, find_course, load_course
 from harness._claims.errors import ClaimsError
-from harness._claims.formats import UNCOVERED, library_versions
+from harness._claims.formats import (
+    NOT_JUDGED,
+    NOT_JUDGED_REASONS,
+    PARTIAL_FLAG,
+    UNCOVERED,
+    judgement_line,
+    library_versions,
+)
 from harness._claims.loading import Catalogue, ClaimEntry
 from harness._claims.reading import Unreadable, read_claim_file
 from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
@@ -33,8 +43,11 @@ from harness._running.runner import RunOptions
 from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 from harness._text.summary import TextReport
 
-STATUSES = ("passed", "failed", "error", "skipped")
+STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")
 MARKDOWN_FILE = "claims_report.md"
+
+# How the runner words a skip for the profile's sake (harness._running.runner): the start of ``skip_reason``.
+_SKIPPED_BY_PROFILE = "runs only in the "
 
 # What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
 # for which shape of statement is the schema's (STRONG_KINDS, SHAPE_DESCRIPTIONS); _statement_status decides.
@@ -107,6 +120,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
     is the course text's state (``harness._text.summary``), when the course configures a text.
     """
     claims: dict[tuple[str, int], dict[str, Any]] = {}
+    stubs = found_stubs(payloads)
     for payload in sorted(payloads, key=lambda p: (p["file"], p["index"], p.get("check_index", -1))):
         key = (payload["file"], payload["index"])
         info = payload["claim"]
@@ -122,7 +136,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
         if "problems" in payload:
             row["problems"].extend(payload["problems"])
         if "check" in payload:
-            row["checks"].append(_check_row(payload["check"]))
+            row["checks"].append(_check_row(payload["check"], stubs))
     for row in claims.values():
         row["status"] = _claim_status(row)
     rows = list(claims.values())
@@ -274,10 +288,16 @@ def _statement_counts(statements: list[dict[str, Any]]) -> dict[str, int]:
     return {status: counts[status] for status in STATEMENT_STATUSES}
 
 
-def _check_row(check: dict[str, Any]) -> dict[str, Any]:
+def found_stubs(payloads: Iterable[dict[str, Any]]) -> set[str]:
+    """Every function some check of the run found not implemented (``not_implemented``): a NotImplementedError is
+    "not implemented" for the whole function, wherever it was raised."""
+    return {function for payload in payloads for function in (payload.get("check") or {}).get("not_implemented") or []}
+
+
+def _check_row(check: dict[str, Any], stubs: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "reached", "seed", "seconds", "reused", "error",
-             "skip_reason", "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
+             "skip_reason", "not_judged", "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
     row["not_checked"] = row["not_checked"] or {}
     row["error_in"] = row["error_in"] or []
@@ -289,7 +309,39 @@ def _check_row(check: dict[str, Any]) -> dict[str, Any]:
     row["comparisons"] = [{**comparison, "stated_by": "harness" if any(
         comparison["key"] == key or comparison["key"].startswith(f"{key}[") for key in row["harness_chosen"])
         else "text"} for comparison in row["comparisons"] or []]
+    if row["status"] == NOT_JUDGED:  # a row of a results document already: as it was judged
+        return row
+    row["not_judged"] = _not_judged(row, stubs)
+    if row["not_judged"] is not None:
+        if row["status"] == "passed":  # it passed without reaching the raise another check of the run met
+            found = [function for function in row["uses"] or [] if function in stubs]
+            row["not_implemented"] = found
+            row["skip_reason"] = (f"not implemented yet: {', '.join(found)} raised NotImplementedError in another "
+                                  f"check of this run, so {'it is' if len(found) == 1 else 'they are'} judged in none; "
+                                  "this check passed without reaching the raise, and its pass does not count")
+        row["status"] = NOT_JUDGED
     return row
+
+
+def _not_judged(check: dict[str, Any], stubs: AbstractSet[str]) -> str | None:
+    """Why a check was not judged, for the implementation's sake (a key of NOT_JUDGED_REASONS), or None.
+
+    A check is not judged when the implementation kept it from running (a stub, a call it declines, an import that
+    failed), and when it passed using a function that raised NotImplementedError in another check of the run. A check
+    skipped because it runs only in another profile is judged in that profile: it stays ``skipped``.
+    """
+    uses = set(check["uses"] or [])
+    if check["status"] == "passed":
+        return "not implemented" if uses & stubs else None
+    if check["status"] != "skipped":
+        return None
+    reason = check["skip_reason"] or ""
+    if reason.startswith(_SKIPPED_BY_PROFILE):
+        return None
+    if check["not_implemented"]:
+        return "not implemented"
+    said = check.get("not_judged")  # by the runner, where it skipped the check
+    return str(said) if said in NOT_JUDGED_REASONS else "other"
 
 
 def _claim_status(row: dict[str, Any]) -> str:
@@ -298,6 +350,8 @@ def _claim_status(row: dict[str, Any]) -> str:
         return "error"
     if "failed" in statuses:
         return "failed"
+    if NOT_JUDGED in statuses:  # passed only when every check that ran against the implementation passed
+        return NOT_JUDGED
     if statuses == {"skipped"} or not statuses:
         return "skipped"
     return "passed"
@@ -308,14 +362,38 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     checks = Counter(check["status"] for row in rows for check in row["checks"])
     by_kind = {kind: Counter(check["status"] for row in rows for check in row["checks"] if check["kind"] == kind)
                for kind in KINDS}
+    not_judged = Counter(check["not_judged"] for row in rows for check in row["checks"] if check["not_judged"])
     return {
         "claims": {status: claims[status] for status in STATUSES},
         "checks": {status: checks[status] for status in STATUSES},
         "by_kind": {kind: {status: counts[status] for status in STATUSES} for kind, counts in by_kind.items()},
+        "not_judged": {why: not_judged[why] for why in NOT_JUDGED_REASONS},
     }
 
 
-FUNCTION_STATUSES = ("passed", "failed", "not implemented", "not run")
+def checks_summary(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """What :func:`judgement_line` reads of a run, from its evidence alone (as the report counts it): the checks by
+    status, and the checks not judged by why."""
+    stubs = found_stubs(payloads)
+    checks = [_check_row(payload["check"], stubs) for payload in payloads if payload.get("check")]
+    statuses = Counter(check["status"] for check in checks)
+    reasons = Counter(check["not_judged"] for check in checks if check["not_judged"])
+    return {"checks": {status: statuses[status] for status in STATUSES},
+            "not_judged": {why: reasons[why] for why in NOT_JUDGED_REASONS}}
+
+
+def judged_verdict(summary: dict[str, Any], partial: bool) -> str:
+    """The last line of a run of the claims: how much was judged, and, with checks not judged, what that makes it."""
+    line = judgement_line(summary)
+    if not summary["checks"].get(NOT_JUDGED):
+        return line
+    if partial:
+        return f"partial verdict ({PARTIAL_FLAG}): {line}"
+    return (f"not green: {line}; a check not judged fails the run: write what it waits for, or ask for a partial "
+            f"verdict with {PARTIAL_FLAG}")
+
+
+FUNCTION_STATUSES = ("passed", "failed", "not implemented", "declined", "not run")
 
 
 def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -323,21 +401,27 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
 
     A claim counts for a function when one of its checks uses it; the claim is ``failed`` for the function
     when such a check failed or erred (an error about one function, ``error_in``, counts for that function
-    alone), else ``not implemented`` when such a check waited for a stub, else
-    ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is ``implemented``
-    unless some check found it a stub, and ``given`` when the run took it from the reference. Functions
-    under test come first, the most failing claims first; then the stubs, then the reference's.
+    alone), else ``not implemented`` when such a check waited for a stub or used a function some check of the run
+    found not implemented, else ``declined`` when the implementation declined such a check (exact arithmetic, an
+    optional keyword), else ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is
+    ``implemented`` unless some check found it a stub (a NotImplementedError anywhere is "not implemented" for the
+    whole function), and ``given`` when the run took it from the reference. Functions under test come first, the
+    most failing claims first; then the stubs, then the reference's.
     """
     by_function: dict[str, dict[str, list[str]]] = {}
-    stubs: set[str] = set()
+    stubs = found_stubs(payloads)
     for payload in payloads:
-        check = payload.get("check")
-        if check is None:
+        if payload.get("check") is None:
             continue
-        stubs.update(check.get("not_implemented") or [])
-        blamed = check.get("error_in") or []
-        for function in check.get("uses") or []:
-            status = "not implemented" if check.get("not_implemented") else check["status"]
+        check = _check_row(payload["check"], stubs)
+        blamed = check["error_in"]
+        for function in check["uses"] or []:
+            status = check["status"]
+            if status == NOT_JUDGED:
+                status = {"not implemented": "not implemented", "not imported": "not run"}.get(check["not_judged"],
+                                                                                                "declined")
+            elif status == "skipped":
+                status = "not run"
             if blamed and function not in blamed:  # an error about another function: this one was not judged
                 status = "not run"
             by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(status)
@@ -357,9 +441,10 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
 def _claim_status_for_function(statuses: list[str]) -> str:
     if "failed" in statuses or "error" in statuses:
         return "failed"
-    if "not implemented" in statuses:
-        return "not implemented"
-    return "passed" if "passed" in statuses else "not run"
+    for status in ("not implemented", "declined", "passed"):
+        if status in statuses:
+            return status
+    return "not run"
 
 
 MUTANTS_JSON = "mutants.json"
@@ -452,12 +537,13 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
             texts[PAGE_FILE] = render_page(text.state, text.catalogue, results)
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
+        (staging / STAGING_OWNER).unlink(missing_ok=True)  # the run's mark, not part of the report
         _move_together(staging, directory, list(texts))
     except OSError as error:
         raise ReportNotWritten(f"the reports could not be written to {directory} ({error}); this run's results are "
                                f"in {_kept_somewhere(results)}") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_staging(staging)
     return results
 
 
@@ -488,19 +574,161 @@ def staging_dir_for(directory: Path, run_id: str) -> Path:
     return target / f".staging-{run_id}" if own_mount else target.parent / f".{target.name}.staging-{run_id}"
 
 
-def report_directory_problem(directory: Path) -> str | None:
+# The file in a staging directory that names the process of the run that made it: a later run removes a staging
+# directory whose process is gone (killed before it could remove it), or that is older than STALE_SECONDS.
+STAGING_OWNER = ".claims-run-pid"
+STALE_SECONDS = 24 * 3600
+
+
+def claim_staging(staging: Path) -> None:
+    """Make a run's staging directory at its start, marked with this process's id (:func:`remove_stale_staging`)."""
+    staging.mkdir(parents=True, exist_ok=True)
+    (staging / STAGING_OWNER).write_text(f"{os.getpid()}\n", encoding="utf-8")
+
+
+def remove_staging(staging: Path) -> None:
+    """Remove a staging directory (after the move, the previous report), unless a file system is mounted inside it:
+    what is mounted there is not the run's to delete."""
+    if staging.is_dir() and not staging.is_symlink() and _mount_below(staging) is None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_stale_staging(directory: Path, keep: Path | None = None) -> list[Path]:
+    """Remove the staging directories of earlier runs into ``directory`` that no longer exist: the process named in
+    the directory (its mark, or the pid its name ends with) is gone, or it is older than a day. A run killed by
+    SIGKILL leaves its staging directory (and, on a file system without the one-step exchange, the figures it was
+    replacing); the next run into the same directory removes it. Returns what was removed."""
+    target = directory.resolve()
+    candidates = list(target.parent.glob(f".{glob.escape(target.name)}.staging-*")) if target.parent != target else []
+    if target.is_dir():
+        candidates += [*target.glob(".staging-*"), *target.glob(".figures-replaced-*")]
+    removed = []
+    for candidate in candidates:
+        if candidate == keep or candidate.is_symlink() or not candidate.is_dir() or not _stale(candidate):
+            continue
+        remove_staging(candidate)
+        if not candidate.exists():
+            removed.append(candidate)
+    return removed
+
+
+def _stale(staging: Path) -> bool:
+    try:
+        age = time.time() - staging.lstat().st_mtime
+        mark = staging / STAGING_OWNER
+        # Without a mark, a name that ends with a pid (a run without a run id; a run id is 12 hexadecimal digits).
+        owner = mark.read_text(encoding="utf-8").strip() if mark.is_file() else staging.name.rpartition("-")[2]
+    except (OSError, UnicodeDecodeError):
+        return False
+    if age > STALE_SECONDS:
+        return True
+    pid = int(owner) if owner.isdigit() and len(owner) <= 7 else 0  # pid_max is at most 2**22
+    return 0 < pid != os.getpid() and not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def report_directory_problem(directory: Path, root: Path | None = None, impl: str | None = None,
+                             looked_in: Path | None = None) -> str | None:
     """Why a report cannot be written to ``directory`` (checked before a run, so that no result is lost at its
-    end), or None: it must be a directory, or one that can be made, where this process can write."""
+    end, and nothing but a report is replaced), or None.
+
+    It must be a directory, or one that can be made, where this process can write. A run replaces the whole report
+    directory (what it does not write is kept, as hard links), and removes the previous one: so it must not be the
+    project (``root``) or hold it, nor a folder of the course (its claims, verifiers, reference implementation,
+    cache, tests or docs, the implementation under test ``impl``, in the project or in ``looked_in``, the directory
+    it is looked for in first), nor a directory of claim files or one that configures a course, nor hold the working
+    directory, nor have a file system mounted inside it.
+    """
     target = directory.resolve()
     existing = next(path for path in (target, *target.parents) if path.exists())
     if not existing.is_dir():
         return (f"{directory} cannot hold a report: {existing} is not a directory; give --claims-report a "
                 "directory (made if it does not exist)")
+    folder = _course_folder(target, root, impl, looked_in)
+    if folder is not None:
+        return (f"{directory} cannot hold a report: it is {folder}, and a run replaces its report directory whole; "
+                "give --claims-report a directory of its own, e.g. my-report (made if it does not exist)")
+    mount = _mount_below(target)
+    if mount is not None:
+        return (f"{directory} cannot hold a report: {mount} inside it is a mount point, and a run replaces its report "
+                "directory whole and removes the previous one; unmount it, or give --claims-report a directory "
+                "with no file system mounted inside it")
     try:
         probe = tempfile.NamedTemporaryFile(dir=existing, prefix=".claims-probe-")  # noqa: SIM115
         probe.close()
     except OSError as error:
         return f"{directory} cannot hold a report: {existing} cannot be written ({error.strerror or error})"
+    return None
+
+
+def _course_folder(target: Path, root: Path | None, impl: str | None, looked_in: Path | None) -> str | None:
+    """What of the project ``target`` is, when it is something a report must not replace; None otherwise."""
+    if target == Path(target.anchor):
+        return "the file system's root"
+    try:
+        here: Path | None = Path.cwd().resolve()
+    except OSError:  # the working directory was removed
+        here = None
+    if root is not None:
+        root = root.resolve()
+        if target == root:
+            return f"the project's root ({root})"
+        if root.is_relative_to(target):
+            return f"a directory that holds the project ({root})"
+        course = load_course(root)
+        folders = {course.claims: "the course's claims directory", course.cache: "the course's observation cache",
+                   root / course.verifiers.partition(".")[0]: "the course's verifier package",
+                   root / course.implementation.partition(".")[0]: "the course's reference implementation",
+                   root / "tests": "the project's tests", root / "docs": "the project's documentation"}
+        if impl:
+            folders |= {base / impl.partition(".")[0]: f"the implementation under test ({impl})"
+                        for base in (root, looked_in or here) if base is not None}
+        found = next((what for folder, what in folders.items() if folder.resolve() == target), None)
+        if found is not None:
+            return f"{found}, {target}"
+    if here is not None and here != target and here.is_relative_to(target):
+        return f"a directory that holds the working directory ({here})"
+    if target.is_dir():
+        if configures_course(target):
+            return f"a course's root ({target / 'pyproject.toml'} has a [tool.claims] table)"
+        claim_file = next((path for path in sorted(target.iterdir()) if _is_claim_file(path)), None)
+        if claim_file is not None:
+            return f"a directory of claim files ({claim_file.name})"
+    return None
+
+
+def _is_claim_file(path: Path) -> bool:
+    """Whether ``path`` is a regular YAML file with a top-level ``claims:`` (read no further than its first 64 KB)."""
+    if path.suffix not in (".yaml", ".yml") or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as file:
+            head = file.read(65536)
+    except OSError:
+        return False
+    return re.search(rb"^claims:", head, re.MULTILINE) is not None
+
+
+def _mount_below(directory: Path) -> str | None:
+    """A mount point strictly inside ``directory`` (a symbolic link is not followed), or None."""
+    if not directory.is_dir():
+        return None
+    for parent, names, _ in os.walk(directory):
+        for name in names:
+            path = os.path.join(parent, name)
+            if os.path.ismount(path):
+                return path
     return None
 
 

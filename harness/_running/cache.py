@@ -21,10 +21,10 @@ import ast
 import functools
 import hashlib
 import hmac
+import importlib.machinery
 import importlib.util
 import json
 import os
-import pickle
 import secrets
 import sys
 import sysconfig
@@ -42,7 +42,8 @@ from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
 from harness._claims.scope import Dimension
 from harness._running.implementation import reference_implementation
-from harness._running.plain_data import plain_loads
+from harness._running.processes import judge_records
+from harness._running.wire import NotData, decode, encode
 
 _HARNESS = __name__.partition(".")[0]
 # A kept summary is this module's reading of a file: another version of this module reads it anew.
@@ -50,7 +51,8 @@ _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode
 
 
 def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
-              alpha: float, scope: Sequence[Dimension] = ()) -> str:
+              alpha: float, scope: Sequence[Dimension] = (), directory: str | None = None) -> str:
+    """The key of a check's observations; ``directory`` is where the implementation is looked for first."""
     assert entry.claim is not None
     check = entry.claim.checks[index]
     parts = {
@@ -58,7 +60,7 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "params": check.params, "alpha": alpha, "beta": check.beta, "deviation": check.deviation,
         "profile": profile, "seed": seed,
         "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__,)),
-        "impl_source": code_digest(impl, verifier.uses) if verifier.uses else None,
+        "impl_source": code_digest(impl, verifier.uses, directory) if verifier.uses else None,
         "harness_source": package_digest(_HARNESS),
         "versions": library_versions(),
         # What the examples reached is stored classified into the course's scope values: a new vocabulary, new keys.
@@ -68,7 +70,8 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
 
 
 class ObservationCache:
-    """Pickled observations and the figures they name, one file per key, in a local directory; from the first
+    """Observations and the figures they name, as data (``harness._running.wire``: nothing read from here is ever
+    code), signed, one file per key, in a local directory; from the first
     existing cache a process opens on, the summaries of the source files its keys are made of too
     (:func:`keep_summaries_in`)."""
 
@@ -81,9 +84,9 @@ class ObservationCache:
         """The observations stored under ``key``, their figures restored into ``figures_dir``; None for a miss.
 
         An entry this harness did not write (its signature does not match: tampered with, or another
-        project's) or one that is not plain data is a miss too, and a warning says so: the check runs again.
+        project's) or one that is not data is a miss too, and a warning says so: the check runs again.
         """
-        path = self.directory / f"{key}.pickle"
+        path = self.directory / f"{key}{_SUFFIX}"
         if not path.is_file():
             return None
         try:
@@ -96,8 +99,10 @@ class ObservationCache:
                           "its check runs again", stacklevel=2)
             return None
         try:
-            observed, figures = plain_loads(content)
-        except Exception:  # a truncated file, or one of another version's format: a miss, not an error
+            observed, figures = decode(content, known=judge_records())
+            if not (isinstance(observed, dict) and isinstance(figures, dict)):
+                return None
+        except (NotData, ValueError):  # a truncated file, or one of another version's format: a miss, not an error
             return None
         figures_dir.mkdir(parents=True, exist_ok=True)
         for name, figure in figures.items():
@@ -107,8 +112,8 @@ class ObservationCache:
     def store(self, key: str, observed: dict[str, Any], figures_dir: Path) -> None:
         named = [figures_dir / Path(path).name for path in figure_paths(observed)]
         figures = {path.name: path.read_bytes() for path in named if path.is_file()}
-        content = pickle.dumps((dict(observed), figures))
-        write_atomically(self.directory / f"{key}.pickle", self._sign(key, content) + content)
+        content = encode((dict(observed), figures), records=judge_records().values())
+        write_atomically(self.directory / f"{key}{_SUFFIX}", self._sign(key, content) + content)
 
     def _sign(self, key: str, content: bytes) -> bytes:
         """HMAC-SHA256 of the entry under the project's secret: only the judging process signs (workers never
@@ -117,6 +122,7 @@ class ObservationCache:
 
 
 _SIGNATURE_BYTES = hashlib.sha256().digest_size
+_SUFFIX = ".entry"
 
 
 def _secret(directory: Path) -> bytes:
@@ -135,8 +141,8 @@ def _secret(directory: Path) -> bytes:
         return path.read_bytes()
 
 
-def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str | Path | None, **settings: Any
-                           ) -> Any:
+def checked_implementation(name: str, directory: str, check: Callable[[], Any], cache_dir: str | Path | None,
+                           **settings: Any) -> Any:
     """``check()``, the isolated import and provenance check of implementation ``name`` (a second or so), or
     what it returned before for the same sources of ``name`` and of the reference, the same harness,
     libraries and ``settings``. A refusal is never stored: it is quick, and it must say what is wrong now."""
@@ -144,7 +150,7 @@ def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str |
         return check()
     cache = ObservationCache(Path(cache_dir))
     parts = {"impl": name, "settings": settings, "harness": package_digest(_HARNESS), "versions": library_versions(),
-             "sources": [_files_digest(each) for each in (name, reference_implementation())]}
+             "sources": [_files_digest(each, directory) for each in (name, reference_implementation())]}
     key = "implementation-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
     found = cache.load(key, Path(tempfile.gettempdir()))
     if found is not None:
@@ -154,10 +160,10 @@ def checked_implementation(name: str, check: Callable[[], Any], cache_dir: str |
     return answer
 
 
-def _files_digest(name: str) -> str:
+def _files_digest(name: str, directory: str) -> str:
     """A digest of every local source file module ``name`` imports, whole (what importing it runs)."""
     try:
-        files = _source_closure(name)
+        files = _source_closure(name, directory)
     except ClaimsError:
         return "not found"
     return _contents_digest(files, str)
@@ -170,8 +176,9 @@ def forget_sources() -> None:
 
 
 @functools.cache
-def code_digest(name: str, roots: tuple[str, ...]) -> str:
-    """A digest of the code that calling the functions ``roots`` of module ``name`` can run.
+def code_digest(name: str, roots: tuple[str, ...], directory: str | None = None) -> str:
+    """A digest of the code that calling the functions ``roots`` of module ``name`` (looked for in ``directory``
+    first) can run.
 
     The local source files of ``name`` (:func:`_source_closure`) are split into their top-level
     statements. A definition (``def``, ``class``, an import, an assignment to plain names) counts when a
@@ -185,7 +192,7 @@ def code_digest(name: str, roots: tuple[str, ...]) -> str:
     """
     binders: dict[str, list[_Statement]] = {}
     always: list[_Statement] = []
-    for path in _source_closure(name):
+    for path in _source_closure(name, directory):
         for statement in _summary(path)[1]:
             if statement.binds:
                 for bound in statement.binds:
@@ -341,14 +348,14 @@ def _contents_digest(paths: list[Path], name: Callable[[Path], str]) -> str:
 
 
 @functools.cache
-def _source_closure(name: str) -> list[Path]:
+def _source_closure(name: str, directory: str | None = None) -> list[Path]:
     """The files of ``name`` and of every local module it imports, directly or not, in a stable order.
 
     A package counts whole (every file, imported or not) when it is the module itself or another top-level
     package than its own (``impl`` for a student module); within its own package only the modules imported.
     """
     own = name.partition(".")[0]
-    start = _module_files(name, whole_package=True)
+    start = _module_files(name, directory, whole_package=True)
     if start is None:
         raise ClaimsError(f"cannot find the source of module '{name}'; pass an importable module with --claims-impl")
     found: set[Path] = set(start)
@@ -358,19 +365,19 @@ def _source_closure(name: str) -> list[Path]:
         for imported in _summary(path)[0]:
             if imported.partition(".")[0] == _HARNESS and own != _HARNESS:
                 continue  # the whole harness is a part of every key already
-            for file in _module_files(imported, whole_package=imported.partition(".")[0] != own) or ():
+            for file in _module_files(imported, directory, whole_package=imported.partition(".")[0] != own) or ():
                 if file not in found:
                     found.add(file)
                     pending.append(file)
     return sorted(found)
 
 
-def _module_files(name: str, *, whole_package: bool) -> list[Path] | None:
+def _module_files(name: str, directory: str | None, *, whole_package: bool) -> list[Path] | None:
     """The local source files of module ``name`` (a package's ``__init__.py``, or all its files when
     ``whole_package``), or None when it is not local: standard library, an installed distribution, built in,
     or not found."""
     top, _, rest = name.partition(".")
-    root = _local_root(top)
+    root = _local_root(top, directory)
     if root is None:
         return None
     base = root.joinpath(top, *rest.split(".")) if rest else root / top
@@ -381,13 +388,15 @@ def _module_files(name: str, *, whole_package: bool) -> list[Path] | None:
 
 
 @functools.cache
-def _local_root(top: str) -> Path | None:
+def _local_root(top: str, directory: str | None = None) -> Path | None:
     """The directory holding the top-level module ``top`` when its source is local (not under the interpreter's
-    own library directories, site-packages included), found without importing it."""
+    own library directories, site-packages included), found without importing it: in ``directory`` first, then on
+    this process's import path, as the implementation's own process finds it (``harness._running.server``)."""
     if top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return None
     try:
-        spec = importlib.util.find_spec(top)
+        spec = (importlib.machinery.PathFinder.find_spec(top, [directory]) if directory else None) \
+            or importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):

@@ -4,9 +4,10 @@ An experiment check runs one training run per seed. :meth:`SeedRunner.map` hands
 ``concurrent.futures`` executor: in the checking process itself, a local process pool, or the
 workers of a Dask distributed scheduler. A seed's task carries only names and plain data (the
 per-seed function by its module path, the implementation by its module name and the functions
-the verifier declared), and the worker imports and narrows the implementation itself, so every
-executor computes the same numbers from the same seed. The executor is never part of the cache
-key for that reason.
+the verifier declared); where it runs, it reaches the implementation through a server of its own
+(``harness._running.remote.implementation_here``: the check's own in the check's worker, else one
+of a host that process starts), so every executor computes the same numbers from the same seed.
+The executor is never part of the cache key for that reason.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from harness._claims.formats import library_versions
 from harness._running.context import ImplementationView
 from harness._running.processes import in_worker
 from harness._running.progress import SeedProgress
+from harness._running.remote import implementation_here
 
 
 class CheckTimeout(ClaimsError):
@@ -86,8 +88,8 @@ class SeedRun:
     """What the per-seed function given to ``ctx.map_seeds`` receives.
 
     Attributes:
-      impl: the implementation under test, narrowed to the verifier's declared functions, imported
-        in the process that runs this seed.
+      impl: the implementation under test, narrowed to the verifier's declared functions, reached from
+        the process that runs this seed (it runs in a process of its own).
       seed: this run's seed.
       progress: ``progress(iterations_done, iterations)``, shown in ``claims verify``'s status line.
     """
@@ -134,6 +136,7 @@ class SeedTask:
     deadline: float | None
     time_limit: float | None
     progress_dir: str | None
+    directory: str
     sys_path: tuple[str, ...] | None = None
 
 
@@ -144,12 +147,16 @@ def run_seed(task: SeedTask) -> Any:
         importlib.invalidate_caches()
     try:
         function, args = pickle.loads(task.payload)
-        module = importlib.import_module(task.impl)
     except (ImportError, AttributeError) as error:
         raise ClaimsError(f"the worker running seed {task.seed} cannot import what it runs ({error}); the "
                           f"verifiers and the implementation '{task.impl}' must be installed where the workers run "
                           "(docs/performance.md)") from None
-    view = ImplementationView(module, task.uses, task.verifier, task.claim_id)
+    try:
+        reached = implementation_here(task.impl, task.directory)
+    except ClaimsError as error:
+        raise ClaimsError(f"the worker running seed {task.seed} cannot reach the implementation '{task.impl}' "
+                          f"({error})") from None
+    view = ImplementationView(reached, task.uses, task.verifier, task.claim_id)
     progress = SeedProgress(task.progress_dir, task.claim_id, task.seed)
     limit = (time_limit(task.deadline - time.time(), task.time_limit) if task.deadline is not None
              else contextlib.nullcontext())
@@ -171,6 +178,7 @@ class SeedRunner:
     """
 
     impl: str
+    directory: str
     uses: tuple[str, ...]
     verifier: str
     claim_id: str
@@ -184,9 +192,9 @@ class SeedRunner:
         """``function(run, *args)`` for each seed, in the order of ``seeds``; see ``Context.map_seeds``."""
         payload = _payload(function, args, self.verifier)
         tasks = [SeedTask(payload, int(seed), self.impl, self.uses, self.verifier, self.claim_id, self.deadline,
-                          self.time_limit, self.progress_dir) for seed in seeds]
+                          self.time_limit, self.progress_dir, self.directory) for seed in seeds]
         size = min(self.workers, len(tasks))
-        executor = _executor(self.scheduler, size, self.impl)
+        executor = _executor(self.scheduler, size)
         if executor is None:
             # The check's own time limit is running in this process already.
             return [run_seed(replace(task, deadline=None)) for task in tasks]
@@ -242,7 +250,7 @@ _EXECUTORS: dict[tuple[str, Any], Any] = {}
 os.register_at_fork(after_in_child=_EXECUTORS.clear)
 
 
-def _executor(scheduler: str | None, workers: int, impl: str) -> Executor | None:
+def _executor(scheduler: str | None, workers: int) -> Executor | None:
     if scheduler:
         if ("dask", scheduler) not in _EXECUTORS:
             _EXECUTORS[("dask", scheduler)] = _dask_client(scheduler)
@@ -250,17 +258,14 @@ def _executor(scheduler: str | None, workers: int, impl: str) -> Executor | None
     if workers <= 1:
         return None
     if ("pool", workers) not in _EXECUTORS:
-        _EXECUTORS[("pool", workers)] = ProcessPoolExecutor(workers, mp_context=_pool_context(impl))
+        _EXECUTORS[("pool", workers)] = ProcessPoolExecutor(workers, mp_context=_pool_context())
     return _EXECUTORS[("pool", workers)]
 
 
-def _pool_context(impl: str) -> multiprocessing.context.BaseContext:
+def _pool_context() -> multiprocessing.context.BaseContext:
     """In a check's worker (``harness._running.isolation``), plain forks of it. Elsewhere (``--pdb``), workers forked
-    from a server that imported the verifiers and the implementation once (about 2 s), not from the pytest
-    process, whose threads (xdist's, Dask's) make forking it unsafe.
-
-    The server starts with the first pool and imports what the first pool's check needs; a pool started
-    later, or another implementation, imports what it lacks in each worker.
+    from a server that imported the verifiers once, not from the pytest process, whose threads (xdist's, Dask's) make
+    forking it unsafe. Each reaches the implementation through a host of its own (it is never imported here).
     """
     if in_worker():
         # A check's worker is a fork with one thread and everything imported: its forks start in milliseconds.
@@ -268,7 +273,7 @@ def _pool_context(impl: str) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["numpy", find_course().verifiers, impl])
+    context.set_forkserver_preload(["numpy", find_course().verifiers])
     return context
 
 

@@ -8,9 +8,12 @@ and what it returns comes back as NumPy arrays and Python numbers, so every clai
 it provides runs against it. The verifiers compute in float64; a result in a narrower float, from
 any library, NumPy's included, or on another device is an error naming the function and the dtype,
 not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor form: such a
-check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it does not fail.
-A PyTorch loss's gradient is taken by autograd on the student's own graph (:func:`torch_gradient`);
-for NumPy and JAX code the verifiers take it by central differences.
+check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it does not fail,
+and is counted as not judged. A declaration is a hint, never a way out of a check: a function said
+to be PyTorch's that answers Fractions in NumPy is judged exactly, and one said to be NumPy's that
+answers tensors for tensors is PyTorch code (:func:`computes_in_torch`). A PyTorch loss's gradient
+is taken by autograd on the student's own graph (:func:`torch_gradient`); for NumPy and JAX code
+the verifiers take it by central differences.
 
 The conversions are written here because they are this contract's, not a library's: which
 arguments carry a graph, what counts as detached, and which dtype the harness judges in (the
@@ -129,13 +132,68 @@ def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any
             raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, which {name} declines "
                                 f"({function.__module__}.{EXACT_ATTRIBUTE} = False); it runs for an implementation "
                                 "that computes in them")
-        returned = _own_call(function, name, args, kwargs)
+        returned = _answered_in_numpy(name, _own_call(function, name, args, kwargs))
+    elif _holds_fractions((args, kwargs)):
+        returned = _exactly_in_numpy(library, function, name, args, kwargs)
     else:
         module = library.imported()
         returned = _from_library(library, module, _own_call(function, name, _to_library(library, module, args, name),
                                                             _to_library(library, module, kwargs, name)), name)
     expect_float64_result(name, (args, kwargs), returned)
     return returned
+
+
+def _answered_in_numpy(name: str, returned: Any) -> Any:
+    """What a function said to be NumPy's returned, with the arrays of another library it answered in (it is that
+    library's code after all) converted as that library's are."""
+    for library in _OTHER_LIBRARIES.values():
+        if _holds_arrays_of(library, returned):
+            return _from_library(library, sys.modules[library.module.partition(".")[0]], returned, name)
+    return returned
+
+
+def _exactly_in_numpy(library: _Library, function: Callable[..., Any], name: str, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """The exact answer of a function said to be written in ``library`` (declared, or its module imported it), if it
+    computes in NumPy's Fractions after all: the declaration is a hint, what the function returns decides. One that
+    cannot (it raises, or answers in the library's arrays) is not judged by this check: Fractions have no tensor."""
+    cannot = Inexpressible(f"needs exact arithmetic: this check passes Fractions, for which {library.shown} has no "
+                           f"dtype ({name} is written in {library.shown}); it runs for a NumPy implementation")
+    try:
+        returned = _own_call(function, name, args, kwargs)
+    except (NotImplementedError, ImplementationError):
+        raise
+    except Exception as error:
+        raise cannot from error
+    if _holds_arrays_of(library, returned):
+        raise cannot
+    return returned
+
+
+def _holds_arrays_of(library: _Library, value: Any) -> bool:
+    """Whether ``value`` holds an array of ``library`` (inside tuples, lists and dicts)."""
+    module = sys.modules.get(library.module.partition(".")[0])
+    kind = getattr(module, "Tensor" if library.name == "torch" else "Array", None) if module else None
+    if kind is not None and isinstance(value, kind):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
+    return any(_holds_arrays_of(library, item) for item in items)
+
+
+def computes_in_torch(function: Callable[..., Any], name: str, args: Sequence[Any]) -> bool:
+    """Whether ``function`` is PyTorch code, whatever its module declares: said so (or imported torch), or, where
+    torch is loaded at all, answering tensors for tensors. A PyTorch loss that declares itself NumPy's would get
+    central differences in place of autograd, and its detach mistakes would go unseen."""
+    if library_of(function) == "torch":
+        return True
+    if "torch" not in sys.modules:
+        return False
+    library = _OTHER_LIBRARIES["torch"]
+    try:
+        returned = function(*_to_library(library, sys.modules["torch"], tuple(args), name))
+    except Exception:  # NumPy code handed tensors: it is not PyTorch's
+        return False
+    return _holds_arrays_of(library, returned)
 
 
 def _takes_fractions(function: Callable[..., Any]) -> bool:
@@ -154,13 +212,23 @@ def _holds_fractions(value: Any) -> bool:
 
 def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The call, with the harness's signals for what is not checked refused when the implementation raises them:
-    a module that raised ``Unsupported`` itself would turn any check it fails into a skipped one."""
+    a module that raised ``Unsupported`` itself would turn any check it fails into a skipped one, and one that
+    raised a rejection (``harness.assume``, ``hypothesis.assume``) every example of a property."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from harness._running.draws import Rejected
+
     try:
         return function(*args, **kwargs)
     except (Unsupported, Inexpressible) as error:
         raise ImplementationError(f"{name} raised {type(error).__name__} ({error}), which is the harness's own "
                                   "signal of a call it cannot judge; an implementation may not raise it. Raise "
                                   "another exception, or leave out the keyword it does not support") from None
+    except (Rejected, UnsatisfiedAssumption) as error:
+        raise ImplementationError(f"{name} raised {type(error).__name__} ({error}), which is the harness's signal "
+                                  "that a verifier discards an example it drew; an implementation may not raise it "
+                                  "(it would turn every example into a skipped one). Raise another exception, or "
+                                  "return the value") from None
 
 
 def _to_library(library: _Library, module: ModuleType, value: Any, name: str) -> Any:

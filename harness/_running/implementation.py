@@ -1,8 +1,9 @@
 """The implementation under test, checked once before any claim runs: it imports, and it is what gets tested.
 
 ``pytest claims/`` (at session start) and ``claims verify`` (before it writes anything) both call
-:func:`check_implementation`. An implementation that cannot be imported is one error naming the
-module and why. For any implementation other than the reference, every contract function it offers
+``harness._running.remote.check_implementation``, which asks the implementation's own process for
+its :func:`provenance`. An implementation that cannot be imported is one error naming the module
+and why. For any implementation other than the reference, every contract function it offers
 (a function some verifier declares in ``uses=``) must be defined in its own package: a function
 that is the reference's own object, or comes from another package, would be checked in its place
 and pass for code the author never wrote. That is an error unless the author says it is meant: with
@@ -13,17 +14,13 @@ and replaces a few functions does (``examples/``, ``zoo/``, ``tests/fixtures/``)
 
 from __future__ import annotations
 
-import ast
+import dis
 import importlib
 import importlib.util
-import inspect
-import sys
-import textwrap
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, partial
-from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
@@ -58,26 +55,9 @@ def _cause(name: str, error: BaseException) -> str:
     return text
 
 
-def find_in_directory(name: str, directory: str) -> None:
-    """Let ``name`` be imported from ``directory`` when nothing on ``sys.path`` provides it.
-
-    ``python -m pytest`` and ``claims verify`` find a module of the working directory, plain ``pytest``
-    does not; with this, ``pytest claims/ --claims-impl student_rl`` next to ``student_rl/`` works the same.
-    """
-    top = _package(name)
-    try:
-        found = importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        return
-    here = Path(directory)
-    if not found and directory not in sys.path and ((here / top / "__init__.py").is_file()
-                                                    or (here / f"{top}.py").is_file()):
-        sys.path.insert(0, directory)
-        importlib.invalidate_caches()
-
-
 def is_stub(function: Any) -> bool:
-    """Whether ``function`` is still to be written: its body is only a docstring and ``raise NotImplementedError``.
+    """Whether ``function`` is still to be written: its body is only a docstring and ``raise NotImplementedError``
+    (with a message or none, as long as it is a constant).
 
     That is the shape of every function ``claims exercises`` writes; a check that needs one is
     skipped as "not implemented yet" rather than run into the error.
@@ -88,23 +68,20 @@ def is_stub(function: Any) -> bool:
     return _stub_code(code)
 
 
+# What a stub's bytecode may hold besides loading NotImplementedError, its message and raising it: the
+# interpreter's bookkeeping, which differs from one Python version to the next.
+_BOOKKEEPING = frozenset({"RESUME", "NOP", "CACHE", "PUSH_NULL", "PRECALL", "KW_NAMES", "EXTENDED_ARG",
+                          "LOAD_CONST", "CALL", "CALL_FUNCTION", "CALL_KW"})
+
+
 @cache
 def _stub_code(code: CodeType) -> bool:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
-    except (OSError, TypeError, SyntaxError):  # no source to read (a lambda in a REPL, a built-in): not a stub
-        return False
-    definition = tree.body[0] if tree.body else None
-    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef):
-        return False
-    body = definition.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    """Whether ``code`` only raises NotImplementedError (with constant arguments), read from its bytecode: the source
+    may be gone or edited since, and a docstring is no instruction."""
+    instructions = [instruction for instruction in dis.get_instructions(code)
+                    if instruction.opname not in _BOOKKEEPING]
+    return (len(instructions) == 2 and instructions[0].opname in ("LOAD_GLOBAL", "LOAD_NAME")
+            and instructions[0].argval == "NotImplementedError" and instructions[1].opname == "RAISE_VARARGS")
 
 
 def raised_in(error: BaseException, module: str) -> str | None:
@@ -148,7 +125,6 @@ class Provenance:
         function of the reference bound to this name) is under test.
     """
 
-    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
 
     impl: str
     own: tuple[str, ...]
@@ -185,8 +161,12 @@ class Provenance:
         return f"implementation '{self.impl}': under test: {', '.join(tested) or 'none'}; {given} ({how})"
 
 
-def provenance(module: ModuleType, functions: Iterable[str], reference: ModuleType | None = None) -> Provenance:
-    """Where each of ``functions`` that ``module`` offers is defined (functions it lacks are left out)."""
+def provenance(module: ModuleType, functions: Iterable[str], reference: ModuleType | None = None,
+               reference_name: str | None = None) -> Provenance:
+    """Where each of ``functions`` that ``module`` offers is defined (functions it lacks are left out); borrowed
+    functions of the reference (``reference``, or named ``reference_name``; the course's by default) first."""
+    reference_package = _package(reference.__name__ if reference is not None else
+                                 reference_name or reference_implementation())
     package = _package(module.__name__)
     own: list[str] = []
     borrowed: dict[str, list[str]] = {}
@@ -210,39 +190,9 @@ def provenance(module: ModuleType, functions: Iterable[str], reference: ModuleTy
         raise ImplementationError(f"implementation '{module.__name__}': {FALLBACK_ATTRIBUTE} is {declared!r}; "
                                   "set it to True (the functions it does not define are taken as they are) or "
                                   "leave it out")
-    ordered = sorted(borrowed, key=lambda defined_in: (not _in_reference(defined_in), defined_in))
+    ordered = sorted(borrowed, key=lambda defined_in: (_package(defined_in) != reference_package, defined_in))
     return Provenance(module.__name__, tuple(own), {key: tuple(borrowed[key]) for key in ordered}, declared,
                       tuple(offered), tuple(as_reference))
-
-
-def check_implementation(name: str, *, allow_reference: bool = False, flag: str = PYTEST_FLAG,
-                         functions: Iterable[str] | None = None) -> Provenance | None:
-    """Import the implementation ``name`` and refuse one that would silently test someone else's functions.
-
-    Args:
-      name: the module under test (``--impl``).
-      allow_reference: the run was told to take functions the module does not define as they are.
-      flag: the option that allows it, for the message.
-      functions: the functions the run may call (default: every contract function).
-
-    Returns:
-      None for the reference itself; else where the module's contract functions are defined.
-
-    Raises:
-      ImplementationError: the module cannot be imported, or it offers functions defined outside its
-        package and neither it nor the run said that is meant.
-    """
-    module = import_implementation(name)
-    if _package(name) == _package(reference_implementation()):
-        return None
-    try:
-        reference = importlib.import_module(reference_implementation())
-    except Exception:  # without the reference, only the modules' names can tell
-        reference = None
-    found = provenance(module, contract_functions() if functions is None else functions, reference)
-    if found.borrowed and not (allow_reference or found.declared):
-        raise ImplementationError(found.refusal(flag))
-    return found
 
 
 def _defining_module(function: Any) -> str | None:

@@ -2,9 +2,10 @@
 
 A worker starts apart from the process that forked it (:func:`start_apart`: a process group of its own,
 killed with its parent, its output to a file of the supervisor's, none of the judge's descriptors), runs
-one call (:func:`serve`) under an address-space limit, and sends back an :class:`Answer` as plain data.
-The supervisor (``harness._running.isolation``) and the zygote (``harness._running.zygote``) both fork
-workers; what a worker does is here, once, for both.
+one call (:func:`serve`) under an address-space limit, and sends back an :class:`Answer` as data
+(``harness._running.wire``).
+The supervisor (``harness._running.isolation``) forks workers; the implementation's host
+(``harness._running.server``) starts apart the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import faulthandler
 import importlib
 import multiprocessing
 import os
-import pickle
 import resource
 import signal
 import sys
@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from harness._claims.errors import ClaimsError
+from harness._running.wire import NotData, decode, encode
 
 # The worker's address space: half the machine's memory, so that a runaway allocation fails in the
 # worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
@@ -42,12 +43,9 @@ class CheckCrashed(ClaimsError):
 class Answer:
     """What a worker sends back: the value, or the text of the exception the call raised."""
 
-    __plain_data__ = True  # it may cross from a worker to the judge (harness._running.plain_data)
-
     value: Any = None
     error: str | None = None
-    # A harness error the call raised, as plain data: its class's module and name, its args and attributes (an
-    # exception's own pickle may name any reducer a library installed, tblib's for one, and is not read).
+    # A harness error the call raised, as data: its class's module and name, its args and attributes.
     raised: tuple[str, str, tuple, dict] | None = None
 
     @property
@@ -56,7 +54,7 @@ class Answer:
         if self.raised is None:
             return None
         module, name, args, attributes = self.raised
-        kind = getattr(importlib.import_module(module), name, None)
+        kind = getattr(importlib.import_module(module), name, None) if module.startswith("harness.") else None
         if not (isinstance(kind, type) and issubclass(kind, ClaimsError)):
             return ClaimsError(f"the check raised {module}.{name}{args!r}")
         error = kind.__new__(kind)
@@ -64,12 +62,49 @@ class Answer:
         error.__dict__.update(attributes)
         return error
 
+    def encoded(self) -> bytes:
+        """The answer as a message of data (``harness._running.wire``); one saying why, if it holds what is not data."""
+        try:
+            return encode((self.value, self.error, self.raised), records=judge_records().values())
+        except NotData as error:
+            if self.raised is not None:
+                return encode((None, f"{self.raised[1]}: {self.raised[2]}", None))
+            return encode((None, f"the check's result cannot be sent back from its worker ({error}); a verifier "
+                                 "returns data: numbers, strings, arrays, Fractions, and lists, tuples and mappings "
+                                 "of them", None))
+
+    @staticmethod
+    def decoded(data: bytes) -> Answer:
+        """The answer a worker sent; NotData for bytes that are no answer."""
+        found = decode(data, known=judge_records())
+        if not (isinstance(found, tuple) and len(found) == 3):
+            raise NotData(f"an answer of the wrong shape: {str(found)[:80]}")
+        value, error, raised = found
+        if not (error is None or isinstance(error, str)) or not (raised is None or _is_raised(raised)):
+            raise NotData("an answer whose error is not text")
+        return Answer(value, error, raised)
+
+
+def _is_raised(raised: Any) -> bool:
+    return (isinstance(raised, tuple) and len(raised) == 4 and isinstance(raised[0], str)
+            and isinstance(raised[1], str) and isinstance(raised[2], tuple) and isinstance(raised[3], dict))
+
+
+def judge_records() -> dict[str, type]:
+    """The harness's own frozen dataclasses a worker's answer or the cache may hold, by the name they cross under."""
+    from harness._claims.expect import Declined
+    from harness._running.implementation import Provenance
+    from harness.stats import MeanEstimate
+
+    return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in (Declined, Provenance, MeanEstimate)}
+
 
 def answer_to(error: BaseException) -> Answer:
-    """The answer of a call that raised ``error``: a harness error as plain data (its type says what happened), any
+    """The answer of a call that raised ``error``: a harness error as data (its type says what happened), any
     other as its traceback's text."""
     if isinstance(error, ClaimsError):
-        return Answer(raised=(type(error).__module__, type(error).__qualname__, error.args, dict(vars(error))))
+        attributes = {key: value for key, value in vars(error).items() if not key.startswith("__")}
+        return Answer(raised=(type(error).__module__, type(error).__qualname__, tuple(error.args), attributes))
     return Answer(error=traceback.format_exc(limit=-8))
 
 
@@ -88,44 +123,44 @@ def supported() -> bool:
 
 def start_apart(output: int, judges: frozenset[int], keep: frozenset[int]) -> None:
     """Begin a forked process's life apart from the judge: a process group of its own (a kill reaches all it
-    starts), killed with its parent, SIGTERM's default action, its output to ``output``, and ``judges`` (the
-    descriptors the judge had open when it forked this process: pytest-xdist's channel to its controller, the
-    judge's files) closed, but for the standard three and ``keep``, so that nothing run here can write to them."""
+    starts), killed with its parent, and :func:`leave_the_judge`."""
     os.setpgrp()
     _die_with_parent()
+    leave_the_judge(output, judges, keep)
+
+
+def leave_the_judge(output: int, judges: frozenset[int], keep: frozenset[int]) -> None:
+    """SIGTERM's default action, output to ``output``, and ``judges`` (the descriptors the judge had open when it
+    forked this process: pytest-xdist's channel to its controller, the judge's files) closed, but for the standard
+    three and ``keep``, so that nothing run here can write to them."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's handler is not the worker's
-    _redirect_output(output)
+    redirect_output(output)
     for descriptor in judges - {0, 1, 2, output, *keep}:
         with contextlib.suppress(OSError):
             os.close(descriptor)
 
 
-def serve(call: Callable[[], Any], writer: Connection, output: int, judges: frozenset[int] = frozenset()) -> None:
+def serve(call: Callable[[], Any], writer: Connection, output: int, judges: frozenset[int] = frozenset(),
+          keep: frozenset[int] = frozenset()) -> None:
     """The worker: start apart, run ``call`` once and send the answer on ``writer``; never returns into the
-    parent's code. (The zygote's workers inherit none of the judge's descriptors: the zygote closed them.)"""
+    parent's code. ``keep`` are descriptors of the judge's it may use (its connection to the implementation)."""
     global _IN_WORKER
     _IN_WORKER = True
-    start_apart(output, judges, keep=frozenset({writer.fileno()}))
-    _limit_memory()
+    start_apart(output, judges, keep=frozenset({writer.fileno(), *keep}))
+    limit_memory()
     try:
         answer = Answer(value=call())
     except BaseException as error:  # everything, even SystemExit, is the check's error, not the worker's end
         answer = answer_to(error)
     try:
-        data = pickle.dumps(answer)
-    except Exception as error:
-        data = pickle.dumps(Answer(error=str(answer.exception)) if answer.exception is not None else Answer(
-            error=f"the check's result cannot be sent back from its worker ({error}); a verifier returns plain "
-                  "values: numbers, strings, lists, mappings, arrays"))
-    try:
-        writer.send_bytes(data)
+        writer.send_bytes(answer.encoded())
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
 
 
-def _redirect_output(descriptor: int) -> None:
+def redirect_output(descriptor: int) -> None:
     """Standard output and error (and a crash's traceback, when faulthandler is on) go to ``descriptor``."""
     os.dup2(descriptor, 1)
     os.dup2(descriptor, 2)
@@ -157,7 +192,8 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _limit_memory() -> None:
+def limit_memory() -> None:
+    """An address-space limit of half the machine's memory: a runaway allocation fails here, as MemoryError."""
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
@@ -186,7 +222,7 @@ def interrupt_on_termination() -> Callable[[], None]:
 
 
 class Process(Protocol):
-    """What the supervisor uses of a worker: a multiprocessing Process, or one a zygote forked."""
+    """What the supervisor uses of a worker: a multiprocessing Process."""
 
     pid: int | None
     exitcode: int | None
@@ -194,6 +230,33 @@ class Process(Protocol):
     def join(self, timeout: float | None = None) -> None: ...
     def is_alive(self) -> bool: ...
     def kill(self) -> None: ...
+
+
+class ForkedProcess:
+    """A process forked with ``os.fork`` to run ``target(*args)`` (which ends it with ``os._exit``), not
+    multiprocessing's: a daemonic process (a Dask worker's) may start one, and it inherits every descriptor."""
+
+    def __init__(self, target: Callable[..., Any], *args: Any):
+        self.exitcode: int | None = None
+        self.pid: int | None = os.fork()
+        if self.pid == 0:
+            try:
+                target(*args)
+            finally:
+                os._exit(1)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.exitcode is None and self.pid is not None:
+            self.exitcode = exit_code(self.pid, timeout or 0.0)
+
+    def is_alive(self) -> bool:
+        self.join(0)
+        return self.exitcode is None
+
+    def kill(self) -> None:
+        if self.exitcode is None and self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 def kill_group(process: Process) -> None:

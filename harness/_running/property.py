@@ -21,15 +21,15 @@ from typing import Any
 import hypothesis
 import numpy as np
 from hypothesis import HealthCheck
-from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.strategies import SearchStrategy
 
-from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
+from harness._claims.errors import ClaimsError, VerifierError
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying
 from harness._running import reaching
 from harness._running.context import Call, CallRecord, Context, record_calls
 from harness._running.draws import CannotDraw, Rejected, draw
 from harness._running.executor import CheckTimeout
+from harness._running.processes import CheckCrashed
 
 EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
@@ -45,6 +45,9 @@ CALLS_KEPT = 5
 # shorter (they are exact: format_falsifying cuts them for reading); a property that passes a huge array to
 # the implementation is reported without its line rather than with megabytes of it.
 LONGEST = 100_000
+
+# What ends a check at once, never a failing example: its time limit, and the implementation's process dying.
+_ENDS_THE_CHECK = (CheckTimeout, CheckCrashed)
 
 
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
@@ -104,12 +107,10 @@ def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Seq
         reached = reaching.mark()
         try:
             test(*arguments)
-        except Rejected as error:
-            if not _rejected_by_the_verifier(error, test):
-                return state
+        except Rejected:  # the verifier's assume() (the implementation's process cannot raise it here)
             reaching.rewind(reached)
             continue
-        except CheckTimeout:
+        except _ENDS_THE_CHECK:
             raise
         except Exception:
             return state
@@ -122,32 +123,6 @@ def _first_failing_draw(ctx: Context, test: Callable[..., None], strategies: Seq
             f"held on {examples} examples: draw the inputs inside the domain (move the condition into the "
             f"strategy), so that fewer than one draw in {REJECTIONS_PER_EXAMPLE} is rejected")
     return None
-
-
-def _rejected_by_the_verifier(error: BaseException, test: Callable[..., None]) -> bool:
-    """Whether a rejection (``Rejected``, Hypothesis' ``UnsatisfiedAssumption``) from ``test`` is the verifier's.
-
-    Every frame between the test and the raise must belong to the harness or to the test's own
-    package: one of the implementation's (or another library's) means the code under test raised
-    it, and an implementation that could reject the examples it is given would pass every property.
-    """
-    defined_in = getattr(getattr(test, "func", test), "__module__", None) or ""  # a partial's function
-    own = {"harness", defined_in.partition(".")[0]}
-    frame = error.__traceback__.tb_next if error.__traceback__ else None  # the first frame is the one that caught it
-    while frame is not None:
-        if str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0] not in own:
-            return False
-        frame = frame.tb_next
-    return True
-
-
-def _implementation_rejected(error: BaseException, record: CallRecord) -> ImplementationError:
-    """The error of a check whose implementation raised the signal of a rejected example itself."""
-    function = next((call.function for call in record.calls if call.raised is error), "a function it called")
-    return ImplementationError(
-        f"implementation '{record.module.__name__}': {function} raised {type(error).__name__} ({error}), which is the "
-        "harness's signal that a verifier discards an example it drew; an implementation may not raise it (it "
-        "would turn every example into a skipped one). Raise another exception, or return the value")
 
 
 def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
@@ -165,10 +140,6 @@ def _replayed(ctx: Context, test: Callable[..., None], strategies: Sequence[Sear
             error.add_note(f"Falsifying example: {test.__name__}(\n{shown}\n)")
             return {"holds": False, "examples": examples,
                     FALSIFYING_KEY: falsifying_example(error, test.__name__, record)}
-        except (Rejected, UnsatisfiedAssumption) as error:
-            if _rejected_by_the_verifier(error, test):
-                raise
-            raise _implementation_rejected(error, record) from error
         except Exception as error:
             if any(call.raised is error for call in record.calls):
                 error.add_note("\n".join(format_falsifying(_recorded(record))))
@@ -202,15 +173,9 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
             reached = reaching.mark()
             try:
                 test(*args, **kwargs)
-            except Rejected as error:
-                if not _rejected_by_the_verifier(error, test):
-                    raise _implementation_rejected(error, record) from error
+            except Rejected:  # the verifier's assume() (the implementation's process cannot raise it here)
                 reaching.rewind(reached)
                 hypothesis.reject()
-            except UnsatisfiedAssumption as error:  # hypothesis.assume(), which the verifiers do not call
-                if not _rejected_by_the_verifier(error, test):
-                    raise _implementation_rejected(error, record) from error
-                raise
             completed.append(True)
 
         completed: list[bool] = []
@@ -218,7 +183,7 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
         run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
         try:
             run()
-        except CheckTimeout:
+        except _ENDS_THE_CHECK:
             raise
         except BaseException as error:
             # Hypothesis wraps what a replay raised (FlakyFailure, an exception group): a timeout reads as one.
@@ -406,15 +371,16 @@ def _array_literal(array: np.ndarray, imports: set[str]) -> str:
     return f"np.array({_literal(array.tolist(), imports)}, dtype={dtype})"
 
 
-def _timeout_within(error: BaseException) -> CheckTimeout | None:
-    """The check's timeout inside ``error``'s group, cause or context, if any."""
+def _timeout_within(error: BaseException) -> ClaimsError | None:
+    """What ended the check (its timeout, or the implementation's process dying) inside ``error``'s group, cause or
+    context, if anything did."""
     pending, seen = [error], set()
     while pending:
         current = pending.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, CheckTimeout):
+        if isinstance(current, _ENDS_THE_CHECK):
             return current
         pending += [*getattr(current, "exceptions", ()), *(e for e in (current.__cause__, current.__context__) if e)]
     return None

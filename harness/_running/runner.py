@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import hashlib
 import os
-import sys
 import tempfile
 import time
 import traceback
@@ -30,18 +27,19 @@ from harness._claims.scope import Dimension
 from harness._running.cache import ObservationCache, cache_key
 from harness._running.context import Context, ImplementationView
 from harness._running.executor import SeedRunner, time_limit
-from harness._running.implementation import PYTEST_FLAG, import_implementation, raised_in, reference_implementation
+from harness._running.implementation import PYTEST_FLAG, import_implementation, reference_implementation
 from harness._running.isolation import run_isolated
 from harness._running.processes import supported as isolation_supported
 from harness._running.reaching import REACHED_KEY, recording
+from harness._running.remote import connect, in_process, not_implemented_yet, server_starter
 from harness._running.sharpness import perturbations
-from harness._running.zygote import Zygote
 
 # Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
 # minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
 DEFAULT_PROFILE = "smoke"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 SHRINK_FLAG = "--claims-shrink"
+IMPLEMENTATION_PATH_FLAG = "--claims-impl-path"
 
 
 def course_scope() -> tuple[Dimension, ...]:
@@ -66,6 +64,10 @@ class RunOptions:
     ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``). ``scope`` is
     the course's scope dimensions (``[tool.claims.scope]``; by default the course of the working directory's),
     which what a check's examples reach is recorded along (``harness.reach``); without them nothing is recorded.
+    ``in_process`` calls the implementation in the verifier's process (through the same messages of data), for the
+    course's own mutants only (``claims mutants``: mutmut records what a check reaches in the process that calls it);
+    any other implementation runs in a process of its own. ``directory`` is where the implementation is looked for
+    first (where the run was started), in the implementation's process only: never on this process's import path.
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -86,6 +88,8 @@ class RunOptions:
     unimportable: str | None = None
     shrink: bool = False
     scope: tuple[Dimension, ...] = field(default_factory=course_scope)
+    in_process: bool = False
+    directory: str = field(default_factory=os.getcwd)
 
     @property
     def figures_dir(self) -> Path:
@@ -117,6 +121,7 @@ class CheckResult:
     observed: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     skip_reason: str | None = None
+    not_judged: str | None = None  # why the implementation kept this check from being judged (NOT_JUDGED_REASONS)
     not_implemented: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
     error_in: list[str] = field(default_factory=list)  # the one function an error is about, when it names one
@@ -182,12 +187,14 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.status = "skipped"
         result.skip_reason = (f"not run: it calls the implementation '{options.impl}', which cannot be imported "
                               "(the run's one error says why)")
+        result.not_judged = "not imported"
         return result
     started = time.perf_counter()
     try:
         cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
-                        alpha=alpha_per_comparison(check), scope=options.scope) if cache else ""
+                        alpha=alpha_per_comparison(check), scope=options.scope, directory=options.directory) \
+            if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
         result.reused = observed is not None
         if observed is None and reuse_only:
@@ -215,6 +222,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if not compared:
             result.status = "skipped"
             result.skip_reason = "; ".join(sorted(set(result.not_checked.values())))
+            result.not_judged = "optional keyword"  # every observation declined: the implementation has no such call
         else:
             result.status = "passed" if all(c.passed for c in comparisons) else "failed"
     except (KeyboardInterrupt, _MustRun):
@@ -226,6 +234,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     except (Inexpressible, Unsupported) as error:
         result.status = "skipped"
         result.skip_reason = str(error)
+        result.not_judged = "exact arithmetic" if isinstance(error, Inexpressible) else "optional keyword"
     except BaseException as error:
         if reuse_only and not result.reused:  # e.g. no cache key: running the check will say what is wrong
             raise _MustRun from error
@@ -251,91 +260,46 @@ def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: Run
 
 def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
                         limit: float) -> dict[str, Any]:
-    """The verifier's observations, computed in a supervised worker process (``harness._running.isolation``):
-    forked from the implementation's zygote when the verifier calls the implementation, else from this process."""
+    """The verifier's observations, computed in a supervised worker forked from this process
+    (``harness._running.isolation``), which reaches the implementation, if the verifier calls it, through a server of
+    its own in the implementation's process (``harness._running.remote``)."""
     observe = partial(_observe_plain, entry, index, verifier, options, seed, limit)
+    server = server_starter(options.impl, options.directory) if verifier.uses and not options.in_process else None
     if not (options.isolation and isolation_supported()):
-        return observe()
+        if server is None:
+            return observe()
+        connection, end = server(2)
+        try:
+            return observe(connection)
+        finally:
+            connection.close()
+            end(False)
     what = f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})"
-    return run_isolated(observe, limit, what, implementation_zygote(options.impl) if verifier.uses else None)
+    return run_isolated(observe, limit, what, server)
 
 
-def _observe_plain(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
-                   ) -> dict[str, Any]:
+def _observe_plain(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float,
+                   connection: Any = None) -> dict[str, Any]:
     with time_limit(limit):
-        return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit)))
+        return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit, connection)))
 
 
-IMPORT_TIME_LIMIT = 120.0
-_ZYGOTES: dict[tuple[str, str, tuple[str, ...]], Zygote] = {}
+def _implementation(options: RunOptions, verifier: Verifier, connection: Any) -> Any:
+    """The implementation as this check reaches it: through its server's connection; in this process, as data all the
+    same, for the course's own mutants (``in_process``); a module of nothing for a verifier that calls none."""
+    if not verifier.uses:
+        return ModuleType(options.impl)
+    if connection is None:
+        return in_process(import_implementation(options.impl))
+    return connect(connection, options.impl)
 
 
-def implementation_zygote(impl: str) -> Zygote:
-    """The process that imported ``impl`` and forks the workers of the checks that call it (one per run).
-
-    This process never imports the implementation: what the module does at import stays in the zygote, and
-    even there it is put back (:func:`_import_leaving_the_rest_as_it_was`), so that the verifier's own
-    computations in the worker see NumPy and the harness as they are.
-    """
-    key = (impl, os.getcwd(), tuple(sys.path))
-    zygote = _ZYGOTES.get(key)
-    if zygote is None or not zygote.alive:
-        if not _ZYGOTES:
-            atexit.register(close_zygotes)  # before multiprocessing's own, which would wait for them
-        zygote = _ZYGOTES[key] = Zygote(partial(_import_leaving_the_rest_as_it_was, impl),
-                                        f"importing the implementation '{impl}'", IMPORT_TIME_LIMIT)
-    return zygote
-
-
-def close_zygotes() -> None:
-    """End every zygote of this process: at the end of a run (an implementation edited since is imported anew)."""
-    for zygote in _ZYGOTES.values():
-        zygote.close()
-    _ZYGOTES.clear()
-
-
-def _import_leaving_the_rest_as_it_was(impl: str) -> None:
-    """Import the implementation without it changing the code and settings the verifiers compute with.
-
-    What a module does at import (set ``CLAIMS_IMPL`` or ``CLAIMS_PROFILE`` for some tool of its own, make
-    NumPy raise on every overflow, rebind ``np.abs`` or a harness function) would otherwise stay for
-    every check forked after it: the environment and NumPy's floating-point error handling are put back,
-    and so is every function, class or module that a module loaded before the import had bound to a name
-    (what the import binds in its own modules, and any data, stays).
-    """
-    environment, errors = dict(os.environ), np.geterr()
-    own = impl.partition(".")[0]
-    namespaces = [module for name, module in list(sys.modules.items())
-                  if isinstance(module, ModuleType) and name.partition(".")[0] != own]
-    # The classes a module defines too: rebinding a method (a harness class's, say) is rebinding code.
-    namespaces += [value for module in namespaces for value in list(vars(module).values())
-                   if isinstance(value, type) and value.__module__ == module.__name__]
-    before = [(namespace, {name: value for name, value in list(vars(namespace).items()) if _is_code(value)})
-              for namespace in namespaces]
-    try:
-        import_implementation(impl)
-    finally:
-        os.environ.clear()
-        os.environ.update(environment)
-        np.seterr(**errors)
-        for namespace, bindings in before:
-            now = vars(namespace)
-            for name, value in bindings.items():
-                if now.get(name) is not value:
-                    with contextlib.suppress(AttributeError, TypeError):  # a built-in type's are read-only
-                        setattr(namespace, name, value)
-
-
-def _is_code(value: Any) -> bool:
-    return callable(value) or isinstance(value, (ModuleType, staticmethod, classmethod, property))
-
-
-def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
-             ) -> Mapping[str, Any]:
+def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float,
+             connection: Any = None) -> Mapping[str, Any]:
     assert entry.claim is not None
     check = entry.claim.checks[index]
     # A verifier that uses no function of the implementation (a sympy proof, say) runs without it.
-    module = import_implementation(options.impl) if verifier.uses else ModuleType(options.impl)
+    module = _implementation(options, verifier, connection)
     view = ImplementationView(module, verifier.uses, verifier.name, entry.id, inputs_guarded=check.kind != "experiment")
     missing = view.missing()
     if missing:
@@ -354,8 +318,8 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         beta=check.beta,
         deviation=check.deviation,
         figures_dir=options.figures_dir,
-        seed_runner=SeedRunner(options.impl, tuple(verifier.uses), verifier.name, entry.id, options.scheduler,
-                               options.workers, time.time() + limit, limit, options.progress_dir),
+        seed_runner=SeedRunner(options.impl, options.directory, tuple(verifier.uses), verifier.name, entry.id,
+                               options.scheduler, options.workers, time.time() + limit, limit, options.progress_dir),
         shift=options.shift_in_deviations * (check.deviation or 0.0),
         shrink=options.shrink,
     )
@@ -364,10 +328,10 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
             observed = verifier.function(context)
     except NotImplementedError as error:
         # A stub the verifier reached without declaring it (a function the declared ones call, say).
-        stub = raised_in(error, options.impl)
+        stub = not_implemented_yet(error)
         if stub is None:
             raise
-        raise NotImplementedYet([stub]) from None
+        raise stub from None
     if not isinstance(observed, Mapping):
         raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
