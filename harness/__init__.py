@@ -9,30 +9,60 @@ of observed values; the harness compares those with what the claim file expects.
 actions, ...), which the report compares with the scope each statement speaks for. A program (a
 notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
 :func:`run_check`, configured by :class:`RunOptions`.
+
+The names are imported on first use (PEP 562): pytest loads ``harness.plugin`` in every run of an environment the
+package is installed in, and outside a course that must cost next to nothing.
 """
+
+import importlib
+from typing import Any
 
 from harness._running.rewriting import leave_libraries_unrewritten
 
-leave_libraries_unrewritten()  # first: the imports below bring in Hypothesis
+leave_libraries_unrewritten()  # first: the modules behind the names below bring in Hypothesis
 
-from harness import stats  # noqa: E402
-from harness._claims.errors import (  # noqa: E402
-    ClaimsError,
-    ImplementationError,
-    Problem,
-    RegistryError,
-    Unsupported,
-    VerifierError,
-)
-from harness._claims.expect import Declined  # noqa: E402
-from harness._claims.loading import Catalogue, ClaimEntry, load_catalogue  # noqa: E402
-from harness._claims.registry import NoParams, lookup, verifier  # noqa: E402
-from harness._running.context import Context, ImplementationView  # noqa: E402
-from harness._running.executor import SeedRun  # noqa: E402
-from harness._running.property import assume, check_property  # noqa: E402
-from harness._running.reaching import reach  # noqa: E402
-from harness._running.runner import CheckResult, RunOptions, check_names, run_check  # noqa: E402
-from harness.stats import MeanEstimate  # noqa: E402
+# Each public name, and the module it is defined in ("stats" is the module itself).
+_DEFINED_IN = {
+    "Catalogue": "harness._claims.loading",
+    "CheckResult": "harness._running.runner",
+    "ClaimEntry": "harness._claims.loading",
+    "ClaimsError": "harness._claims.errors",
+    "Context": "harness._running.context",
+    "Declined": "harness._claims.expect",
+    "ImplementationError": "harness._claims.errors",
+    "ImplementationView": "harness._running.context",
+    "MeanEstimate": "harness.stats",
+    "NoParams": "harness._claims.registry",
+    "Problem": "harness._claims.errors",
+    "RegistryError": "harness._claims.errors",
+    "RunOptions": "harness._running.runner",
+    "SeedRun": "harness._running.executor",
+    "Unsupported": "harness._claims.errors",
+    "VerifierError": "harness._claims.errors",
+    "assume": "harness._running.property",
+    "check_names": "harness._running.runner",
+    "check_property": "harness._running.property",
+    "load_catalogue": "harness._claims.loading",
+    "lookup": "harness._claims.registry",
+    "reach": "harness._running.reaching",
+    "run_check": "harness._running.runner",
+    "stats": "harness.stats",
+    "verifier": "harness._claims.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = importlib.import_module(module) if name == "stats" else getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Catalogue",

@@ -5,7 +5,7 @@ anything imports the implementation), the catalogue of each claims directory, th
 provenance, and why it could not be imported. In the controlling process, :class:`Evidence` gathers
 every item's evidence (from pytest-xdist's workers too) and prints the student's function table,
 :class:`ReportWriter` writes ``reports/`` from this run's evidence alone, and :class:`CheckCounter`
-keeps ``claims verify``'s status line. The hooks and the collection tree are ``harness.plugin``'s.
+keeps ``claims verify``'s status line. The hooks and the collection tree are ``harness._pytest_hooks``'s.
 """
 
 from __future__ import annotations

@@ -16,15 +16,16 @@ from pathlib import Path
 
 from harness._claims.course import RESULTS_FILE, Course, write_atomically
 from harness._claims.errors import ClaimsError
+from harness._claims.formats import IMPLEMENTATION_PATH_FLAG, PYTEST_FLAG
 from harness._claims.loading import Catalogue, load_catalogue
 from harness._claims.sources import render_registry, with_registry
 from harness._running.cache import checked_implementation
 from harness._running.executor import default_workers
-from harness._running.implementation import PYTEST_FLAG, reference_implementation
+from harness._running.implementation import reference_implementation
 from harness._running.processes import interrupt_on_termination
 from harness._running.progress import run_showing_progress
 from harness._running.remote import check_implementation, close_hosts
-from harness._running.runner import IMPLEMENTATION_PATH_FLAG, resolve_options
+from harness._running.runner import resolve_options
 from harness._text.summary import text_overrides
 
 

@@ -18,14 +18,13 @@ from pathlib import Path
 from harness._authoring import text as text_commands
 from harness._claims.course import RESULTS_FILE, Course, find_course, write_atomically
 from harness._claims.errors import ClaimsError
-from harness._claims.formats import visible
+from harness._claims.formats import DEFAULT_PROFILE, PROFILES, visible
 from harness._claims.loading import load_catalogue
 from harness._claims.registry import registered
 from harness._claims.schema import KINDS, json_schema_text
 from harness._claims.sources import registry_section
-from harness._running.context import PROFILES
 from harness._running.implementation import reference_implementation
-from harness._running.runner import DEFAULT_PROFILE, check_names, resolve_options
+from harness._running.runner import check_names, resolve_options
 from harness._verify import registry_of, survivor_line, verify_command
 
 SCHEMA_FILE = "schema.json"

@@ -12,6 +12,7 @@ import errno
 import json
 import re
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -351,3 +352,21 @@ def test_an_entry_pytest_would_pass_over_still_has_its_row(project):
     project.runpytest_inprocess("claims", *PLUGINS_OFF, "--claims-report", "out")
     rows = {row["file"]: row["status"] for row in results(project.path / "out")["claims"]}
     assert rows == {"claims/engine.yaml": "passed", "claims/folder.yaml": "error", "claims/dangling.yaml": "error"}
+
+
+def test_the_revision_of_a_clean_clone_is_not_dirty_while_its_report_is_staged(tmp_path):
+    """A run's staging directory sits beside the report directory, untracked, while the report is written: the
+    revision the report states is the commit's, not '+dirty'; an edit still makes it dirty."""
+    from harness._reporting.report import _revision, claim_staging, staging_dir_for
+
+    def git(*arguments: str) -> None:
+        subprocess.run(["git", *arguments], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a")
+    claim_staging(staging_dir_for(tmp_path / "reports", "run1"))
+    assert not _revision(tmp_path).endswith("+dirty")
+    (tmp_path / "a.txt").write_text("b\n", encoding="utf-8")
+    assert _revision(tmp_path).endswith("+dirty")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.plugin import _longest_first
+from harness._pytest_hooks import _longest_first
 
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"
@@ -758,3 +760,26 @@ def test_pytest_rewrites_the_verifiers_asserts_but_not_the_libraries_the_plugin_
     assert loader_of(verifiers.gae) == "AssertionRewritingHook"
     assert loader_of(hypothesis.core) != "AssertionRewritingHook"
     assert loader_of(harness._running.engine) != "AssertionRewritingHook"
+
+
+def test_outside_a_course_pytest_runs_as_without_the_package(tmp_path):
+    """The package's pytest plugin loads in every run of the environment it is installed in (a student's own course
+    code): outside a course it registers no hook and imports none of the engine, and a --claims-* option given
+    there is refused in one line."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'foreign'\n", encoding="utf-8")
+    (tmp_path / "test_foreign.py").write_text(
+        "import sys\n\n\ndef test_the_engine_is_not_loaded():\n"
+        "    assert not {'harness._pytest_hooks', 'harness._running.runner', 'sympy'} & set(sys.modules)\n",
+        encoding="utf-8")
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "CLAIMS_IMPL")}
+
+    def pytest_in_foreign(*arguments: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
+                              cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+
+    plain = pytest_in_foreign()
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout + plain.stderr
+    assert "INTERNALERROR" not in plain.stdout + plain.stderr
+    refused = pytest_in_foreign("--claims-impl", "student_rl")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout + refused.stderr
+    assert "--claims-impl: " in refused.stderr and "is not inside a course" in refused.stderr

@@ -21,7 +21,8 @@ from test_loading import claim, claim_file, claims_dir
 from test_plugin import Project, real_node_ids
 
 from harness import ImplementationError, RunOptions, load_catalogue, run_check
-from harness._running.implementation import FALLBACK_ATTRIBUTE, contract_functions, provenance
+from harness._claims.formats import FALLBACK_ATTRIBUTE
+from harness._running.implementation import contract_functions, provenance
 from harness._running.remote import check_implementation
 from harness.cli import main as claims_main
 

@@ -163,6 +163,16 @@ def headline(functions: list[str], where: str | None, claim_id: str, status: str
 
 # --------------------------------------------------------------------------- how much of a run was judged
 
+# The run's options that more than one part names (the pytest plugin, claims verify, the runner, messages).
+PROFILES = ("smoke", "full")
+# Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
+# minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
+DEFAULT_PROFILE = "smoke"
+SHRINK_FLAG = "--claims-shrink"
+IMPLEMENTATION_PATH_FLAG = "--claims-impl-path"
+PYTEST_FLAG = "--claims-allow-reference"
+FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
+
 # The status of a check, and of a claim, that did not run, or whose pass does not count, for the implementation's
 # sake: passed is only what ran against the implementation and passed.
 NOT_JUDGED = "not judged"

@@ -504,7 +504,8 @@ def _revision(root: Path) -> str:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     revision = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", ".", ":(exclude)reports")
+    # The run's own staging directory (staging_dir_for) is untracked while the run writes: it is not an edit.
+    dirty = git("status", "--porcelain", "--", ".", ":(exclude)reports", ":(exclude,glob)**/.*staging-*/**")
     return f"{revision}+dirty" if dirty else revision
 
 

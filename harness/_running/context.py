@@ -16,7 +16,6 @@ from pydantic import BaseModel
 import harness.stats as stats
 from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
 
-PROFILES = ("smoke", "full")
 # The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
 # (a group of answers, a gradient per logit), so at 2**24 samples it already holds a few GiB; the
 # checks of the course need at most 0.71 million (reinforce-unbiased-for-chosen-objective). A

@@ -26,10 +26,8 @@ from typing import Any
 
 from harness._claims.course import find_course
 from harness._claims.errors import ImplementationError, UnimportableImplementation
+from harness._claims.formats import FALLBACK_ATTRIBUTE
 from harness._running.frameworks import INSTALL_HINT
-
-FALLBACK_ATTRIBUTE = "__claims_reference_fallback__"
-PYTEST_FLAG = "--claims-allow-reference"
 
 
 def import_implementation(name: str) -> ModuleType:

@@ -29,7 +29,8 @@ from typing import Any
 from harness._claims import errors
 from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
-from harness._running.implementation import PYTEST_FLAG, Provenance, contract_functions, reference_implementation
+from harness._claims.formats import PYTEST_FLAG
+from harness._running.implementation import Provenance, contract_functions, reference_implementation
 from harness._running.processes import (
     CheckCrashed,
     ForkedProcess,

@@ -19,7 +19,16 @@ import numpy as np
 from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
 from harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
-from harness._claims.formats import FALSIFYING_KEY, format_falsifying, format_observed, headline, visible
+from harness._claims.formats import (
+    DEFAULT_PROFILE,
+    FALSIFYING_KEY,
+    PYTEST_FLAG,
+    SHRINK_FLAG,
+    format_falsifying,
+    format_observed,
+    headline,
+    visible,
+)
 from harness._claims.loading import ClaimEntry
 from harness._claims.registry import Verifier
 from harness._claims.schema import Check
@@ -27,19 +36,14 @@ from harness._claims.scope import Dimension
 from harness._running.cache import ObservationCache, cache_key
 from harness._running.context import Context, ImplementationView
 from harness._running.executor import SeedRunner, time_limit
-from harness._running.implementation import PYTEST_FLAG, import_implementation, reference_implementation
+from harness._running.implementation import import_implementation, reference_implementation
 from harness._running.isolation import run_isolated
 from harness._running.processes import supported as isolation_supported
 from harness._running.reaching import REACHED_KEY, recording
 from harness._running.remote import connect, in_process, not_implemented_yet, server_starter
 from harness._running.sharpness import perturbations
 
-# Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
-# minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
-DEFAULT_PROFILE = "smoke"
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
-SHRINK_FLAG = "--claims-shrink"
-IMPLEMENTATION_PATH_FLAG = "--claims-impl-path"
 
 
 def course_scope() -> tuple[Dimension, ...]:
