@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness._claims.course import RESULTS_FILE, Course, write_atomically
 from harness._claims.errors import ClaimsError
-from harness._claims.formats import IMPLEMENTATION_PATH_FLAG, PYTEST_FLAG
+from harness._claims.formats import IMPLEMENTATION_PATH_FLAG, PYTEST_FLAG, counted
 from harness._claims.loading import Catalogue, load_catalogue
 from harness._claims.sources import render_registry, with_registry
 from harness._running.cache import checked_implementation
@@ -42,10 +42,12 @@ def verify_command(args: argparse.Namespace) -> int:
     )
 
     course: Course = args.course
+    asked_for = args.out is not None
     args.out = (args.out or course.reports).resolve()
     text_overrides(args.text)  # a malformed --text is refused before anything runs
-    unwritable = report_directory_problem(args.out, course.root,
-                                          resolve_options(args.impl, args.profile, args.claims_seed).impl)
+    options = resolve_options(args.impl, args.profile, args.claims_seed)
+    unwritable = report_directory_problem(args.out, course.root, options.impl) or (
+        None if asked_for else _kept_apart(args.out, options.impl, options.profile))
     if unwritable:
         print(f"claims verify: {unwritable}\nclaims verify: no check run, no report written", file=sys.stderr)
         return 2
@@ -100,6 +102,23 @@ def _this_runs_results(out: Path, run_id: str) -> dict | None:
     return results if results.get("run", {}).get("id") == run_id else None
 
 
+def _kept_apart(directory: Path, impl: str, profile: str) -> str | None:
+    """Why a run with no --claims-report may not replace the report in ``directory`` (the course's reports/): it is
+    of another profile or implementation (the committed release report, say, which a smoke run or a student's
+    implementation would overwrite); None when the run is of the same kind, or there is no report there."""
+    try:
+        run = json.loads((directory / RESULTS_FILE).read_text(encoding="utf-8"))["run"]
+        kept = (str(run["impl"]), str(run["profile"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if kept == (impl, profile):
+        return None
+    return (f"{directory} holds the report of '{kept[0]}' in the {kept[1]} profile, and this run ('{impl}', {profile} "
+            f"profile) would replace it: give --claims-report DIR for a report of its own (e.g. my-report), run "
+            f"--claims-impl {kept[0]} --claims-profile {kept[1]} to regenerate it, or name it with --claims-report "
+            "to replace it on purpose")
+
+
 def _implementation_refused(args: argparse.Namespace) -> str | None:
     """Why the implementation under test cannot be verified (as pytest would import it), or None."""
     impl = resolve_options(args.impl, args.profile, args.claims_seed).impl
@@ -133,8 +152,9 @@ def _ledger_gate(catalogue: Catalogue, results: dict) -> int:
     for problem in [*problems, *unreached]:
         print(f"claims verify: {problem}", file=sys.stderr)
     if problems:
-        print(f"claims verify: the statement ledger is incomplete ({len(problems)} problems, as 'claims lint' "
-              "lists them); cover each statement with a claim or give it 'not_checkable:'", file=sys.stderr)
+        print(f"claims verify: the statement ledger is incomplete ({counted(len(problems), 'problem')}, as "
+              "'claims lint' lists them); cover each statement with a claim or give it 'not_checkable:'",
+              file=sys.stderr)
     if unreached:
         print(f"claims verify: {len(unreached)} statements passed without their checks reaching all of their scope; "
               "green would say more than the checks saw", file=sys.stderr)
@@ -260,7 +280,7 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
                 if outcome is not None and outcome.status in ("failed", "error")]
     for failure in failures:
         print(failure, end="\n\n")
-    ran = f"ran {len(to_run)} checks here" if to_run else "no check had to run"
+    ran = f"ran {counted(len(to_run), 'check')} here" if to_run else "no check had to run"
     print(f"claims verify: {ran}; {len(failures)} of {len(outcomes)} results failed (pytest not started)")
     if not completeness["complete"]:
         return 2  # as pytest's exit status for an interrupted run

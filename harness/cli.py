@@ -18,7 +18,7 @@ from pathlib import Path
 from harness._authoring import text as text_commands
 from harness._claims.course import RESULTS_FILE, Course, find_course, write_atomically
 from harness._claims.errors import ClaimsError
-from harness._claims.formats import DEFAULT_PROFILE, PROFILES, visible
+from harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
 from harness._claims.loading import load_catalogue
 from harness._claims.registry import registered
 from harness._claims.schema import KINDS, json_schema_text
@@ -196,8 +196,8 @@ def _lint(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"warning: {visible(warning)}")
     claims = sum(1 for entry in catalogue.entries if not entry.broken)
-    print(f"claims lint: {claims} usable claims in {len(catalogue.files)} files, {len(problems)} problems, "
-          f"{len(warnings)} warnings", file=sys.stderr)
+    print(f"claims lint: {counted(claims, 'usable claim')} in {counted(len(catalogue.files), 'file')}, "
+          f"{counted(len(problems), 'problem')}, {counted(len(warnings), 'warning')}", file=sys.stderr)
     return 2 if problems else 0
 
 

@@ -22,6 +22,7 @@ import yaml
 from markupsafe import escape
 
 from harness import load_catalogue
+from harness._claims.formats import counted
 from harness._claims.reading import MAX_FILE_BYTES
 from harness._claims.schema import json_schema_text
 from harness.cli import main as claims_main
@@ -443,8 +444,8 @@ def test_lint_exits_2_with_one_line_per_problem(tmp_path, monkeypatch, capsys):
     # The corpus predates the ledger: its claims cover nothing and its checks name no rejected implementation.
     unledgered = sum("field 'covers'" in line or "field 'rejects'" in line for line in out.splitlines())
     assert uncited and unledgered
-    assert re.search(rf"claims lint: {usable} usable claims in {len(CORPUS_FILES)} files, "
-                     rf"{len(problems) + 1 + uncited + unledgered} problems",
+    assert re.search(rf"claims lint: {counted(usable, 'usable claim')} in {counted(len(CORPUS_FILES), 'file')}, "
+                     rf"{counted(len(problems) + 1 + uncited + unledgered, 'problem')}",
                      err)
 
 

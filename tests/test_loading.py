@@ -240,7 +240,7 @@ def test_lint_prints_one_line_per_problem_and_fails(tmp_path, capsys):
     assert "claim 'bad-source', field 'sources': unknown source 'nosuchpaper2031'" in in_files[1]
     assert "not valid YAML" in in_files[2]
     assert "claim 'not-finite', check 1, field 'expect.gradient'" in in_files[3]
-    assert f"1 usable claims in 3 files, {len(lines)} problems" in err
+    assert f"1 usable claim in 3 files, {len(lines)} problems" in err
 
 
 def test_lint_reports_a_missing_schema_file(tmp_path, capsys):

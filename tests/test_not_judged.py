@@ -158,7 +158,7 @@ def test_the_markdown_says_it_under_the_title_and_marks_the_claim():
     results["summary"] = _summary(results["claims"]) | {key: value for key, value in results["summary"].items()
                                                           if key not in ("claims", "checks", "by_kind")}
     markdown = render_markdown(results)
-    assert "**NOT JUDGED**: 1 of 1 checks were not judged, for the implementation's sake: 1 declines exact " \
+    assert "**NOT JUDGED**: 1 of 1 check was not judged, for the implementation's sake: 1 declines exact " \
            "arithmetic." in markdown
     assert "| claims | 0 | 0 | 1 | 1 | 0 |" in markdown  # and the other claim of the document, an error
     assert ": **NOT JUDGED**" in markdown and "Not judged: needs exact arithmetic: f declines it." in markdown

@@ -508,3 +508,24 @@ def test_a_text_that_drifted_under_current_reports_is_named_text_drift_not_stale
     assert lines[-1] == "the committed reports are stale; commit the regenerated ones", lines
     assert not any(line.startswith(("text: ", "the text drifted")) for line in lines), lines
     assert claims_main(["verify", "--check"]) == 0, capsys.readouterr().err
+
+
+def test_a_run_of_another_profile_or_implementation_never_replaces_the_report_unasked(toy, capsys):
+    """The course's reports/ holds the release report (the full profile): a plain `claims verify` (smoke) or a
+    student's implementation would write over it. Without --claims-report such a run is refused, naming the ways
+    out; naming the directory replaces it on purpose."""
+    assert claims_main(["verify"]) == 0
+    results = toy / "reports" / "claims.json"
+    written = json.loads(results.read_text(encoding="utf-8"))
+    written["run"]["profile"] = "full"  # as the committed release report says
+    results.write_text(json.dumps(written), encoding="utf-8")
+    before = results.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert claims_main(["verify"]) == 2
+    error = capsys.readouterr().err
+    assert ("holds the report of 'toy_impl' in the full profile, and this run ('toy_impl', smoke profile) would "
+            "replace it") in error, error
+    assert "--claims-report DIR" in error and "no report written" in error
+    assert results.read_text(encoding="utf-8") == before
+    assert claims_main(["verify", "--claims-report", "reports"]) == 0
+    assert json.loads(results.read_text(encoding="utf-8"))["run"]["profile"] == "smoke"

@@ -71,8 +71,9 @@ def add_parser(commands: Any) -> None:
     mark.add_argument("--remove", action="store_true", help="remove the marks of the block instead")
     html = with_texts(sub.add_parser("html", help="write the text annotated with its statements and checks "
                                                   "(claims_text.html, never committed)"))
-    html.add_argument("--out", type=Path, help="the report directory whose claims.json gives the checks' results "
-                                               "(default: the course's reports/)")
+    html.add_argument("--claims-report", "--out", dest="out", type=Path,
+                      help="the report directory whose claims.json gives the checks' results, as claims verify names "
+                           "it (default: the course's reports/)")
 
 
 def run(args: argparse.Namespace) -> int:

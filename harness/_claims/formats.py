@@ -161,6 +161,11 @@ def headline(functions: list[str], where: str | None, claim_id: str, status: str
     return visible(f"{named} ({step}): " if named else f"{step}: ") + visible(f"claim '{claim_id}' {verdict}: {first}")
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``number`` with ``noun`` agreeing: "1 problem", "2 problems" (``plural`` where adding an s is wrong)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
 # --------------------------------------------------------------------------- how much of a run was judged
 
 # The run's options that more than one part names (the pytest plugin, claims verify, the runner, messages).
@@ -205,8 +210,8 @@ def judgement_line(summary: Mapping[str, Any]) -> str:
     judged = checks.get("passed", 0) + checks.get("failed", 0) + checks.get("error", 0)
     verdicts = [f"{checks.get('passed', 0)} passed"]
     verdicts += [f"{checks['failed']} failed"] if checks.get("failed") else []
-    verdicts += [f"{checks['error']} {'error' if checks['error'] == 1 else 'errors'}"] if checks.get("error") else []
-    line = f"judged {judged} of {total} checks ({', '.join(verdicts)})"
+    verdicts += [counted(checks["error"], "error")] if checks.get("error") else []
+    line = f"judged {judged} of {counted(total, 'check')} ({', '.join(verdicts)})"
     if checks.get(NOT_JUDGED):
         line += f"; {checks[NOT_JUDGED]} not judged: {_not_judged_reasons(summary)}"
     if checks.get("skipped"):
@@ -219,7 +224,8 @@ def not_judged_line(summary: Mapping[str, Any]) -> str | None:
     count = summary["checks"].get(NOT_JUDGED, 0)
     if not count:
         return None
-    return (f"{count} of {sum(summary['checks'].values())} checks were not judged, for the implementation's sake: "
+    return (f"{count} of {counted(sum(summary['checks'].values()), 'check')} {'was' if count == 1 else 'were'} not "
+            "judged, for the implementation's sake: "
             f"{_not_judged_reasons(summary)}. A claim with a check not judged is not judged, never passed: this "
             "report is a partial verdict.")
 
