@@ -79,8 +79,12 @@ def _narrower_float(value: Any) -> str | None:
     """The name of a floating dtype narrower than float64 in ``value`` (inside tuples, lists and dicts), or None."""
     if isinstance(value, np.ndarray | np.inexact):
         return value.dtype.name if value.dtype.kind in "fc" and np.finfo(value.dtype).bits < 64 else None
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
-    return next((found for found in map(_narrower_float, items) if found is not None), None)
+    return next((found for found in map(_narrower_float, _items(value)) if found is not None), None)
+
+
+def _items(value: Any) -> Any:
+    """What a container the conversions look inside holds: a dict's values, a tuple's or a list's items; else none."""
+    return value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
 
 
 def _holds_float64(value: Any) -> bool:
@@ -88,8 +92,7 @@ def _holds_float64(value: Any) -> bool:
         return True
     if isinstance(value, np.ndarray):
         return value.dtype == np.float64
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
-    return any(map(_holds_float64, items))
+    return any(map(_holds_float64, _items(value)))
 
 
 @dataclass(frozen=True)
@@ -176,8 +179,7 @@ def _holds_arrays_of(library: _Library, value: Any) -> bool:
     kind = getattr(module, "Tensor" if library.name == "torch" else "Array", None) if module else None
     if kind is not None and isinstance(value, kind):
         return True
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
-    return any(_holds_arrays_of(library, item) for item in items)
+    return any(_holds_arrays_of(library, item) for item in _items(value))
 
 
 def computes_in_torch(function: Callable[..., Any], name: str, args: Sequence[Any]) -> bool:
@@ -206,8 +208,7 @@ def _holds_fractions(value: Any) -> bool:
         return value.dtype.kind == "O"
     if isinstance(value, Fraction):
         return True
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple | list) else ()
-    return any(map(_holds_fractions, items))
+    return any(map(_holds_fractions, _items(value)))
 
 
 def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

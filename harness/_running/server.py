@@ -322,6 +322,7 @@ class ImplementationServer:
         self._objects: dict[int, Any] = {0: module}
         self._ids: dict[int, int] = {id(module): 0}
         self._types: dict[tuple[str, tuple[str, ...]], type] = {}
+        self._torch_code: dict[str, bool] = {}  # function name -> whether it is PyTorch code (computes_in_torch)
         self._connection: Any = None
 
     def handle(self, value: Any) -> Handle:
@@ -417,7 +418,9 @@ class ImplementationServer:
         """The gradient of the loss ``name(*args)`` with respect to ``args[wrt]``: by the implementation's own autograd
         for PyTorch (and what reached its constants, by position), by central differences with ``step`` else."""
         function = getattr(self.module, name)
-        if computes_in_torch(function, name, args):
+        if name not in self._torch_code:  # a trial call, once per function: its library does not change
+            self._torch_code[name] = computes_in_torch(function, name, args)
+        if self._torch_code[name]:
             return torch_gradient(function, name, args, wrt, held, tied)
         x = np.asarray(args[wrt], dtype=float)
         gradient = np.zeros(x.shape)
