@@ -8,7 +8,9 @@ of observed values; the harness compares those with what the claim file expects.
 :func:`reach` with the values each witness or drawn example used (the discount, the number of
 actions, ...), which the report compares with the scope each statement speaks for. A program (a
 notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
-:func:`run_check`, configured by :class:`RunOptions`.
+:func:`run_check`, configured by :class:`RunOptions`. A property (:func:`check_property`) draws its
+examples from :mod:`harness.strategies` (``from harness import strategies as st``): Hypothesis'
+vocabulary, as descriptions the harness reads.
 
 The names are imported on first use (PEP 562): pytest loads ``harness.plugin`` in every run of an environment the
 package is installed in, and outside a course that must cost next to nothing.
@@ -17,11 +19,7 @@ package is installed in, and outside a course that must cost next to nothing.
 import importlib
 from typing import Any
 
-from harness._running.rewriting import leave_libraries_unrewritten
-
-leave_libraries_unrewritten()  # first: the modules behind the names below bring in Hypothesis
-
-# Each public name, and the module it is defined in ("stats" is the module itself).
+# Each public name, and the module it is defined in ("stats" and "strategies" are the modules themselves).
 _DEFINED_IN = {
     "Catalogue": "harness._claims.loading",
     "CheckResult": "harness._running.runner",
@@ -44,9 +42,11 @@ _DEFINED_IN = {
     "check_property": "harness._running.property",
     "load_catalogue": "harness._claims.loading",
     "lookup": "harness._claims.registry",
+    "Rounded": "harness._claims.expect",
     "reach": "harness._running.reaching",
     "run_check": "harness._running.runner",
     "stats": "harness.stats",
+    "strategies": "harness.strategies",
     "verifier": "harness._claims.registry",
 }
 
@@ -55,7 +55,8 @@ def __getattr__(name: str) -> Any:
     module = _DEFINED_IN.get(name)
     if module is None:
         raise AttributeError(f"module 'harness' has no attribute {name!r}")
-    value = importlib.import_module(module) if name == "stats" else getattr(importlib.import_module(module), name)
+    value = (importlib.import_module(module) if module == f"harness.{name}"
+             else getattr(importlib.import_module(module), name))
     globals()[name] = value
     return value
 
@@ -77,6 +78,7 @@ __all__ = [
     "NoParams",
     "Problem",
     "RegistryError",
+    "Rounded",
     "RunOptions",
     "SeedRun",
     "Unsupported",
@@ -89,5 +91,6 @@ __all__ = [
     "reach",
     "run_check",
     "stats",
+    "strategies",
     "verifier",
 ]

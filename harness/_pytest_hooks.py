@@ -302,3 +302,14 @@ class PartItem(pytest.Item):
             return self.path, entry.line - 1, f"{entry.id} (cannot be loaded)"
         line = entry.check_lines[index]
         return self.path, line - 1, f"{entry.file}:{line}: {entry.id}::{self.name} ({entry.where})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A skipped check's report points at its check in the claim file (``-rs``), not at the line of this plugin
+    that raised the skip."""
+    report = yield
+    if isinstance(item, PartItem) and report.skipped and isinstance(report.longrepr, tuple):
+        path, line, _ = item.reportinfo()
+        report.longrepr = (str(path), line + 1, report.longrepr[2])
+    return report

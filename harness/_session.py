@@ -22,7 +22,7 @@ import pytest
 
 from harness._claims.course import find_root, load_course
 from harness._claims.errors import ClaimsError
-from harness._claims.formats import scoreboard_line
+from harness._claims.formats import USED_BY_FAILING, scoreboard_line
 from harness._claims.loading import Catalogue, load_catalogue
 from harness._reporting.report import (
     NOT_JUDGED,
@@ -121,10 +121,14 @@ class Evidence:
     def __init__(self) -> None:
         self.by_node: dict[str, dict[str, Any]] = {}
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take the check's result from the report (it crosses from an xdist worker as a user property), and out
+        of it, before JUnit XML and other plugins read the properties: they keep the claim, step and functions."""
         for name, value in report.user_properties:
             if name == PAYLOAD:
                 self.by_node[report.nodeid] = json.loads(value)
+        report.user_properties = [(name, value) for name, value in report.user_properties if name != PAYLOAD]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """A run with checks not judged fails, unless it asks for a partial verdict: skipped is not green."""
@@ -154,10 +158,12 @@ class Evidence:
         tested = [row for row in rows if row["implemented"] and not row["given"]]
         if tested:
             width = max(len("function"), *(len(row["function"]) for row in tested))
-            writer.line(f"{'function':<{width}}  claims  passed  failed  not implemented  declined  not run")
+            writer.line(f"{'function':<{width}}  claims  passed  failed  used by a failing check  not implemented  "
+                        "declined  not run")
             for row in tested:
                 writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
-                            f"{row['not implemented']:>15}  {row['declined']:>8}  {row['not run']:>7}")
+                            f"{row[USED_BY_FAILING]:>23}  {row['not implemented']:>15}  {row['declined']:>8}  "
+                            f"{row['not run']:>7}")
         for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
                              ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
             if names:

@@ -31,7 +31,7 @@ from harness._text.summary import text_overrides
 
 def verify_command(args: argparse.Namespace) -> int:
     """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
-    from harness._reporting.gate import gate_findings, snapshot  # the reports' code: not needed to lint or list
+    from harness._reporting.gate import committed_snapshot, gate_findings, snapshot  # not needed to lint or list
     from harness._reporting.report import (
         NOT_JUDGED,
         judged_verdict,
@@ -56,7 +56,9 @@ def verify_command(args: argparse.Namespace) -> int:
         print(f"claims verify: {refused}\nclaims verify: no check run, no report written", file=sys.stderr)
         return 2
     remove_stale_staging(args.out)  # the staging directories of earlier runs that were killed
-    before = snapshot(args.out) if args.check else None
+    before, compared_with = committed_snapshot(args.out) if args.check else (None, None)
+    if compared_with:
+        print(f"claims verify --check: the fresh run is compared with {compared_with}")
     catalogue = load_catalogue(args.claims_dir)
     run_id, earlier = uuid.uuid4().hex[:12], _run_id_in(args.out)
     # Extra pytest arguments (-k, -m, -x, ...) decide what runs and how: only pytest can honour them.
@@ -76,12 +78,14 @@ def verify_command(args: argparse.Namespace) -> int:
                    "are not this run's")
         print(f"claims verify: {why}", file=sys.stderr)
         return status or 1
-    print(f"claims verify: reports written to {args.out}/ (exit status {status})")
+    print(f"claims verify: reports written to {args.out}/")
     status = _registry_and_gate(args, catalogue, results, before, gate_findings, snapshot) or status
     incomplete = _ledger_gate(catalogue, results)
     not_judged = results["summary"]["checks"].get(NOT_JUDGED, 0)
-    print(f"claims verify: {judged_verdict(results['summary'], args.partial)}", flush=True)
-    return status or incomplete or (1 if not_judged and not args.partial else 0)
+    status = status or incomplete or (1 if not_judged and not args.partial else 0)
+    # The last line says what the exit status says: a gate that failed above is not followed by a green line alone.
+    print(f"claims verify: {judged_verdict(results['summary'], args.partial)} (exit status {status})", flush=True)
+    return status
 
 
 def _run_id_in(out: Path) -> str | None:

@@ -1,7 +1,9 @@
-"""Direct draws from Hypothesis strategies (harness._running.draws), and properties run on them (_running.property).
+"""Direct draws from the harness's strategies (harness.strategies, harness._running.draws), and properties run on
+them (_running.property).
 
 Issue 17: a property's examples are drawn without Hypothesis' engine, which cost 1 to 50 ms an
-example; Hypothesis runs only to shrink a failure, and for a strategy the draws do not know.
+example; Hypothesis runs only to shrink a failure, and for a strategy of Hypothesis' own. Issue 44:
+the strategies are the harness's descriptions, built as Hypothesis' through its public API only.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import types
 from fractions import Fraction
 from pathlib import Path
@@ -17,8 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import view_of
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
+from hypothesis import strategies as hst
 
 import impl
 from harness import (
@@ -31,6 +36,7 @@ from harness import (
     load_catalogue,
     run_check,
 )
+from harness import strategies as st
 from harness._running import property as _property
 from harness._running.draws import CannotDraw, Rejected, draw
 
@@ -53,12 +59,8 @@ def _draws(strategy, n=2000, seed=0):
     return [draw(strategy, rng) for _ in range(n)]
 
 
-def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
-    """With the installed Hypothesis, no property falls back to its engine (which would be correct but slow)."""
-    fallbacks = []
-    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 3, "full": 3})
-    monkeypatch.setattr(_property, "_under_hypothesis",
-                        lambda ctx, test, strategies, examples: fallbacks.append(test.__qualname__))
+def _every_smoke_property_holds() -> int:
+    """Run every property check of the smoke profile against the reference; assert each holds; how many ran."""
     catalogue = _catalogue()
     checked = 0
     for entry in catalogue.entries:
@@ -67,10 +69,137 @@ def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
                 continue
             result = run_check(entry, index, catalogue.verifiers[check.verifier],
                                RunOptions(impl="impl", profile="smoke", isolation=False, cache_dir=None))
-            # Three examples are too few for a count some checks expect; the property itself must hold.
+            # A few examples are too few for a count some checks expect; the property itself must hold.
             assert result.error is None and result.observed.get("holds", True) is True, (entry.id, index, result)
             checked += 1
-    assert checked >= 80 and fallbacks == []
+    return checked
+
+
+def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
+    """No property falls back to Hypothesis' engine (correct, but slow): each is built with harness.strategies alone."""
+    fallbacks = []
+    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 3, "full": 3})
+    monkeypatch.setattr(_property, "_under_hypothesis",
+                        lambda ctx, test, strategies, examples: fallbacks.append(test.__qualname__))
+    assert _every_smoke_property_holds() >= 80 and fallbacks == []
+
+
+def test_every_property_of_the_course_holds_under_hypothesis_too(monkeypatch):
+    """The strategies as Hypothesis builds them (its public API only), which shrink a failure: each runs under
+    Hypothesis' engine and holds (with the oldest Hypothesis the project admits too: tox -e hypothesis-oldest)."""
+    engine_runs = []
+    under_hypothesis = _property._under_hypothesis
+
+    def forced(ctx, test, strategies, examples):
+        raise CannotDraw("this test runs every property under Hypothesis")
+
+    def counted(ctx, test, strategies, examples):
+        engine_runs.append(test.__qualname__)
+        return under_hypothesis(ctx, test, strategies, examples)
+
+    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 1, "full": 1})
+    monkeypatch.setattr(_property, "_first_failing_draw", forced)
+    monkeypatch.setattr(_property, "_under_hypothesis", counted)
+    assert _every_smoke_property_holds() >= 80 and len(engine_runs) >= 80
+
+
+def test_a_property_that_holds_never_imports_hypothesis():
+    """Hypothesis is imported only to shrink a failure or to run a strategy of its own: a passing property, in a
+    process of its own, draws every kind of strategy without it (nor pays pytest's compiling of its modules)."""
+    script = textwrap.dedent("""
+        import importlib.abc
+        import sys
+
+        class NoHypothesis(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] == "hypothesis":
+                    raise ImportError(f"{name} imported")
+
+        sys.meta_path.insert(0, NoHypothesis())
+        from fractions import Fraction
+        from pathlib import Path
+
+        import numpy as np
+        from conftest import view_of
+
+        import impl
+        from harness import Context, check_property
+        from harness import strategies as st
+
+        @st.composite
+        def pairs(draw, high):
+            first = draw(st.integers(0, high))
+            return first, draw(st.integers(first, high))
+
+        everything = st.tuples(
+            st.integers(), st.floats(), st.fractions(-1, 1, max_denominator=9), st.booleans(), st.none(),
+            st.just(3), st.sampled_from("abc"), st.permutations([1, 2, 3]), st.one_of(st.integers(0, 1), st.just("x")),
+            st.lists(st.integers(0, 9), max_size=4, unique=True), st.builds(Fraction, st.integers(0, 3)),
+            pairs(5), st.integers(0, 3).map(str).filter(lambda text: text != "2"),
+            st.integers(1, 3).flatmap(lambda n: st.arrays(np.float64, (n, 2), elements=st.floats(-1, 1))))
+
+        def holds(values, logits):
+            assert np.isclose(ctx.impl.softmax(logits).sum(), 1.0)
+
+        ctx = Context(impl=view_of(impl, ("softmax",), "tests.draws", "draws"), params=None,
+                      rng=np.random.default_rng(0), seed=0, profile="smoke", alpha=0.01, beta=0.01, deviation=None,
+                      figures_dir=Path("figures"), seed_runner=None, shrink=False)
+        print(check_property(ctx, holds, everything, st.arrays(np.float64, 3, elements=st.floats(-5, 5))))
+        print(sorted(name for name in sys.modules if name.partition(".")[0] == "hypothesis"))
+    """)
+    tests = Path(__file__).resolve().parent
+    run = subprocess.run([sys.executable, "-c", script], cwd=tests.parent, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])},
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["{'holds': True, 'examples': 200}", "[]"]
+
+
+def test_check_property_refuses_what_is_not_a_strategy_naming_the_property_and_the_fix():
+    def takes_a_list(values):
+        pass
+
+    with pytest.raises(VerifierError, match=r"property takes_a_list \(.*test_draws\): check_property's strategy 2 "
+                                            r"is list \[1, 2\], not a strategy\. Build it with the harness's "
+                                            r"strategies \(from harness import strategies as st"):
+        check_property(_context(), takes_a_list, st.integers(), [1, 2])
+    with pytest.raises(TypeError, match=r"elements=\[1, 2\] is not a strategy"):
+        st.lists([1, 2])
+
+
+SETS = {
+    "integers": (st.integers(-3, 3), lambda v: type(v) is int and -3 <= v <= 3),
+    "floats excluding a bound": (st.floats(-1.5, 2.0, exclude_min=True), lambda v: -1.5 < v <= 2.0),
+    "floats without nan": (st.floats(allow_nan=False), lambda v: type(v) is float and not math.isnan(v)),
+    "fractions": (st.fractions(Fraction(-1, 3), 2, max_denominator=12),
+                  lambda v: type(v) is Fraction and Fraction(-1, 3) <= v <= 2 and v.denominator <= 12),
+    "lists": (st.lists(st.booleans(), min_size=1, max_size=3), lambda v: 1 <= len(v) <= 3 and {*v} <= {True, False}),
+    "unique lists": (st.lists(st.sampled_from("abcd"), min_size=2, unique=True),
+                     lambda v: 2 <= len(v) == len({*v}) <= 4 and {*v} <= {*"abcd"}),
+    "permutations": (st.permutations("xyz"), lambda v: sorted(v) == ["x", "y", "z"]),
+    "one_of": (st.one_of(st.none(), st.just(1.5)), lambda v: v in (None, 1.5)),
+    "builds": (st.builds(Fraction, st.integers(0, 9), denominator=st.integers(1, 3)),
+               lambda v: type(v) is Fraction and 0 <= v <= 9 and v.denominator <= 3),
+    "arrays of a drawn shape": (
+        st.arrays(np.int64, st.integers(0, 3).map(lambda n: (n, 2)), elements=st.integers(-1, 1)),
+        lambda v: v.dtype == np.int64 and v.shape[1:] == (2,) and v.shape[0] <= 3 and np.isin(v, [-1, 0, 1]).all()),
+    "unique arrays": (st.arrays("U3", 4, elements=st.sampled_from(["a", "bc", "d", "ef"]), unique=True),
+                      lambda v: v.dtype == np.dtype("U3") and sorted(v.tolist()) == ["a", "bc", "d", "ef"]),
+    "filter and map": (st.integers(0, 50).filter(lambda n: n % 7 == 0).map(lambda n: n // 7),
+                       lambda v: v in range(8)),
+}
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_the_harness_and_hypothesis_draw_from_the_same_set(name):
+    """A description's values, drawn here and by Hypothesis from the strategy it builds, lie in the set it describes."""
+    strategy, member = SETS[name]
+    assert all(member(value) for value in _draws(strategy, n=500))
+
+    def inside(value):
+        assert member(value), value
+
+    assert _property._under_hypothesis(_context(), inside, [strategy], 200)["holds"] is True
 
 
 @pytest.mark.parametrize("low, high", [(-3, 7), (0, 0), (1, 2**40), (-(2**70), 2**70)])
@@ -127,7 +256,7 @@ def test_fractions_composites_arrays_and_transformations_draw_what_their_strateg
         return first, draw_(st.integers(first, high))
 
     assert all(a <= b <= 5 for a, b in _draws(ordered_pairs(5)))
-    arrays = _draws(hnp.arrays(np.float64, st.integers(1, 4).map(lambda n: (n, 2)), elements=st.floats(-1, 1)))
+    arrays = _draws(st.arrays(np.float64, st.integers(1, 4).map(lambda n: (n, 2)), elements=st.floats(-1, 1)))
     assert all(a.shape[1] == 2 and 1 <= a.shape[0] <= 4 and np.abs(a).max() <= 1 for a in arrays)
     assert any(len(np.unique(a)) == 1 for a in arrays if a.size > 2)
     mapped = _draws(st.sampled_from([1, 2, 3]).map(lambda x: 10 * x).filter(lambda x: x > 10))
@@ -141,8 +270,10 @@ def test_fractions_composites_arrays_and_transformations_draw_what_their_strateg
 def test_a_filter_that_never_holds_rejects_and_an_unknown_strategy_cannot_be_drawn():
     with pytest.raises(Rejected):
         draw(st.integers(0, 10).filter(lambda x: x < 0 or False), np.random.default_rng(0))
-    with pytest.raises(CannotDraw, match="text"):
-        draw(st.text(), np.random.default_rng(0))
+    with pytest.raises(CannotDraw, match="a Hypothesis strategy, which only Hypothesis' engine draws from: text"):
+        draw(hst.text(), np.random.default_rng(0))
+    with pytest.raises(CannotDraw, match="a Hypothesis strategy"):
+        draw(st.tuples(st.integers(0, 3), hst.text()), np.random.default_rng(0))
 
 
 def test_a_passing_property_counts_its_examples_and_a_failing_one_reports_the_drawn_example():
@@ -166,15 +297,21 @@ def test_a_failure_is_shrunk_by_hypothesis_in_the_full_profile_and_with_shrink()
         assert "x=900" in result["falsifying_example"]["input"]
 
 
-def test_an_unknown_strategy_runs_under_hypothesis_and_still_finds_the_failure():
+def test_a_hypothesis_strategy_runs_under_hypothesis_and_still_finds_the_failure():
     def short(text):
         assert len(text) < 3, text
 
-    result = check_property(_context(), short, st.text())
+    result = check_property(_context(), short, hst.text())
     assert result["holds"] is False and "text=" in result["falsifying_example"]["input"]
 
+    def short_and_small(pair):
+        assert len(pair[1]) < 3 or pair[0] > 3, pair
 
-@pytest.mark.parametrize("strategy", [st.integers(0, 100), st.text()], ids=["drawn", "hypothesis"])
+    result = check_property(_context(), short_and_small, st.tuples(st.integers(0, 3), hst.text()))
+    assert result["holds"] is False and "pair=(" in result["falsifying_example"]["input"]
+
+
+@pytest.mark.parametrize("strategy", [st.integers(0, 100), hst.text()], ids=["drawn", "hypothesis"])
 def test_assume_discards_examples_on_either_path(strategy):
     seen = []
 
@@ -214,7 +351,7 @@ def log_softmax(logits):
 """
 
 
-@pytest.mark.parametrize("strategy", [st.integers(0, 100), st.text()], ids=["drawn", "hypothesis"])
+@pytest.mark.parametrize("strategy", [st.integers(0, 100), hst.text()], ids=["drawn", "hypothesis"])
 @pytest.mark.parametrize("profile", ["smoke", "full"])
 @pytest.mark.parametrize("function", ["softmax", "log_softmax"])
 @pytest.mark.filterwarnings("ignore:Using `assume` outside a property-based test")  # what the hostile one does
@@ -232,9 +369,9 @@ def test_an_implementation_that_rejects_its_examples_fails_the_check_on_either_p
 
 
 def test_under_hypothesis_the_examples_reported_are_those_that_ran():
-    assert check_property(_context(), lambda text: None, st.text(alphabet="a", max_size=1)) == {"holds": True,
-                                                                                        "examples": 2}
-    assert check_property(_context(), lambda text: None, st.text()) == {"holds": True, "examples": 200}
+    assert check_property(_context(), lambda text: None, hst.text(alphabet="a", max_size=1)) == {"holds": True,
+                                                                                         "examples": 2}
+    assert check_property(_context(), lambda text: None, hst.text()) == {"holds": True, "examples": 200}
 
 
 def test_a_property_that_fails_only_once_is_an_error_not_a_verdict():

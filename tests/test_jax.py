@@ -1,5 +1,5 @@
 """JAX implementations, by the route PyTorch's take: the example loss module passes its checks, a module computing
-in JAX's default float32 is told to switch on 64-bit floats, and exact arithmetic is a status, not a failure.
+in JAX's default float32 is told to switch on 64-bit floats, and an exact check runs its float twin.
 
 Skipped without JAX (``pip install jax``); ``tox -e libraries`` installs it.
 """
@@ -37,11 +37,9 @@ def test_the_jax_loss_module_passes_the_key_test_by_central_differences():
     assert result.status == "passed", (result.status, result.error, result.observed)
 
 
-def test_exact_arithmetic_in_jax_is_skipped_as_needing_it():
+def test_an_exact_check_of_jax_code_is_judged_by_its_float_twin():
     result = _run(EXACT_VALUE_ITERATION, "examples.jax_rl")
-    assert result.status == "skipped", (result.status, result.error)
-    assert result.skip_reason.startswith("needs exact arithmetic: this check passes Fractions, for which JAX has no "
-                                         "dtype"), result.skip_reason
+    assert (result.status, result.in_floats) == ("passed", True), (result.status, result.error, result.skip_reason)
 
 
 def test_jax_in_float32_is_told_to_switch_on_64_bit_floats(module):

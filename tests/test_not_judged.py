@@ -256,7 +256,8 @@ def results(directory: Path) -> dict:
 def test_the_reference_is_judged_whole(toy):
     done = run(toy, "verify")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1] == f"claims verify: judged {CHECKS} of {CHECKS} checks ({CHECKS} passed)"
+    assert done.stdout.splitlines()[-1] == (f"claims verify: judged {CHECKS} of {CHECKS} checks ({CHECKS} passed) "
+                                            "(exit status 0)")
     found = results(toy / "reports")
     assert found["summary"]["checks"][NOT_JUDGED] == 0 and found["summary"]["claims"]["passed"] == 1
     assert "NOT JUDGED" not in (toy / "reports" / "claims_report.md").read_text(encoding="utf-8")
@@ -269,7 +270,7 @@ def test_a_package_of_stubs_fails_unless_the_run_asks_for_a_partial_verdict(toy)
     assert refused.stdout.splitlines()[-1] == (
         "claims verify: not green: judged 1 of 4 checks (1 passed); 3 not judged: 3 wait for functions not written "
         "yet; a check not judged fails the run: write what it waits for, or ask for a partial verdict with "
-        "--claims-partial")
+        "--claims-partial (exit status 1)")
     found = results(toy / "stubs-report")
     (row,) = found["claims"]
     assert row["status"] == NOT_JUDGED  # its proof passed; the checks of the implementation waited
@@ -283,7 +284,7 @@ def test_a_package_of_stubs_fails_unless_the_run_asks_for_a_partial_verdict(toy)
     assert partial.returncode == 0, partial.stdout + partial.stderr
     assert partial.stdout.splitlines()[-1] == (
         "claims verify: partial verdict (--claims-partial): judged 1 of 4 checks (1 passed); 3 not judged: 3 wait "
-        "for functions not written yet")
+        "for functions not written yet (exit status 0)")
 
 
 def test_pytest_fails_a_package_of_stubs_unless_asked_for_a_partial_verdict(toy):
@@ -329,8 +330,8 @@ def test_a_function_raising_not_implemented_error_in_one_check_is_not_implemente
                                                                passed_without_the_raise["comparisons"])
     assert row["status"] == NOT_JUDGED
     assert found["functions"] == [{"function": "running_sum", "implemented": False, "given": False, "claims": 1,
-                                   "passed": 0, "failed": 0, "not implemented": 1, "declined": 0, "not run": 0,
-                                   "failing_claims": []}]
+                                   "passed": 0, "failed": 0, "used by a failing check": 0, "not implemented": 1,
+                                   "declined": 0, "not run": 0, "failing_claims": []}]
     assert "3 not judged: 3 wait for functions not written yet" in done.stdout.splitlines()[-1]
 
 

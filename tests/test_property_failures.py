@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import view_of
-from hypothesis import strategies as st
 
 import impl
 from harness import ClaimsError, RunOptions, VerifierError, load_catalogue, run_check
+from harness import strategies as st
 from harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
 from harness._running.context import Call, Context, record_calls
 from harness._running.property import CALLS_KEPT, check_property, reproduction
@@ -365,9 +365,8 @@ def test_an_example_cached_as_hypothesis_note_still_renders():
 # --------------------------------------------------------------------------- pytest's assertion rewriting
 
 VERIFIER_MODULE = '''\
-from hypothesis import strategies as st
-
 from harness import check_property
+from harness import strategies as st
 
 
 def close_to_itself(ctx):

@@ -13,6 +13,7 @@ import copy
 import json
 import math
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -529,3 +530,49 @@ def test_a_run_of_another_profile_or_implementation_never_replaces_the_report_un
     assert results.read_text(encoding="utf-8") == before
     assert claims_main(["verify", "--claims-report", "reports"]) == 0
     assert json.loads(results.read_text(encoding="utf-8"))["run"]["profile"] == "smoke"
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=author", "-c", "user.email=author@example.org", *args], cwd=root,
+                   check=True, capture_output=True)
+
+
+def test_check_compares_with_the_committed_report_not_with_the_disk(toy, capsys):
+    """In a git work tree the yardstick is the report committed at HEAD: a regenerated report left uncommitted
+    fails the gate on every run (it passed the second time when the gate read the disk), and says which report it
+    compared with; the last line carries the exit status."""
+    _git(toy, "init", "-q")
+    assert claims_main(["verify"]) == 0
+    _git(toy, "add", "-A")
+    _git(toy, "commit", "-q", "-m", "course")
+    capsys.readouterr()
+    assert claims_main(["verify", "--check"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "claims verify --check: the fresh run is compared with the report committed at " in out, out
+    assert out.splitlines()[-1].endswith("(exit status 0)"), out
+
+    claims = toy / "claims" / "lesson1.yaml"
+    claims.write_text(claims.read_text(encoding="utf-8").replace(
+        'rejects: "a running sum that starts from the second value"',
+        'rejects: "a running sum that starts from the third value"'), encoding="utf-8")
+    assert claims_main(["verify"]) == 0  # the author regenerates the report and forgets to commit it
+    for _ in range(2):
+        capsys.readouterr()
+        assert claims_main(["verify", "--check"]) == 1
+        captured = capsys.readouterr()
+        lines = _gate_lines(captured.err)
+        assert lines[-1] == "the committed reports are stale; commit the regenerated ones", lines
+        assert any("rejects" in line and "third value" in line for line in lines), lines
+        assert captured.out.splitlines()[-1].endswith("(exit status 1)"), captured.out
+
+    _git(toy, "commit", "-q", "-am", "the regenerated report")
+    assert claims_main(["verify", "--check"]) == 0, capsys.readouterr().err
+
+
+def test_check_without_a_committed_report_fails_and_says_so(toy, capsys):
+    _git(toy, "init", "-q")
+    _git(toy, "add", "-A")
+    _git(toy, "commit", "-q", "-m", "course, no report")
+    assert claims_main(["verify", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing is committed under reports/ at " in err, err

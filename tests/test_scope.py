@@ -136,7 +136,7 @@ class _Context:
 
 
 def test_an_example_discarded_by_assume_reaches_nothing():
-    import hypothesis.strategies as st
+    from harness import strategies as st
 
     def odd_discounts(numerator: int) -> None:
         reach(discount=Fraction(numerator, 10))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import shutil
 import sys
 import types
@@ -295,3 +296,14 @@ def test_claims_verify_refuses_undeclared_reference_fallbacks(tmp_path, monkeypa
     assert "pass --allow-reference or set" in error  # the option of this command, not pytest's
     assert not (tmp_path / "tmp").exists()
     assert str(tmp_path) not in sys.path  # the working directory was looked in, as pytest would, then left
+
+
+def test_the_counts_examples_readme_states_are_the_committed_reports():
+    """examples/README.md says how many claims its committed report passes and fails: the report's own counts."""
+    stated = re.search(r"(\d+) claims pass and (\d+) fail", (PROJECT / "examples" / "README.md").read_text(
+        encoding="utf-8"))
+    assert stated, "examples/README.md no longer says how many claims its report passes and fails"
+    results = json.loads((PROJECT / "examples" / "report" / "claims.json").read_text(encoding="utf-8"))
+    counts = results["summary"]["claims"]
+    assert (int(stated[1]), int(stated[2])) == (counts["passed"], counts["failed"]), (
+        "examples/README.md's counts differ from examples/report/claims.json: write the regenerated report's")

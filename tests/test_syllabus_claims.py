@@ -120,6 +120,18 @@ def gauss_seidel_value_iteration(P, R, gamma, n_iterations, v_0=None):
     return v
 
 
+def value_iteration_stopping_at_a_tolerance(P, R, gamma, n_iterations, v_0=None):
+    P, R = np.asarray(P, dtype=float), np.asarray(R, dtype=float)
+    v = np.zeros(R.shape[0]) if v_0 is None else np.array(v_0, dtype=float)
+    for _ in range(n_iterations):
+        new = (R + gamma * (P * v).sum(axis=-1)).max(axis=-1)
+        converged = np.abs(new - v).max() < 1e-8
+        v = new
+        if converged:
+            break
+    return v
+
+
 def value_iteration_from_zeros(P, R, gamma, n_iterations, v_0=None):
     return impl.value_iteration(P, R, gamma, n_iterations)
 
@@ -222,6 +234,7 @@ CASES: list[tuple[str, Callable, str, str]] = [
     ("policy_state_values", values_with_gamma_squared, "value-iteration-fixed-point", "exact"),
     ("bellman_optimality_operator", operator_without_discount, "bellman-operator-contracts", "property"),
     ("value_iteration", value_iteration_from_zeros, "bellman-operator-contracts", "property-2"),
+    ("value_iteration", value_iteration_stopping_at_a_tolerance, "bellman-operator-contracts", "property-3"),
     ("policy_state_values", values_with_gamma_squared, "value-is-expected-discounted-return", "property"),
     ("policy_state_values", values_with_gamma_squared, "policy-evaluation-bellman-equation", "property"),
     ("td_errors", td_error_adding_value, "bellman-residual-is-advantage", "property"),

@@ -20,11 +20,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 from verifiers.tabular import exact_policy_values
@@ -80,7 +79,7 @@ def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
 
 
 _targets = st.integers(min_value=2, max_value=40).flatmap(
-    lambda n: st.tuples(hnp.arrays(np.float64, n, elements=st.floats(-100, 100, allow_nan=False)),
+    lambda n: st.tuples(st.arrays(np.float64, n, elements=st.floats(-100, 100, allow_nan=False)),
                         st.floats(-100, 100, allow_nan=False)))
 
 

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 
 
 @verifier("baselines.loo_identity", kind="symbolic")

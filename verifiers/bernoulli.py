@@ -15,10 +15,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
 from verifiers._sampling import bernoulli

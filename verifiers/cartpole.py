@@ -20,11 +20,10 @@ import math
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import Field
 
 from harness import ClaimsError, Context, NoParams, SeedRun, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import largest, rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",
@@ -126,8 +125,8 @@ def _states_and_actions(draw: Any, bounds: np.ndarray) -> tuple[np.ndarray, np.n
     """A batch of states an environment can be in before a step (inside the bounds: a state beyond
     them has been reset; bounds themselves included), a few steps of actions, a seed for resets."""
     n_envs, n_steps = draw(st.integers(1, 16)), draw(st.integers(1, 4))
-    unit = draw(hnp.arrays(np.float64, (n_envs, 4), elements=st.floats(-1.0, 1.0)))
-    actions = draw(hnp.arrays(np.int64, (n_steps, n_envs), elements=st.integers(0, 1)))
+    unit = draw(st.arrays(np.float64, (n_envs, 4), elements=st.floats(-1.0, 1.0)))
+    actions = draw(st.arrays(np.int64, (n_steps, n_envs), elements=st.integers(0, 1)))
     return unit * bounds, actions, draw(st.integers(0, 2**32))
 
 

@@ -20,11 +20,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, Declined, Unsupported, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
@@ -73,8 +72,8 @@ def telescoping_symbolic(ctx: Context) -> dict[str, object]:
 _values = st.floats(min_value=-100, max_value=100, allow_nan=False, allow_infinity=False)
 _segments = st.integers(min_value=1, max_value=40).flatmap(
     lambda length: st.tuples(
-        hnp.arrays(np.float64, length, elements=_values),
-        hnp.arrays(np.float64, length + 1, elements=_values),
+        st.arrays(np.float64, length, elements=_values),
+        st.arrays(np.float64, length + 1, elements=_values),
         st.booleans(),
         st.booleans(),
         st.floats(min_value=0.0, max_value=1.0),
@@ -332,8 +331,8 @@ def _rollout(drawn: tuple) -> tuple:
 
 @functools.cache
 def _rollout_arrays_of_shape(shape: tuple[int, ...]) -> st.SearchStrategy:
-    values = hnp.arrays(np.float64, shape, elements=_floats(-100, 100))
-    events = hnp.arrays(np.dtype(f"U{max(map(len, EVENTS))}"), shape, elements=_event_draws)
+    values = st.arrays(np.float64, shape, elements=_floats(-100, 100))
+    events = st.arrays(np.dtype(f"U{max(map(len, EVENTS))}"), shape, elements=_event_draws)
     return st.tuples(events, values, values, values, _floats(0, 1), _floats(0, 1)).map(_rollout)
 
 

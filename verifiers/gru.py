@@ -11,11 +11,11 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 from pydantic import Field, model_validator
 from scipy.special import log_softmax
 
 from harness import Context, NoParams, SeedRun, check_property, reach, verifier
+from harness import strategies as st
 from harness.stats import hoeffding_halfwidth
 from verifiers._numeric import rounding_bound
 

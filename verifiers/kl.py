@@ -6,11 +6,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 
 
@@ -32,8 +31,8 @@ def k3_nonnegative_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-_log_ratios = hnp.arrays(np.float64, st.integers(1, 64),
-                         elements=st.floats(min_value=-20, max_value=20, allow_nan=False))
+_log_ratios = st.arrays(np.float64, st.integers(1, 64),
+                        elements=st.floats(min_value=-20, max_value=20, allow_nan=False))
 
 
 @verifier("kl.k3_nonnegative_property", kind="property", uses=("kl_k3",))
@@ -81,8 +80,8 @@ def k3_unbiased_symbolic(ctx: Context) -> dict[str, object]:
 
 
 _categoricals = st.integers(2, 12).flatmap(lambda k: st.tuples(
-    hnp.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
-    hnp.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
+    st.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
+    st.arrays(np.float64, k, elements=st.floats(min_value=-8, max_value=8)),
 ))
 
 

@@ -24,11 +24,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, assume, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, exact_distribution, largest_magnitude, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.policy_gradient import (
@@ -251,7 +250,7 @@ def _sampled_terms(draw: st.DrawFn) -> tuple[np.ndarray, int, int, float, float,
     """Logits θ [S, A] of a tabular softmax policy (1 to 3 states, 2 to 4 actions, entries in [-3, 3]), a state s
     and an action a, the action's value Q(s, a), a baseline b(s) (Q(s, a) itself in some draws) and a step size."""
     n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 4))
-    logits = draw(hnp.arrays(np.float64, (n_states, n_actions), elements=st.floats(min_value=-3, max_value=3)))
+    logits = draw(st.arrays(np.float64, (n_states, n_actions), elements=st.floats(min_value=-3, max_value=3)))
     state, action = draw(st.integers(0, n_states - 1)), draw(st.integers(0, n_actions - 1))
     value = draw(st.floats(min_value=-5, max_value=5))
     baseline = draw(st.one_of(st.just(value), st.floats(min_value=-5, max_value=5)))

@@ -18,10 +18,10 @@ from collections import namedtuple
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.actor_critic import (

@@ -21,9 +21,9 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import strategies as st
 
 from harness import Context, assume, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.tabular import (

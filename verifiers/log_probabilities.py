@@ -5,18 +5,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import log_softmax, rounding_bound
 
 # Per-row shifts of the logits: far enough apart (and large enough) that exp of an unshifted or
 # batch-wide-shifted row under- or overflows (exp(x) is 0 below x ~ -745 and inf above ~ 709).
 _row_offsets = st.one_of(st.sampled_from([-1000.0, -400.0, 0.0, 400.0, 1000.0]), st.floats(-1000, 1000))
 _shifted_logits = st.tuples(st.integers(1, 4), st.integers(2, 8)).flatmap(lambda shape: st.tuples(
-    hnp.arrays(np.float64, shape, elements=st.floats(min_value=-10, max_value=10)),
-    hnp.arrays(np.float64, shape[0], elements=_row_offsets)))
+    st.arrays(np.float64, shape, elements=st.floats(min_value=-10, max_value=10)),
+    st.arrays(np.float64, shape[0], elements=_row_offsets)))
 
 
 @verifier("log_probabilities.stable_softmax_property", kind="property", uses=("log_softmax", "softmax"))

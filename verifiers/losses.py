@@ -22,11 +22,10 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import Field
 
 from harness import Context, NoParams, assume, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import EPS, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.
@@ -42,21 +41,21 @@ def _mask_of(shape: tuple[int, int]) -> st.SearchStrategy[np.ndarray | None]:
             mask = mask.copy()
             mask.flat[0] = 1.0
         return mask
-    return st.one_of(st.none(), hnp.arrays(np.float64, shape, elements=st.sampled_from([0.0, 1.0])).map(at_least_one))
+    return st.one_of(st.none(), st.arrays(np.float64, shape, elements=st.sampled_from([0.0, 1.0])).map(at_least_one))
 
 
 def _advantages_of(shape: tuple[int, int]) -> st.SearchStrategy[np.ndarray]:
     """Per token [B, T] or per sequence [B]; never subnormal, since a platform that flushes subnormals to zero
     (XLA on the CPU, GPUs) rightly reads 5e-324 as 0, and the clip's side depends on the advantage's sign."""
     elements = st.floats(-3, 3, allow_subnormal=False)
-    return st.one_of(hnp.arrays(np.float64, shape, elements=elements),
-                     hnp.arrays(np.float64, shape[:1], elements=elements))
+    return st.one_of(st.arrays(np.float64, shape, elements=elements),
+                     st.arrays(np.float64, shape[:1], elements=elements))
 
 
 # (logp, log-ratio d = logp - logp_old, adv, mask, eps) on a random [B, T].
 _token_batches = st.tuples(st.integers(1, 4), st.integers(1, 6)).flatmap(lambda shape: st.tuples(
-    hnp.arrays(np.float64, shape, elements=st.floats(-6, -0.01)),
-    hnp.arrays(np.float64, shape, elements=st.floats(-0.5, 0.5)),
+    st.arrays(np.float64, shape, elements=st.floats(-6, -0.01)),
+    st.arrays(np.float64, shape, elements=st.floats(-0.5, 0.5)),
     _advantages_of(shape), _mask_of(shape), st.floats(0.05, 0.5)))
 
 
@@ -250,6 +249,9 @@ def key_test_property(ctx: Context) -> dict[str, object]:
         scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
         reinforce_gradient = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
         reinforce_bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
+        # reinforce_loss against its own definition first: a wrong one must not read as a wrong surrogate.
+        assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
+            f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
         # logp_old is handed in as logp itself, as a trainer's first epoch has it: a loss that does not detach it
         # differentiates a constant ratio and gets no gradient at all.
         for name, args in (("surrogate_loss", (logp, at_old, adv, mask)),
@@ -265,8 +267,6 @@ def key_test_property(ctx: Context) -> dict[str, object]:
             assert gap <= bound, (f"at logp = logp_old ({shapes}) the gradient of {name} differs from reinforce_loss's "
                                   f"by {gap:.3g} > bound {bound:.3g}: {gradient.tolist()} against "
                                   f"{reinforce_gradient.tolist()}")
-        assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
-            f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
         _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp - log_ratio, adv, mask), np.exp(log_ratio), adv_bt,
                               weights, np.ones(logp.shape, bool), shapes)
 
@@ -313,8 +313,8 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
 
 # Rewards of groups [..., G]: up to two leading axes, scalar rewards or verifiable 0/1 ones.
 _reward_groups = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(2, 6), st.booleans()).flatmap(
-    lambda spec: hnp.arrays(np.float64, (*spec[0], spec[1]),
-                            elements=st.sampled_from([0.0, 1.0]) if spec[2] else st.floats(-10, 10)))
+    lambda spec: st.arrays(np.float64, (*spec[0], spec[1]),
+                           elements=st.sampled_from([0.0, 1.0]) if spec[2] else st.floats(-10, 10)))
 
 
 @verifier("losses.group_baselines_property", kind="property", uses=("mean_baseline", "rloo_baseline"))

@@ -19,11 +19,10 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp, transitions_of
 from verifiers._sampling import categorical
@@ -468,7 +467,7 @@ def softmax_score_symbolic(ctx: Context) -> dict[str, object]:
 
 
 _logit_vectors = st.integers(2, 12).flatmap(lambda size: st.tuples(
-    hnp.arrays(np.float64, size, elements=st.floats(min_value=-10, max_value=10)),
+    st.arrays(np.float64, size, elements=st.floats(min_value=-10, max_value=10)),
     st.integers(0, size - 1)))
 
 

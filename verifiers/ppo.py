@@ -10,11 +10,10 @@ from typing import NamedTuple
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import Field, model_validator
 
 from harness import Context, NoParams, assume, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 
@@ -1003,12 +1002,12 @@ def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
 
 
 _loss_batches = st.integers(1, 32).flatmap(lambda n: st.tuples(
-    hnp.arrays(np.float64, (n, 3), elements=st.floats(-5, 5)),  # logits
-    hnp.arrays(np.int64, n, elements=st.integers(0, 2)),  # actions
-    hnp.arrays(np.float64, n, elements=st.floats(-1.5, 1.5)),  # log π - log π_old
-    hnp.arrays(np.float64, n, elements=st.floats(-10, 10)),  # advantages
-    hnp.arrays(np.float64, n, elements=st.floats(-10, 10)),  # values
-    hnp.arrays(np.float64, n, elements=st.floats(-10, 10)),  # value targets
+    st.arrays(np.float64, (n, 3), elements=st.floats(-5, 5)),  # logits
+    st.arrays(np.int64, n, elements=st.integers(0, 2)),  # actions
+    st.arrays(np.float64, n, elements=st.floats(-1.5, 1.5)),  # log π - log π_old
+    st.arrays(np.float64, n, elements=st.floats(-10, 10)),  # advantages
+    st.arrays(np.float64, n, elements=st.floats(-10, 10)),  # values
+    st.arrays(np.float64, n, elements=st.floats(-10, 10)),  # value targets
     st.floats(0, 2), st.floats(0, 0.1), st.floats(0.05, 0.5)))
 
 

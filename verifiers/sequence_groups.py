@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
 from harness import Context, NoParams, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 

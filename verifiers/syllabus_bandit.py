@@ -13,11 +13,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
@@ -105,7 +104,7 @@ def cross_entropy_symbolic(ctx: Context) -> dict[str, object]:
 
 
 _steps = st.integers(2, 10).flatmap(lambda size: st.tuples(
-    hnp.arrays(np.float64, size, elements=st.floats(min_value=-3, max_value=3)),
+    st.arrays(np.float64, size, elements=st.floats(min_value=-3, max_value=3)),
     st.integers(0, size - 1),
     st.one_of(st.just(0.0), st.floats(min_value=1e-3, max_value=5), st.floats(min_value=-5, max_value=-1e-3)),
     st.floats(min_value=1e-3, max_value=2)))
@@ -313,7 +312,7 @@ def infinite_return_symbolic(ctx: Context) -> dict[str, object]:
 
 
 _long_rewards = st.tuples(
-    hnp.arrays(np.float64, st.integers(1, 400), elements=st.floats(min_value=-1, max_value=1)),
+    st.arrays(np.float64, st.integers(1, 400), elements=st.floats(min_value=-1, max_value=1)),
     st.floats(min_value=0, max_value=0.99))
 
 

@@ -16,11 +16,10 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import Context, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit
 
@@ -341,8 +340,8 @@ def _kl_penalty(ctx: Context, logits: np.ndarray, ref_logits: np.ndarray, beta: 
 
 
 _anchors = st.integers(2, 6).flatmap(lambda k: st.tuples(
-    *(hnp.arrays(np.float64, k, elements=st.floats(-3, 3)) for _ in range(3)),
-    hnp.arrays(np.float64, k, elements=st.floats(-5, 5)),
+    *(st.arrays(np.float64, k, elements=st.floats(-3, 3)) for _ in range(3)),
+    st.arrays(np.float64, k, elements=st.floats(-5, 5)),
     st.floats(0.05, 0.5), st.floats(0.01, 2)))
 
 

@@ -18,12 +18,12 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from harness import Context, check_property, reach, verifier
+from harness import Context, Rounded, check_property, reach, verifier
+from harness import strategies as st
 from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp, transitions_of
 
@@ -74,9 +74,38 @@ def exact_policy_iteration(ctx: Context, P: np.ndarray, R: np.ndarray, gamma: Fr
     raise AssertionError("policy iteration did not settle")
 
 
+def _two_state_sweeps_bound(R: np.ndarray, gamma: Fraction, sweeps: int) -> float:
+    """The float64 rounding of ``sweeps`` backups of the two-state example from V = 0: each backup of a state rounds
+    at most 2S + 2 = 6 times (two products, a sum, γ, the reward, the max) numbers no larger than
+    |R|_∞ / (1 - γ), and the inputs 0.9 and the rewards are rounded once (:func:`rounding_bound`)."""
+    return rounding_bound(6 * sweeps + 3, float(largest_magnitude(R) / (1 - gamma)))
+
+
+def value_iteration_two_states_in_floats(ctx: Context) -> dict[str, object]:
+    """:func:`value_iteration_two_states` for an implementation that declines fractions: the same three iterations
+    from V = (0, 0) in float64, each value within its derived rounding bound (:func:`_two_state_sweeps_bound`); the
+    preferred action is the larger of impl's two float Q-values, which at this example differ by far more than the
+    bound."""
+    P, R, gamma = two_state_mdp(ctx.params)
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    P_float, R_float = P.astype(float), R.astype(float)
+    observed: dict[str, object] = {}
+    previous = ctx.impl.value_iteration(P_float, R_float, float(gamma), 0)
+    for k in (1, 2, 3):
+        bound = _two_state_sweeps_bound(R, gamma, k)
+        current = ctx.impl.value_iteration(P_float, R_float, float(gamma), k)
+        q_s1 = ctx.impl.action_values(P_float, R_float, previous, float(gamma))[S1]
+        observed[f"iteration_{k}"] = [Rounded(float(value), bound) for value in current]
+        observed[f"iteration_{k}_stay"], observed[f"iteration_{k}_go"] = (Rounded(float(q), bound) for q in q_s1)
+        observed[f"iteration_{k}_greedy"] = ACTION_NAMES[ctx.impl.greedy_policy(P_float, R_float, previous,
+                                                                                 float(gamma))[S1]]
+        previous = current
+    return observed
+
+
 @verifier("tabular.value_iteration_two_states", kind="exact",
           uses=("value_iteration", "action_values", "greedy_policy"),
-          params=TwoStates)
+          params=TwoStates, in_floats=value_iteration_two_states_in_floats)
 def value_iteration_two_states(ctx: Context) -> dict[str, object]:
     """Three iterations of impl's value iteration from V = (0, 0) on the two-state example, exactly.
 
@@ -365,7 +394,55 @@ def in_place_sweep(P: np.ndarray, R: np.ndarray, gamma: Fraction, v_0: np.ndarra
 _sweeps = st.integers(1, 4)
 
 
-@verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",))
+@functools.cache
+def _dyadic_mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
+    cuts = st.lists(st.integers(0, 8), min_size=n_states - 1, max_size=n_states - 1).map(sorted)
+    rows = st.lists(cuts, min_size=n_states * n_actions, max_size=n_states * n_actions)
+    eighths = st.lists(st.integers(-40, 40), min_size=n_states * n_actions, max_size=n_states * n_actions)
+    values = st.lists(st.integers(-40, 40), min_size=n_states, max_size=n_states)
+    return st.tuples(rows, eighths, values, st.integers(0, 16)).map(functools.partial(_dyadic_mdp, n_states, n_actions))
+
+
+def _dyadic_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    rows, eighths, v, gamma_sixteenths = drawn
+    P = np.array([[Fraction(high - low, 8) for low, high in zip([0, *cuts], [*cuts, 8], strict=True)]
+                  for cuts in rows], dtype=object).reshape(n_states, n_actions, n_states)
+    R = np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions)
+    return {"P": P, "R": R, "gamma": Fraction(gamma_sixteenths, 16), "v": np.array([Fraction(k, 8) for k in v],
+                                                                                   dtype=object)}
+
+
+# Transition probabilities in eighths, rewards and V_0 in eighths, γ in sixteenths (up to 1): every value of the
+# first four synchronous sweeps is a dyadic rational, which float64 holds exactly.
+_dyadic_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(lambda size: _dyadic_mdps_of_size(*size))
+_FLOAT_EXACT_SWEEPS = 4
+
+
+def value_iteration_synchronous_in_floats(ctx: Context) -> dict[str, object]:
+    """The float twin of :func:`value_iteration_synchronous_property`, for an implementation that declines fractions
+    (PyTorch, JAX): impl's n <= 4 iterations on float64 arrays equal n synchronous backups computed here in
+    fractions, exactly.
+
+    No rounding bound is needed, and none is used: the MDPs are dyadic (probabilities in eighths, rewards and V_0 in
+    eighths, γ in sixteenths, |V_0| <= 5), so each sweep multiplies a denominator by at most 2^7 and the values stay
+    below 2^7 in magnitude (|V_n| <= 5 + n * 5 at γ <= 1): after four sweeps every product and every partial sum,
+    in whatever order an implementation adds them, has at most 3 + 4 * 7 + 7 + 2 = 40 significant bits, fewer than
+    float64's 53, so float arithmetic computes them exactly. An in-place (Gauss-Seidel) sweep then differs from the
+    synchronous one as it does in fractions.
+    """
+
+    def synchronous(mdp: dict, n: int) -> None:
+        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+        reach_mdp(P, gamma=gamma, horizon=math.inf)
+        observed = ctx.impl.value_iteration(P.astype(float), R.astype(float), float(gamma), n, v_0.astype(float))
+        expected = synchronous_backups(P, R, gamma, v_0, n)
+        assert [Fraction(float(x)) for x in observed] == list(expected), (n, observed, expected)
+
+    return check_property(ctx, synchronous, _dyadic_mdps, st.integers(1, _FLOAT_EXACT_SWEEPS))
+
+
+@verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",),
+          in_floats=value_iteration_synchronous_in_floats)
 def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs with γ in [0, 1], from a random V_0 and from the default V_0 = 0 (one
     value per state, whatever the number of actions), impl's n iterations equal n synchronous
@@ -389,7 +466,29 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, synchronous, _exact_mdps_any_discount, _sweeps)
 
 
-@verifier("tabular.value_iteration_relabelled_two_states", kind="exact", uses=("value_iteration",), params=TwoStates)
+def value_iteration_relabelled_two_states_in_floats(ctx: Context) -> dict[str, object]:
+    """:func:`value_iteration_relabelled_two_states` for an implementation that declines fractions: impl's first two
+    iterations in float64, each value within its derived rounding bound (:func:`_two_state_sweeps_bound`); the
+    in-place sweep's V(s1) is the harness's, exact. An in-place sweep's 1.8 is 0.8 from the synchronous 1."""
+    P, R, gamma = two_state_mdp(ctx.params)
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    order = [S2, S1]
+    P_relabelled, R_relabelled = P[order][:, :, order], R[order]
+    observed: dict[str, object] = {}
+    for k in (1, 2):
+        values = ctx.impl.value_iteration(P_relabelled.astype(float), R_relabelled.astype(float), float(gamma), k,
+                                          np.zeros(2))
+        bound = _two_state_sweeps_bound(R, gamma, k)
+        observed[f"iteration_{k}"] = [Rounded(float(values[order.index(S1)]), bound),
+                                      Rounded(float(values[order.index(S2)]), bound)]
+    zeros = np.array([Fraction(0)] * 2, dtype=object)
+    observed["in_place_sweep_iteration_1_s1"] = in_place_sweep(P_relabelled, R_relabelled, gamma, zeros)[
+        order.index(S1)]
+    return observed
+
+
+@verifier("tabular.value_iteration_relabelled_two_states", kind="exact", uses=("value_iteration",), params=TwoStates,
+          in_floats=value_iteration_relabelled_two_states_in_floats)
 def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
     """The syllabus's two-state example with the states numbered the other way (s2 first), exactly.
 
@@ -412,10 +511,64 @@ def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
     return observed
 
 
+# Enough float sweeps that γ^n |V_0 - V*| is far below float64's rounding at γ <= 3/4: 0.75^150 < 2e-19.
+_LONG_RUN = 150
+_contracting_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(
+    lambda size: _mdps_of_size(*size, top_sixteenths=12))
+
+
+def _within_contraction_in_floats(ctx: Context, mdp: dict, n: int) -> None:
+    """impl's n iterations in float64 from V_0 are within γ^n |V_0 - V*|_∞ of V*, computed here in fractions
+    (:func:`exact_optimal_values`), plus the float64 rounding the contraction lets through.
+
+    The rounding bound is derived, not tuned: every iterate is bounded by B = max(|V_0|, |V*|) + |V_0 - V*| (the
+    contraction); one sweep on float64 inputs (P, R and γ rounded once) costs at most 3S + 4 roundings of numbers
+    below |R| + B per state (S products and S - 1 sums, γ, the reward, the rounded inputs), and each error is
+    contracted by γ at every later sweep, so the total is at most that divided by 1 - γ (:func:`rounding_bound`).
+    """
+    P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    _, optimal = exact_optimal_values(P, R, gamma)
+    iterated = ctx.impl.value_iteration(P.astype(float), R.astype(float), float(gamma), n, v_0.astype(float))
+    start_gap = _max_norm(v_0 - optimal)
+    largest_value = max(_max_norm(v_0), _max_norm(optimal)) + start_gap
+    per_sweep = rounding_bound(3 * P.shape[-1] + 4, float(_max_norm(R) + largest_value))
+    allowed = float(gamma**n * start_gap) + per_sweep / float(1 - gamma)
+    error = max(abs(Fraction(float(x)) - exact) for x, exact in zip(iterated, optimal, strict=True))
+    assert error <= allowed, (f"after {n} iterations V is {float(error):.3g} from V*, more than the contraction and "
+                              f"float64 rounding allow ({allowed:.3g})", iterated, optimal)
+
+
+@verifier("tabular.value_iteration_runs_every_sweep_property", kind="property", uses=("value_iteration",))
+def value_iteration_runs_every_sweep_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs (γ <= 3/4), from a random V_0, impl's 150 iterations in float64 are within
+    γ^150 |V_0 - V*|_∞ of V* plus float64 rounding (:func:`_within_contraction_in_floats`): value iteration asked
+    for n sweeps makes n sweeps. An implementation that stops once a sweep changes V by less than a tolerance τ
+    is off by up to about τ γ / (1 - γ), and fails for any τ above the rounding bound (below 1e-12 for the MDPs
+    drawn); 0.75^150 < 2e-19, so the contraction term is far below it.
+    """
+
+    def makes_every_sweep(mdp: dict) -> None:
+        _within_contraction_in_floats(ctx, mdp, _LONG_RUN)
+
+    return check_property(ctx, makes_every_sweep, _contracting_mdps)
+
+
 _iterations = st.integers(0, 5)
 
 
-@verifier("tabular.value_iteration_convergence_property", kind="property", uses=("value_iteration",))
+def value_iteration_convergence_in_floats(ctx: Context) -> dict[str, object]:
+    """:func:`value_iteration_convergence_property` for an implementation that declines fractions: the same bound
+    γ^n |V_0 - V*|_∞ in float64, plus the float64 rounding it lets through (:func:`_within_contraction_in_floats`)."""
+
+    def converges_in_floats(mdp: dict, n: int) -> None:
+        _within_contraction_in_floats(ctx, mdp, n)
+
+    return check_property(ctx, converges_in_floats, _exact_mdps, _iterations)
+
+
+@verifier("tabular.value_iteration_convergence_property", kind="property", uses=("value_iteration",),
+          in_floats=value_iteration_convergence_in_floats)
 def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, from a random start V_0, impl's V_n is within γ^n |V_0 - V*|_∞ of V*,
     with V* computed here (:func:`exact_optimal_values`): the contraction makes value iteration

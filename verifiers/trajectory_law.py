@@ -11,11 +11,11 @@ from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
-from hypothesis import strategies as st
 from pydantic import Field
 from scipy.special import softmax
 
 from harness import Context, check_property, verifier
+from harness import strategies as st
 from verifiers._numeric import central_difference, exact_distribution, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.policy_gradient import (

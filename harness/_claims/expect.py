@@ -174,6 +174,8 @@ def compare_condition(key: str, condition: Condition, observed: Any) -> Comparis
                           "equal")
     if isinstance(observed, MeanEstimate):
         return _compare_estimate(key, condition, observed)
+    if isinstance(observed, Rounded):
+        return _compare_rounded(key, condition, observed)
     number = _observed_number(observed)
     if number is None:
         return Comparison(key, expected, shown, False, f"observed value {observed!r} is not a number")
@@ -237,6 +239,49 @@ def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) ->
 
 
 @dataclass(frozen=True)
+class Rounded:
+    """A number computed in float64 by an implementation that cannot compute in fractions, with the bound on its
+    float64 rounding that the verifier derived (``verifiers._numeric.rounding_bound``): a float twin's observation.
+
+    An exact expectation holds when the written number lies within ``bound`` of ``value``; an inequality must hold
+    for every number within it; an approximate one within its printed tolerance plus the bound.
+    """
+
+    value: float
+    bound: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"float64": self.value, "rounding_bound": self.bound}
+
+
+def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Comparison:
+    expected, shown = condition.describe(), observed.as_dict()
+    if not (math.isfinite(observed.value) and math.isfinite(observed.bound) and observed.bound >= 0):
+        return Comparison(key, expected, shown, False, f"observed value {observed.value!r} is not a number")
+    target, value, bound = condition.value, Fraction(observed.value), Fraction(observed.bound)
+    assert isinstance(target, Fraction)
+    within = f"the float64 result's rounding bound {observed.bound:.3g}, derived by the verifier"
+    if condition.operator == "exact":
+        return Comparison(key, expected, shown, abs(value - target) <= bound, f"|observed - {condition.text}| <= "
+                          f"{within}")
+    if condition.operator == "approx":
+        assert condition.tolerance is not None
+        return Comparison(key, expected, shown, abs(value - target) <= condition.tolerance + bound,
+                          f"|observed - {condition.text}| <= {_show(condition.tolerance)} (half a unit of the last "
+                          f"printed digit) plus {within}")
+    low, high = value - bound, value + bound
+    passed = {
+        "differs_from": abs(value - target) > _printed_tolerance(condition.text) + bound,
+        "less_than": high < target,
+        "at_most": high <= target,
+        "greater_than": low > target,
+        "at_least": low >= target,
+    }[condition.operator]
+    return Comparison(key, expected, shown, passed, f"every number within {within} must "
+                      f"{_SIDES[condition.operator]} {condition.text}")
+
+
+@dataclass(frozen=True)
 class Declined:
     """An observation the implementation could not give, because it declines the call that gives it
     (:class:`~harness._claims.errors.Unsupported`): the row is reported as not checked, never compared."""
@@ -246,7 +291,7 @@ class Declined:
 
 def to_jsonable(value: Any) -> Any:
     """A JSON-ready form of an observed value; fractions keep their exact form beside a float."""
-    if isinstance(value, MeanEstimate):
+    if isinstance(value, MeanEstimate | Rounded):
         return value.as_dict()
     if isinstance(value, Declined):
         return f"not checked: {value.reason}"

@@ -16,7 +16,7 @@ import json
 import platform
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -59,6 +59,7 @@ def visible(text: str, keep: str = "") -> str:
 
 _INTERVAL_KEYS = frozenset({"mean", "low", "high", "n", "alpha", "method", "detectable_deviation"})
 _EXACT_KEYS = frozenset({"exact", "value"})
+_ROUNDED_KEYS = frozenset({"float64", "rounding_bound"})
 
 
 def is_interval(value: Any) -> bool:
@@ -82,6 +83,8 @@ def format_observed(value: Any, limit: int | None = None) -> str:
                 f"detects {value['detectable_deviation']:.3g}")
     elif isinstance(value, Mapping) and value.keys() == _EXACT_KEYS:
         text = f"{value['value']:.10g} (exactly {value['exact']})"
+    elif isinstance(value, Mapping) and value.keys() == _ROUNDED_KEYS:
+        text = f"{value['float64']:.17g} (float64, rounding bound {value['rounding_bound']:.3g})"
     elif isinstance(value, float):
         text = f"{value:.10g}"
     elif isinstance(value, str):
@@ -161,6 +164,35 @@ def headline(functions: list[str], where: str | None, claim_id: str, status: str
     return visible(f"{named} ({step}): " if named else f"{step}: ") + visible(f"claim '{claim_id}' {verdict}: {first}")
 
 
+def culprits(check: Mapping[str, Any]) -> list[str]:
+    """The functions a failed or erring check (a result's fields) is about: the one an error names (``error_in``),
+    else those wrong on their own (``blamed``), else every function it uses."""
+    return list(check.get("error_in") or check.get("blamed") or check.get("uses") or [])
+
+
+def hint(rejects: str | Mapping[str, str] | None, uses: Sequence[str], blamed: Sequence[str]) -> str | None:
+    """A failed check's "there to catch" line for this failure, or None: a ``rejects`` written per function gives the
+    lines of the blamed functions; one sentence for the whole check is shown when the failure blames every function
+    it uses, or when it names (by name) only blamed ones. Otherwise the mistake it describes may be another
+    function's, and would send the reader to fix code that is right."""
+    if not rejects:
+        return None
+    if isinstance(rejects, Mapping):
+        return "; ".join(" ".join(rejects[name].split()) for name in blamed if name in rejects) or None
+    if set(blamed) < set(uses):
+        named = [name for name in uses if re.search(rf"\b{re.escape(name)}\b", rejects)]
+        if not named or any(name not in blamed for name in named):
+            return None
+    return " ".join(rejects.split())
+
+
+def rejects_text(rejects: str | Mapping[str, str] | None) -> str:
+    """A check's ``rejects`` as one line: per function, ``function: what``, joined by semicolons."""
+    if isinstance(rejects, Mapping):
+        return "; ".join(f"{name}: {' '.join(what.split())}" for name, what in rejects.items())
+    return " ".join((rejects or "").split())
+
+
 def counted(number: int, noun: str, plural: str | None = None) -> str:
     """``number`` with ``noun`` agreeing: "1 problem", "2 problems" (``plural`` where adding an s is wrong)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
@@ -228,6 +260,15 @@ def not_judged_line(summary: Mapping[str, Any]) -> str | None:
             "judged, for the implementation's sake: "
             f"{_not_judged_reasons(summary)}. A claim with a check not judged is not judged, never passed: this "
             "report is a partial verdict.")
+
+
+# What a check judged by its verifier's float twin says of itself (harness._claims.registry.verifier(in_floats=)).
+IN_FLOATS_NOTE = ("judged in float64 by the verifier's float twin: the implementation declines exact arithmetic, so "
+                  "each number is compared within the rounding bound the verifier derived")
+
+
+# A function of a failed check that was not wrong on its own (harness._running.runner.blamed_functions).
+USED_BY_FAILING = "used by a failing check"
 
 
 def scoreboard_line(rows: list[dict[str, Any]]) -> str:

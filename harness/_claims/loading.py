@@ -305,6 +305,12 @@ def _cross_check(
                     f"{declared}", line, check_index=index, field="kind",
                     hint=f"write 'kind: {verifier.kinds[0]}' (the kind its @verifier(..., kind=...) at "
                          f"{verifier.location} declares), or name a verifier of kind '{check.kind}'")
+        if isinstance(check.rejects, dict):
+            unknown = [name for name in check.rejects if name not in verifier.uses]
+            if unknown:
+                problem(f"'rejects' names {', '.join(map(repr, unknown))}, which verifier '{verifier.name}' does not "
+                        "use", line, check_index=index, field="rejects",
+                        hint=f"key each mistake by one of the functions it uses: {', '.join(verifier.uses) or 'none'}")
         non_finite = list(_non_finite(check.params))
         for path, value in non_finite:
             problem(f"{value!r} is not a finite number; a parameter must be one a verifier can compute with", line,

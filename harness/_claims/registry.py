@@ -32,6 +32,7 @@ class Verifier:
     params: type[BaseModel]
     file: str
     line: int
+    in_floats: Callable[..., Mapping[str, Any]] | None = None
 
     @property
     def location(self) -> str:
@@ -42,7 +43,8 @@ _REGISTRY: dict[str, Verifier] = {}
 
 
 def verifier(
-    name: str, *, kind: str | tuple[str, ...], uses: tuple[str, ...] = (), params: type[BaseModel] = NoParams
+    name: str, *, kind: str | tuple[str, ...], uses: tuple[str, ...] = (), params: type[BaseModel] = NoParams,
+    in_floats: Callable[..., Mapping[str, Any]] | None = None,
 ) -> Callable[[Callable[..., Mapping[str, Any]]], Callable[..., Mapping[str, Any]]]:
     """Register a verifier under ``name``.
 
@@ -55,6 +57,11 @@ def verifier(
       uses: the functions of the implementation under test that the verifier calls; it may
         call no others, and an implementation lacking one makes the check an error.
       params: a pydantic model of the verifier's parameters, validated when claims load.
+      in_floats: the verifier's float twin, for a verifier that hands the implementation fractions: the same
+        observations computed from the implementation's float64 answers, each number a
+        :class:`~harness._claims.expect.Rounded` with its derived rounding bound (or exact where float64 holds it
+        exactly). It runs, in place of the verifier, when the implementation declines exact arithmetic (PyTorch,
+        JAX, ``__claims_exact_arithmetic__ = False``), so that such code is judged on the same statement.
 
     Raises:
       RegistryError: when ``kind`` names no kind of check, or ``name`` is another function's.
@@ -74,7 +81,7 @@ def verifier(
         line = inspect.unwrap(function).__code__.co_firstlineno  # the decorator's line, as getsourcelines says
         # The module path, not the absolute file, keeps reports identical across checkouts.
         file = function.__module__.replace(".", "/") + ".py"
-        _REGISTRY[name] = Verifier(name, function, kinds, tuple(uses), params, file, line)
+        _REGISTRY[name] = Verifier(name, function, kinds, tuple(uses), params, file, line, in_floats)
         return function
 
     return register

@@ -98,10 +98,12 @@ class Check(_Strict):
         description="the profiles this check runs in; in any other it is reported as skipped, with the reason",
     )
     note: str | None = Field(None, description="why this check exists, when its name does not say")
-    rejects: str | None = Field(
+    rejects: str | dict[str, str] | None = Field(
         None, min_length=1,
         description="one concrete wrong implementation (or wrong formula) this check turns red, e.g. "
-                    "'a GAE that bootstraps from V(s_T) on a terminated step'",
+                    "'a GAE that bootstraps from V(s_T) on a terminated step'; for a check of several functions, "
+                    "a mapping from each function to the mistake of it the check catches, so that a failure shows "
+                    "only the mistakes of the functions it blames",
     )
     harness_chosen: list[str] = Field(
         default_factory=list,

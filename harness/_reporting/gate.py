@@ -28,6 +28,7 @@ committed reports are called stale only when they differ from the fresh ones.
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from jinja2 import UndefinedError
 from harness._claims.formats import is_interval, visible
 from harness._reporting.html import HTML_FILE, render_html
 from harness._reporting.markdown import render_markdown
-from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
+from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, git
 from harness._text.drift import CLEAN
 from harness._text.summary import problems as text_problems
 
@@ -98,6 +99,32 @@ def snapshot(directory: Path) -> Snapshot:
         if text is None or not path.is_file() or path.read_text(encoding="utf-8") != text:
             unrendered.append(name)
     return Snapshot(results, unrendered=tuple(unrendered))
+
+
+def committed_snapshot(directory: Path) -> tuple[Snapshot, str]:
+    """What the release gate compares a fresh run with, read before the run writes, and where it was read.
+
+    In a git work tree, the report committed at ``HEAD``: a report regenerated on disk and not committed is
+    what the gate exists to catch, so it must not be the yardstick (a second run would pass with nothing
+    committed). Outside one (a course that is not under git), the files on disk, and the line says so.
+    """
+    top = git(directory.parent if not directory.is_dir() else directory, "rev-parse", "--show-toplevel")
+    if top is None:
+        return snapshot(directory), f"the files in {directory}/ (not in a git work tree: nothing committed to read)"
+    root = Path(top.decode().strip())
+    inside = directory.resolve().relative_to(root.resolve()).as_posix()
+    head = (git(root, "rev-parse", "--short=12", "HEAD") or b"").decode().strip()
+    listed = git(root, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", inside) if head else None
+    names = [name for name in (listed or b"").decode().split("\0") if name]
+    where = f"the report committed at {head} ({inside}/ in git)" if head else "the report committed in git"
+    if not names:
+        return Snapshot(None, f"nothing is committed under {inside}/ at {head or 'HEAD (no commit yet)'}"), where
+    with tempfile.TemporaryDirectory(prefix="claims-committed-") as copy:
+        for name in names:
+            target = Path(copy) / Path(name).relative_to(inside)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(git(root, "show", f"HEAD:{name}") or b"")
+        return snapshot(Path(copy)), where
 
 
 def compare_snapshots(before: Snapshot, after: Snapshot) -> list[str]:

@@ -23,13 +23,18 @@ from typing import Any
 from harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
+    IN_FLOATS_NOTE,
     NOT_JUDGED,
     UNCOVERED,
+    USED_BY_FAILING,
+    culprits,
     format_falsifying,
     format_observed,
     headline,
+    hint,
     mutation_line,
     not_judged_line,
+    rejects_text,
     scoreboard_line,
     sharpness_line,
     visible,
@@ -149,10 +154,12 @@ def render_markdown(results: dict[str, Any]) -> str:
             for check in row["checks"]:
                 if check["status"] not in ("failed", "error"):
                     continue
-                first = headline(check["uses"] or [], row["where"], row["id"], check["status"], row["statement"] or "")
+                blamed = culprits(check)
+                first = headline(blamed, row["where"], row["id"], check["status"], row["statement"] or "")
                 out.append(f"- {_badge(check['status'])} {text(first)}")
-                if check.get("rejects"):
-                    out.append(f"  - this check is there to catch {text(check['rejects'])}")
+                rejects = hint(check.get("rejects"), check["uses"] or [], blamed)
+                if rejects:
+                    out.append(f"  - this check is there to catch {text(rejects)}")
                 if (check.get("observed") or {}).get(FALSIFYING_KEY):
                     out.append(f"  - a failing input, what the implementation did with it and a line of Python that "
                                f"reproduces it: under {code(row['id'])} below")
@@ -211,8 +218,8 @@ def _render_functions(results: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     out = ["", f"## Functions of {code(results['run']['impl'])}", "", paragraph(scoreboard_line(rows)), "",
-           "| function | claims | passed | failed | not implemented | declined | not run | |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| function | claims | passed | failed | used by a failing check | not implemented | declined | not run | |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         note = ("the reference's, taken as given" if row["given"] else
                 "" if row["implemented"] else "**not implemented yet**")
@@ -220,7 +227,7 @@ def _render_functions(results: dict[str, Any]) -> list[str]:
         note = "; ".join(part for part in (note, failing) if part)
         out.append(f"| {code(row['function'], cell=True)} | {row['claims']} | {row['passed']} | "
                    f"{_badge('failed') + ' ' if row['failed'] and not row['given'] else ''}{row['failed']} | "
-                   f"{row['not implemented']} | {row.get('declined', 0)} | "
+                   f"{row.get(USED_BY_FAILING, 0)} | {row['not implemented']} | {row.get('declined', 0)} | "
                    f"{row['not run']} | {note} |")
     return out
 
@@ -396,8 +403,10 @@ def _render_check(check: dict[str, Any]) -> list[str]:
     out = ["", f"**{text(check['kind'])}** check, verifier {code(check['verifier'])} "
            f"({code(check['verifier_location'])}){uses}: {_badge(check['status'])}, seed {text(check['seed'])}, "
            f"{text(check['seconds'])} s{' (observations reused from the cache)' if check['reused'] else ''}"]
+    if check.get("in_floats"):
+        out += ["", f"Note: {text(IN_FLOATS_NOTE)}."]
     if check["rejects"]:
-        out += ["", f"Rejects: {text(check['rejects'])}"]
+        out += ["", f"Rejects: {text(rejects_text(check['rejects']))}"]
     if check["comparisons"]:
         out += ["", f"| observed | expected (stated by the text; {CHOSEN_MARK} chosen by the harness) | "
                 "observed value | rule | verdict |", "|---|---|---|---|---|"]

@@ -28,6 +28,7 @@ from harness._claims.formats import (
     NOT_JUDGED_REASONS,
     PARTIAL_FLAG,
     UNCOVERED,
+    USED_BY_FAILING,
     judgement_line,
     library_versions,
 )
@@ -297,10 +298,13 @@ def found_stubs(payloads: Iterable[dict[str, Any]]) -> set[str]:
 def _check_row(check: dict[str, Any], stubs: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     order = ("kind", "line", "verifier", "verifier_location", "uses", "params", "status", "rejects", "expected",
              "harness_chosen", "observed", "comparisons", "reached", "seed", "seconds", "reused", "error",
-             "skip_reason", "not_judged", "not_implemented", "not_checked", "error_in", "sharpness", "reproduce")
+             "skip_reason", "not_judged", "not_implemented", "not_checked", "error_in", "blamed", "in_floats",
+             "sharpness", "reproduce")
     row = {key: check.get(key) for key in order}
     row["not_checked"] = row["not_checked"] or {}
     row["error_in"] = row["error_in"] or []
+    row["blamed"] = row["blamed"] or []
+    row["in_floats"] = bool(row["in_floats"])
     row["harness_chosen"] = row["harness_chosen"] or []
     row["not_implemented"] = row["not_implemented"] or []
     row["sharpness"] = row["sharpness"] or []
@@ -393,28 +397,36 @@ def judged_verdict(summary: dict[str, Any], partial: bool) -> str:
             f"verdict with {PARTIAL_FLAG}")
 
 
-FUNCTION_STATUSES = ("passed", "failed", "not implemented", "declined", "not run")
+FUNCTION_STATUSES = ("passed", "failed", USED_BY_FAILING, "not implemented", "declined", "not run")
 
 
 def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per function of the implementation that a selected check exercises, in the contract's order of use.
 
     A claim counts for a function when one of its checks uses it; the claim is ``failed`` for the function
-    when such a check failed or erred (an error about one function, ``error_in``, counts for that function
-    alone), else ``not implemented`` when such a check waited for a stub or used a function some check of the run
-    found not implemented, else ``declined`` when the implementation declined such a check (exact arithmetic, an
-    optional keyword), else ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is
+    when such a check failed and blamed it (``blamed``: the functions wrong on their own, found by running each
+    alone with the others the reference's; an experiment is not run again, and blames those of its functions that
+    another check of the run blamed, else all) or erred (an error about one function, ``error_in``, counts for that
+    function alone), else ``used by a failing check`` when such a check failed and blamed others, else ``not
+    implemented`` when such a check waited for a stub or used a function some check of the run found not
+    implemented, else ``declined`` when the implementation declined such a check (exact arithmetic, an optional
+    keyword), else ``passed`` when one passed, else ``not run`` (skipped in this profile). A function is
     ``implemented`` unless some check found it a stub (a NotImplementedError anywhere is "not implemented" for the
     whole function), and ``given`` when the run took it from the reference. Functions under test come first, the
     most failing claims first; then the stubs, then the reference's.
     """
     by_function: dict[str, dict[str, list[str]]] = {}
     stubs = found_stubs(payloads)
-    for payload in payloads:
-        if payload.get("check") is None:
-            continue
-        check = _check_row(payload["check"], stubs)
+    checks = [(payload, _check_row(payload["check"], stubs)) for payload in payloads
+              if payload.get("check") is not None]
+    blamed_by_others = {function for _, check in checks if check["status"] == "failed" and check["kind"] != "experiment"
+                        for function in check["blamed"] or check["uses"] or []}
+    for payload, check in checks:
         blamed = check["error_in"]
+        if check["status"] == "failed":
+            blamed = check["blamed"] or check["uses"] or []
+            if check["kind"] == "experiment":
+                blamed = [function for function in blamed if function in blamed_by_others] or blamed
         for function in check["uses"] or []:
             status = check["status"]
             if status == NOT_JUDGED:
@@ -422,8 +434,8 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
                                                                                                 "declined")
             elif status == "skipped":
                 status = "not run"
-            if blamed and function not in blamed:  # an error about another function: this one was not judged
-                status = "not run"
+            if blamed and function not in blamed:  # the check failed or erred for another function
+                status = USED_BY_FAILING if status == "failed" else "not run"
             by_function.setdefault(function, {}).setdefault(payload["claim"]["id"], []).append(status)
     rows = []
     for function, claims in by_function.items():
@@ -433,15 +445,14 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
                      **{status: counts[status] for status in FUNCTION_STATUSES},
                      "failing_claims": sorted(claim for claim, statuses in claims.items()
                                               if _claim_status_for_function(statuses) == "failed")})
-    # A check that exercises several functions counts for each of them: the function with the most failing
-    # claims, the likeliest culprit, comes first.
+    # The function with the most failing claims, the likeliest culprit, comes first.
     return sorted(rows, key=lambda row: (row["given"], not row["implemented"], -row["failed"]))
 
 
 def _claim_status_for_function(statuses: list[str]) -> str:
     if "failed" in statuses or "error" in statuses:
         return "failed"
-    for status in ("not implemented", "declined", "passed"):
+    for status in (USED_BY_FAILING, "not implemented", "declined", "passed"):
         if status in statuses:
             return status
     return "not run"
@@ -498,15 +509,20 @@ def _sharpness(rows: list[dict[str, Any]]) -> dict[str, Any]:
                           for row, check, record in records if record.get("outcome") == SURVIVED]}
 
 
-def _revision(root: Path) -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return done.stdout.strip() if done.returncode == 0 else ""
+def git(directory: Path, *args: str) -> bytes | None:
+    """What ``git args`` prints in ``directory``, or None where git is missing or fails (not a repository)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=directory, capture_output=True, check=False)
+    except OSError:
+        return None
+    return done.stdout if done.returncode == 0 else None
 
-    revision = git("rev-parse", "--short=12", "HEAD") or "unknown"
+
+def _revision(root: Path) -> str:
+    revision = (git(root, "rev-parse", "--short=12", "HEAD") or b"").decode().strip() or "unknown"
     # The run's own staging directory (staging_dir_for) is untracked while the run writes: it is not an edit.
-    dirty = git("status", "--porcelain", "--", ".", ":(exclude)reports", ":(exclude,glob)**/.*staging-*/**")
-    return f"{revision}+dirty" if dirty else revision
+    dirty = git(root, "status", "--porcelain", "--", ".", ":(exclude)reports", ":(exclude,glob)**/.*staging-*/**")
+    return f"{revision}+dirty" if (dirty or b"").strip() else revision
 
 
 def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],

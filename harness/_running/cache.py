@@ -51,20 +51,24 @@ _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode
 
 
 def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
-              alpha: float, scope: Sequence[Dimension] = (), directory: str | None = None) -> str:
-    """The key of a check's observations; ``directory`` is where the implementation is looked for first."""
+              alpha: float, scope: Sequence[Dimension] = (), directory: str | None = None,
+              from_reference: Sequence[str] = ()) -> str:
+    """The key of a check's observations; ``directory`` is where the implementation is looked for first, and the
+    functions ``from_reference`` were served as the reference defines them."""
     assert entry.claim is not None
     check = entry.claim.checks[index]
     parts = {
         "claim": entry.id, "index": index, "kind": check.kind, "verifier": verifier.name,
         "params": check.params, "alpha": alpha, "beta": check.beta, "deviation": check.deviation,
         "profile": profile, "seed": seed,
-        "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__,)),
+        "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__, *(
+            (verifier.in_floats.__name__,) if verifier.in_floats else ()))),
         "impl_source": code_digest(impl, verifier.uses, directory) if verifier.uses else None,
         "harness_source": package_digest(_HARNESS),
         "versions": library_versions(),
         # What the examples reached is stored classified into the course's scope values: a new vocabulary, new keys.
         "scope": [repr(dimension) for dimension in scope],
+        **({"from_reference": sorted(from_reference)} if from_reference else {}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 

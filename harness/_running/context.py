@@ -263,11 +263,26 @@ class Context:
 
     def mean_estimate(self, samples: Any, support: tuple[float, float], method: str = "hoeffding"
                       ) -> stats.MeanEstimate:
-        """A confidence interval for the mean of ``samples`` at this check's alpha."""
+        """A confidence interval for the mean of ``samples`` at this check's alpha.
+
+        A sample outside ``support`` is the implementation's fault when the verifier calls one (the support is the
+        range every sample has when its functions are right), and the error says so to whoever runs it; a verifier
+        that calls none has a support or a sampler to fix, and its error says that to the claim's author.
+        """
         if self.shift:
             samples = np.asarray(samples, dtype=float) + self.shift
             support = (support[0] + self.shift, support[1] + self.shift)
-        return stats.mean_estimate(samples, support, self.alpha, self.beta, method)
+        try:
+            return stats.mean_estimate(samples, support, self.alpha, self.beta, method)
+        except stats.SupportViolation as error:
+            uses = getattr(self.impl, "_uses", ())
+            if not uses:
+                raise
+            raise ImplementationError(
+                f"{error.args[0].split('; the confidence interval')[0]}: every sample lies in that range when "
+                f"{', '.join(uses)} {'is' if len(uses) == 1 else 'are'} right, so what the implementation returned "
+                "is out of it (a wrong score, advantage or probability gives such values); check it against its "
+                "docstring") from None
 
     def save_figure(self, figure: Any, name: str) -> str:
         """Save a matplotlib figure as ``<name>.svg``, byte-for-byte reproducible; return its path.

@@ -1,18 +1,19 @@
-"""Examples of a property drawn straight from its Hypothesis strategies with a NumPy generator.
+"""Examples of a property drawn straight from its strategies with a NumPy generator.
 
 Hypothesis spends one to fifty milliseconds an example on its engine (the choice sequence, the
 strategies' validation, the bookkeeping its shrinker needs), far more than most properties of the
 course spend on the implementation. A passing property needs no shrinker, so the harness draws
 its examples here instead, in microseconds, and hands the strategies to Hypothesis only once a
-drawn example has failed, to shrink it (``harness._running.property``). No library draws from a
-Hypothesis strategy without its engine (``strategy.example()`` runs the engine and warns that it
-is not for tests), hence this module.
+drawn example has failed, to shrink it (``harness._running.property``). This is written by hand
+because no library draws from a Hypothesis strategy without its engine (``strategy.example()`` runs
+the engine and warns that it is not for tests), and Hypothesis' public API exposes no description of
+a strategy (its bounds, elements, sizes and functions) that a drawer could read.
 
-It reads the strategies' own descriptions (their bounds, elements, sizes and functions), which
-are attributes of Hypothesis' strategy classes rather than its public API; a strategy of a kind
-it does not know raises :class:`CannotDraw`, and the property then runs under Hypothesis as a
-whole, as slowly as before but as correctly. ``tests/test_draws.py`` checks that every property
-of the course is drawn here with the Hypothesis this project installs.
+So the properties' strategies are the harness's own descriptions (:mod:`harness.strategies`, whose
+functions mirror Hypothesis'), and this module reads their attributes: nothing of Hypothesis. A
+Hypothesis strategy inside one raises :class:`CannotDraw`, and the property then runs under
+Hypothesis as a whole, as slowly as before but as correctly. ``tests/test_draws.py`` checks that
+every property of the course is drawn here.
 
 Like Hypothesis, the draws lean towards the edges of each strategy, where mistakes live: a bound,
 zero, one, the smallest and largest size, a float just inside a bound, a constant array.
@@ -20,40 +21,33 @@ zero, one, the smallest and largest size, a float just inside a bound, a constan
 
 from __future__ import annotations
 
-import importlib
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import ArrayStrategy
 
-
-def _internal(module: str, *names: str) -> list[type]:
-    """Hypothesis' strategy classes ``names`` from ``hypothesis.strategies._internal.<module>``.
-
-    A class a release does not have there becomes a placeholder that no strategy is an instance of,
-    so that strategies of its kind run under Hypothesis' engine (slower, as correct) instead of
-    breaking the import: these modules are private, and any release may move them.
-    """
-    try:
-        found = importlib.import_module(f"hypothesis.strategies._internal.{module}")
-    except ImportError:
-        found = None
-    return [getattr(found, name, None) or type(f"Missing{name}", (), {}) for name in names]
-
-
-ListStrategy, TupleStrategy, UniqueListStrategy, UniqueSampledListStrategy = _internal(
-    "collections", "ListStrategy", "TupleStrategy", "UniqueListStrategy", "UniqueSampledListStrategy")
-BuildsStrategy, CompositeStrategy, PermutationStrategy = _internal(
-    "core", "BuildsStrategy", "CompositeStrategy", "PermutationStrategy")
-(DeferredStrategy,) = _internal("deferred", "DeferredStrategy")
-(FlatMapStrategy,) = _internal("flatmapped", "FlatMapStrategy")
-(LazyStrategy,) = _internal("lazy", "LazyStrategy")
-(BooleansStrategy,) = _internal("misc", "BooleansStrategy")
-FloatStrategy, IntegersStrategy = _internal("numbers", "FloatStrategy", "IntegersStrategy")
-FilteredStrategy, MappedStrategy, OneOfStrategy, SampledFromStrategy = _internal(
-    "strategies", "FilteredStrategy", "MappedStrategy", "OneOfStrategy", "SampledFromStrategy")
+from harness.strategies import (
+    Arrays,
+    Booleans,
+    Builds,
+    Composite,
+    Filtered,
+    FlatMapped,
+    Floats,
+    Fractions,
+    Integers,
+    Just,
+    Lists,
+    Mapped,
+    OneOf,
+    Permutations,
+    Rejected,
+    SampledFrom,
+    SearchStrategy,
+    Tuples,
+    is_hypothesis_strategy,
+)
 
 __all__ = ["CannotDraw", "Rejected", "draw"]
 
@@ -68,31 +62,26 @@ BITS = 64
 
 
 class CannotDraw(Exception):
-    """A strategy this module does not know how to draw from; the property runs under Hypothesis instead."""
+    """A strategy this module does not draw from (a Hypothesis strategy); the property runs under Hypothesis instead."""
 
 
-class Rejected(Exception):
-    """The example was rejected (a filter that never held, ``assume(False)``): draw another one."""
-
-
-def draw(strategy: st.SearchStrategy[Any], rng: np.random.Generator) -> Any:
+def draw(strategy: SearchStrategy[Any], rng: np.random.Generator) -> Any:
     """One value of ``strategy``, drawn with ``rng``.
 
     Raises:
-      CannotDraw: the strategy, or one inside it, is of a kind this module does not know.
+      CannotDraw: the strategy, or one inside it, is Hypothesis' rather than a description of
+        :mod:`harness.strategies`, or a function inside it raised a TypeError or ValueError (Hypothesis'
+        engine then draws it, and reports any error of the function's own).
       Rejected: a filter inside it did not hold in FILTER_TRIES tries.
     """
-    while isinstance(strategy, (LazyStrategy, DeferredStrategy)):
-        strategy = strategy.wrapped_strategy
-    kind = type(strategy)
-    drawer = _DRAWERS.get(kind)
+    drawer = _DRAWERS.get(type(strategy))
     if drawer is None:
-        raise CannotDraw(f"no direct draw for {kind.__module__}.{kind.__qualname__}: {strategy!r}")
+        if is_hypothesis_strategy(strategy):
+            raise CannotDraw(f"a Hypothesis strategy, which only Hypothesis' engine draws from: {strategy!r}")
+        raise CannotDraw(f"not a strategy of harness.strategies: {strategy!r}")
     try:
         return drawer(strategy, rng)
-    except (AttributeError, TypeError, ValueError) as error:
-        # A strategy whose private description this release keeps otherwise (or a function inside it that
-        # raised): Hypothesis' engine draws it, and says what any error of the function's own is.
+    except (TypeError, ValueError) as error:
         raise CannotDraw(f"cannot draw {strategy!r} directly ({type(error).__name__}: {error})") from error
 
 
@@ -100,14 +89,15 @@ def _edge(rng: np.random.Generator) -> bool:
     return rng.random() < EDGE_SHARE
 
 
-def _integers(strategy: IntegersStrategy, rng: np.random.Generator) -> int:
-    low, high = strategy.start, strategy.end
+def _integers(strategy: Integers, rng: np.random.Generator) -> int:
+    return _integer(strategy.min_value, strategy.max_value, rng)
+
+
+def _integer(low: int | None, high: int | None, rng: np.random.Generator) -> int:
     if low is None or high is None:
         magnitude = int(rng.integers(0, 2 ** int(rng.integers(1, BITS))))
         value = magnitude if rng.random() < 0.5 else -magnitude
-        low = -math.inf if low is None else low
-        high = math.inf if high is None else high
-        return int(min(max(value, low), high))
+        return int(min(max(value, -math.inf if low is None else low), math.inf if high is None else high))
     if _edge(rng):
         edges = [low, high] + [value for value in (0, 1, -1) if low <= value <= high]
         return int(edges[rng.integers(len(edges))])
@@ -116,7 +106,7 @@ def _integers(strategy: IntegersStrategy, rng: np.random.Generator) -> int:
     return low + int(rng.random() * (high - low))
 
 
-def _floats(strategy: FloatStrategy, rng: np.random.Generator) -> float:
+def _floats(strategy: Floats, rng: np.random.Generator) -> float:
     low, high = strategy.min_value, strategy.max_value
     tiny = strategy.smallest_nonzero_magnitude
     if _edge(rng) or strategy.allow_nan and rng.random() < 0.01:
@@ -152,7 +142,30 @@ def _log_spread(low: float, high: float, tiny: float, rng: np.random.Generator) 
     return -magnitude if negative else magnitude
 
 
-def _size(strategy: ListStrategy, rng: np.random.Generator) -> int:
+def _fractions(strategy: Fractions, rng: np.random.Generator) -> Fraction:
+    """As Hypothesis' ``fractions`` builds them: a denominator, then a numerator within the bounds over it."""
+    low, high, most = strategy.min_value, strategy.max_value, strategy.max_denominator
+    if low is not None and low == high:
+        return low
+    denominator = _integer(1, most, rng)
+    least_numerator = most_numerator = None
+    if low is None and high is not None:
+        most_numerator = denominator * high.numerator
+        denominator *= high.denominator
+    elif high is None and low is not None:
+        least_numerator = denominator * low.numerator
+        denominator *= low.denominator
+    elif low is not None and high is not None:
+        lowest, highest = low.numerator * high.denominator, high.numerator * low.denominator
+        scale = low.denominator * high.denominator
+        common = math.gcd(scale, math.gcd(lowest, highest))
+        least_numerator, most_numerator = denominator * lowest // common, denominator * highest // common
+        denominator *= scale // common
+    value = Fraction(_integer(least_numerator, most_numerator, rng), denominator)
+    return value if most is None else value.limit_denominator(most)
+
+
+def _size(strategy: Lists, rng: np.random.Generator) -> int:
     low = strategy.min_size
     high = strategy.max_size if strategy.max_size < math.inf else max(low, int(2 * strategy.average_size) + 1)
     if _edge(rng):
@@ -160,22 +173,26 @@ def _size(strategy: ListStrategy, rng: np.random.Generator) -> int:
     return int(rng.integers(low, int(high) + 1))
 
 
-def _lists(strategy: ListStrategy, rng: np.random.Generator) -> list[Any]:
+def _lists(strategy: Lists, rng: np.random.Generator) -> list[Any]:
+    if strategy.max_size == 0:
+        return []
+    if strategy.keys is not None:
+        return _unique_lists(strategy, rng)
     size = _size(strategy, rng)
     if size and rng.random() < CONSTANT_SHARE:
-        value = draw(strategy.element_strategy, rng)
+        value = draw(strategy.elements, rng)
         return [value] * size
-    return [draw(strategy.element_strategy, rng) for _ in range(size)]
+    return [draw(strategy.elements, rng) for _ in range(size)]
 
 
-def _unique_lists(strategy: UniqueListStrategy, rng: np.random.Generator) -> list[Any]:
+def _unique_lists(strategy: Lists, rng: np.random.Generator) -> list[Any]:
     size = _size(strategy, rng)
     values: list[Any] = []
     seen: list[set[Any]] = [set() for _ in strategy.keys]
     for _ in range(FILTER_TRIES * max(size, 1)):
         if len(values) == size:
             return values
-        value = draw(strategy.element_strategy, rng)
+        value = draw(strategy.elements, rng)
         keys = [key(value) for key in strategy.keys]
         if all(k not in keys_seen for k, keys_seen in zip(keys, seen, strict=True)):
             values.append(value)
@@ -183,66 +200,68 @@ def _unique_lists(strategy: UniqueListStrategy, rng: np.random.Generator) -> lis
                 keys_seen.add(k)
     if len(values) >= strategy.min_size:
         return values
-    raise Rejected(f"no {strategy.min_size} distinct values of {strategy.element_strategy!r}")
+    raise Rejected(f"no {strategy.min_size} distinct values of {strategy.elements!r}")
 
 
-def _sampled(strategy: SampledFromStrategy, rng: np.random.Generator) -> Any:
+def _sampled(strategy: SampledFrom, rng: np.random.Generator) -> Any:
+    if not strategy.elements:
+        raise Rejected(f"{strategy!r} has no elements")
+    return strategy.elements[rng.integers(len(strategy.elements))]
+
+
+def _filtered(strategy: Filtered, rng: np.random.Generator) -> Any:
     for _ in range(FILTER_TRIES):
-        value = strategy.elements[rng.integers(len(strategy.elements))]
-        for how, function, *_ in getattr(strategy, "_transformations", ()):  # 6.160 kept no location
-            if how == "map":
-                value = function(value)
-            elif how == "filter":
-                if not function(value):
-                    break
-            else:
-                raise CannotDraw(f"sampled_from transformation {how!r}")
-        else:
-            return value
-    raise Rejected(f"no element of {strategy!r} passed its filter")
-
-
-def _filtered(strategy: FilteredStrategy, rng: np.random.Generator) -> Any:
-    for _ in range(FILTER_TRIES):
-        value = draw(strategy.filtered_strategy, rng)
-        if all(condition(value) for condition in strategy.flat_conditions):
+        value = draw(strategy.base, rng)
+        if all(condition(value) for condition in strategy.conditions):
             return value
     raise Rejected(f"{strategy!r}: the filter did not hold in {FILTER_TRIES} tries")
 
 
-def _arrays(strategy: ArrayStrategy, rng: np.random.Generator) -> np.ndarray:
+def _arrays(strategy: Arrays, rng: np.random.Generator) -> np.ndarray:
+    size = strategy.size
     if strategy.unique:
-        raise CannotDraw("arrays with unique=True")
-    size = strategy.array_size
-    if size and rng.random() < CONSTANT_SHARE:
-        return np.full(strategy.shape, draw(strategy.element_strategy, rng), dtype=strategy.dtype)
-    values = [draw(strategy.element_strategy, rng) for _ in range(size)]
+        values = _distinct(strategy, rng)
+    elif size and rng.random() < CONSTANT_SHARE:
+        constant = draw(strategy.elements if strategy.fill is None else strategy.fill, rng)
+        return np.full(strategy.shape, constant, dtype=strategy.dtype)
+    else:
+        values = [draw(strategy.elements, rng) for _ in range(size)]
     return np.array(values, dtype=strategy.dtype).reshape(strategy.shape)
 
 
-def _composite(strategy: CompositeStrategy, rng: np.random.Generator) -> Any:
+def _distinct(strategy: Arrays, rng: np.random.Generator) -> list[Any]:
+    values: list[Any] = []
+    seen: set[Any] = set()
+    for _ in range(FILTER_TRIES * max(strategy.size, 1)):
+        if len(values) == strategy.size:
+            return values
+        value = draw(strategy.elements, rng)
+        if value not in seen:
+            seen.add(value)
+            values.append(value)
+    raise Rejected(f"no {strategy.size} distinct values of {strategy.elements!r}")
+
+
+def _composite(strategy: Composite, rng: np.random.Generator) -> Any:
     return strategy.definition(lambda inner: draw(inner, rng), *strategy.args, **strategy.kwargs)
 
 
 _DRAWERS: dict[type, Any] = {
-    IntegersStrategy: _integers,
-    FloatStrategy: _floats,
-    BooleansStrategy: lambda strategy, rng: bool(rng.random() < 0.5),
-    ListStrategy: _lists,
-    UniqueListStrategy: _unique_lists,
-    UniqueSampledListStrategy: _unique_lists,
-    TupleStrategy: lambda strategy, rng: tuple(draw(inner, rng) for inner in strategy.element_strategies),
-    OneOfStrategy: lambda strategy, rng: draw(
-        strategy.original_strategies[rng.integers(len(strategy.original_strategies))], rng),
-    MappedStrategy: lambda strategy, rng: strategy.pack(draw(strategy.mapped_strategy, rng)),
-    FlatMapStrategy: lambda strategy, rng: draw(strategy.expand(draw(strategy.base, rng)), rng),
-    FilteredStrategy: _filtered,
-    BuildsStrategy: lambda strategy, rng: strategy.target(
-        *(draw(inner, rng) for inner in strategy.args), **{k: draw(v, rng) for k, v in strategy.kwargs.items()}),
-    PermutationStrategy: lambda strategy, rng: [strategy.values[i] for i in rng.permutation(len(strategy.values))],
-    CompositeStrategy: _composite,
-    ArrayStrategy: _arrays,
+    Integers: _integers,
+    Floats: _floats,
+    Fractions: _fractions,
+    Booleans: lambda strategy, rng: bool(rng.random() < 0.5),
+    Just: lambda strategy, rng: strategy.value,
+    SampledFrom: _sampled,
+    Permutations: lambda strategy, rng: [strategy.values[i] for i in rng.permutation(len(strategy.values))],
+    OneOf: lambda strategy, rng: draw(strategy.options[rng.integers(len(strategy.options))], rng),
+    Tuples: lambda strategy, rng: tuple(draw(part, rng) for part in strategy.parts),
+    Lists: _lists,
+    Arrays: _arrays,
+    Builds: lambda strategy, rng: strategy.target(
+        *(draw(arg, rng) for arg in strategy.args), **{name: draw(v, rng) for name, v in strategy.kwargs.items()}),
+    Composite: _composite,
+    Mapped: lambda strategy, rng: strategy.pack(draw(strategy.base, rng)),
+    Filtered: _filtered,
+    FlatMapped: lambda strategy, rng: draw(strategy.expand(draw(strategy.base, rng)), rng),
 }
-# sampled_from and just are the same class family; every subclass of it draws alike.
-for _kind in (SampledFromStrategy, *SampledFromStrategy.__subclasses__()):
-    _DRAWERS[_kind] = _sampled

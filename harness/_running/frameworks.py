@@ -215,21 +215,29 @@ def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kw
     """The call, with the harness's signals for what is not checked refused when the implementation raises them:
     a module that raised ``Unsupported`` itself would turn any check it fails into a skipped one, and one that
     raised a rejection (``harness.assume``, ``hypothesis.assume``) every example of a property."""
-    from hypothesis.errors import UnsatisfiedAssumption
-
-    from harness._running.draws import Rejected
-
     try:
         return function(*args, **kwargs)
     except (Unsupported, Inexpressible) as error:
         raise ImplementationError(f"{name} raised {type(error).__name__} ({error}), which is the harness's own "
                                   "signal of a call it cannot judge; an implementation may not raise it. Raise "
                                   "another exception, or leave out the keyword it does not support") from None
-    except (Rejected, UnsatisfiedAssumption) as error:
+    except Exception as error:
+        if not _is_rejection(error):
+            raise
         raise ImplementationError(f"{name} raised {type(error).__name__} ({error}), which is the harness's signal "
                                   "that a verifier discards an example it drew; an implementation may not raise it "
                                   "(it would turn every example into a skipped one). Raise another exception, or "
                                   "return the value") from None
+
+
+def _is_rejection(error: Exception) -> bool:
+    """Whether ``error`` is the harness's or Hypothesis' rejection of an example (Hypothesis' only where it is
+    imported: the harness does not load it for a property that holds, and code that did not import it cannot
+    raise it)."""
+    from harness._running.draws import Rejected
+
+    errors = sys.modules.get("hypothesis.errors")
+    return isinstance(error, Rejected) or errors is not None and isinstance(error, errors.UnsatisfiedAssumption)
 
 
 def _to_library(library: _Library, module: ModuleType, value: Any, name: str) -> Any:

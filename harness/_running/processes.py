@@ -92,11 +92,11 @@ def _is_raised(raised: Any) -> bool:
 
 def judge_records() -> dict[str, type]:
     """The harness's own frozen dataclasses a worker's answer or the cache may hold, by the name they cross under."""
-    from harness._claims.expect import Declined
+    from harness._claims.expect import Declined, Rounded
     from harness._running.implementation import Provenance
     from harness.stats import MeanEstimate
 
-    return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in (Declined, Provenance, MeanEstimate)}
+    return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in (Declined, Provenance, MeanEstimate, Rounded)}
 
 
 def answer_to(error: BaseException) -> Answer:

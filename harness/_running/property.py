@@ -1,4 +1,5 @@
-"""Hypothesis properties inside verifiers: seeded from the check, verdict as an observation.
+"""Properties inside verifiers (examples drawn from harness.strategies, failures shrunk by Hypothesis): seeded from
+the check, verdict as an observation.
 
 A failing property is reported as what a student can act on, not as Hypothesis' dump of the
 verifier's own variables: the calls the falsifying example made to the student's functions (each
@@ -18,10 +19,7 @@ from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
-import hypothesis
 import numpy as np
-from hypothesis import HealthCheck
-from hypothesis.strategies import SearchStrategy
 
 from harness._claims.errors import ClaimsError, VerifierError
 from harness._claims.formats import FALSIFYING_KEY, format_falsifying
@@ -30,15 +28,14 @@ from harness._running.context import Call, CallRecord, Context, record_calls
 from harness._running.draws import CannotDraw, Rejected, draw
 from harness._running.executor import CheckTimeout
 from harness._running.processes import CheckCrashed
+from harness.strategies import SearchStrategy, as_hypothesis, is_hypothesis_strategy
 
 EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
 # --claims-shrink (Context.shrink), also shrinks it to a minimal falsifying example, which takes
-# seconds to tens of seconds a failing check.
-PHASES = {
-    "smoke": (hypothesis.Phase.explicit, hypothesis.Phase.reuse, hypothesis.Phase.generate),
-    "full": tuple(hypothesis.Phase),
-}
+# seconds to tens of seconds a failing check: every phase of Hypothesis. (The smoke profile's phases
+# by their names in hypothesis.Phase: Hypothesis is imported only when a property runs under it.)
+SMOKE_PHASES = ("explicit", "reuse", "generate")
 # The calls of one example that a failure report shows; a verifier may call a function in a loop.
 CALLS_KEPT = 5
 # The most characters of one value, and of the reproduction, that the results keep. Hypothesis' examples are far
@@ -53,10 +50,12 @@ _ENDS_THE_CHECK = (CheckTimeout, CheckCrashed)
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
     """Run ``test`` on examples drawn from ``strategies``; report whether it held.
 
-    The property fails when ``test`` raises ``AssertionError``. The examples are drawn directly
-    (``harness._running.draws``), far faster than Hypothesis' engine; Hypothesis runs only to shrink a
-    failure (the full profile, or ``--claims-shrink``), and for strategies the direct draws do not
-    know. Returns ``{"holds": bool, "examples": n}``; a claim expects ``holds: true``. A failure adds
+    The strategies are built with :mod:`harness.strategies` (``from harness import strategies as st``),
+    one for each argument of ``test``. The property fails when ``test`` raises ``AssertionError``. The
+    examples are drawn directly (``harness._running.draws``), far faster than Hypothesis' engine;
+    Hypothesis runs only to shrink a failure (the full profile, or ``--claims-shrink``), and for a
+    strategy that is, or holds, one of Hypothesis' own, which only its engine draws from. Returns
+    ``{"holds": bool, "examples": n}``; a claim expects ``holds: true``. A failure adds
     ``falsifying_example``: ``{"input", "calls", "calls_left_out", "assertion", "reproduce"}``
     (:func:`falsifying_example`), from the shrunk example when Hypothesis found one, else from the
     drawn one. Another exception raised by a function of the implementation propagates (the check
@@ -65,6 +64,7 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     implementation that raises a rejection itself is an ``ImplementationError``: neither passes.
     """
     examples = EXAMPLES[ctx.profile]
+    _check_strategies(test, strategies)
     try:
         failing = _first_failing_draw(ctx, test, strategies, examples)
     except CannotDraw:
@@ -76,6 +76,16 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
         if not shrunk["holds"]:
             return shrunk
     return _replayed(ctx, test, strategies, failing, examples)
+
+
+def _check_strategies(test: Callable[..., None], strategies: Sequence[Any]) -> None:
+    for position, strategy in enumerate(strategies, start=1):
+        if not isinstance(strategy, SearchStrategy) and not is_hypothesis_strategy(strategy):
+            raise VerifierError(
+                f"property {test.__name__} ({test.__module__}): check_property's strategy {position} is "
+                f"{type(strategy).__qualname__} {repr(strategy)[:200]}, not a strategy. Build it with the harness's "
+                "strategies (from harness import strategies as st; st.just(value) for a fixed value), which mirror "
+                "Hypothesis' (hypothesis.strategies and hypothesis.extra.numpy.arrays)")
 
 
 def assume(condition: object) -> None:
@@ -160,10 +170,14 @@ def _arguments_shown(test: Callable[..., None], arguments: Sequence[Any]) -> str
 def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Sequence[SearchStrategy[Any]],
                       examples: int) -> dict[str, Any]:
     """The property run by Hypothesis' engine: the examples it generates, and its shrinking of a failure."""
+    import hypothesis  # here: a property that holds on its drawn examples never loads Hypothesis
+
     settings = hypothesis.settings(
         max_examples=examples, deadline=None, database=None, print_blob=False,
-        phases=PHASES["full" if ctx.shrink else ctx.profile], report_multiple_bugs=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        phases=(list(hypothesis.Phase) if ctx.shrink or ctx.profile == "full"
+                else [hypothesis.Phase[name] for name in SMOKE_PHASES]),
+        report_multiple_bugs=False,
+        suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much],
     )
     with record_calls(ctx.impl, CALLS_KEPT) as record:
 
@@ -180,7 +194,8 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
 
         completed: list[bool] = []
 
-        run = hypothesis.seed(ctx.seed)(settings(hypothesis.given(*strategies)(example)))
+        given = hypothesis.given(*(as_hypothesis(strategy) for strategy in strategies))
+        run = hypothesis.seed(ctx.seed)(settings(given(example)))
         try:
             run()
         except _ENDS_THE_CHECK:

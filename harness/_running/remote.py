@@ -76,12 +76,15 @@ class ImplementationHost:
     def alive(self) -> bool:
         return not self._connection.closed and self.process.is_alive()
 
-    def serve(self, output: int) -> tuple[Connection, int]:
+    def serve(self, output: int, from_reference: tuple[str, ...] = ()) -> tuple[Connection, int]:
         """A server of its own for a check: the check's end of its connection, and the server's process id (in the
-        host's namespace: only the host uses it). ``output`` is the descriptor its output goes to."""
+        host's namespace: only the host uses it). ``output`` is the descriptor its output goes to; the functions
+        ``from_reference`` are served as the course's reference defines them (to tell which function of a failing
+        check is wrong on its own: ``harness._running.runner``)."""
         mine, theirs = multiprocessing.Pipe(duplex=True)
+        reference = reference_implementation() if from_reference else ""
         try:
-            self._connection.send_bytes(encode(("serve",)))
+            self._connection.send_bytes(encode(("serve", list(from_reference), reference)))
             for descriptor in (theirs.fileno(), output):
                 send_handle(self._connection, descriptor, self.process.pid)
             kind, pid = self._receive(REPLY_SECONDS)
@@ -153,12 +156,14 @@ def close_hosts() -> None:
         _HOSTS.pop(key).close()
 
 
-def server_starter(impl: str, directory: str) -> Callable[[int], tuple[Connection, Callable[[], str]]]:
+def server_starter(impl: str, directory: str, from_reference: tuple[str, ...] = ()
+                   ) -> Callable[[int], tuple[Connection, Callable[[], str]]]:
     """What starts a check's server (``harness._running.isolation.StartServer``): the worker's end of the connection,
-    and what ends the server, saying how it had ended when it ended on its own."""
+    and what ends the server, saying how it had ended when it ended on its own (``from_reference``:
+    :meth:`ImplementationHost.serve`)."""
     def start(output: int) -> tuple[Connection, Callable[[], str]]:
         host = implementation_host(impl, directory)
-        connection, pid = host.serve(output)
+        connection, pid = host.serve(output, from_reference)
 
         def end(crashed: bool) -> str:
             code = host.end(pid, crashed)

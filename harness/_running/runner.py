@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -22,11 +23,14 @@ from harness._claims.expect import Comparison, Declined, as_plain_observation, c
 from harness._claims.formats import (
     DEFAULT_PROFILE,
     FALSIFYING_KEY,
+    IN_FLOATS_NOTE,
     PYTEST_FLAG,
     SHRINK_FLAG,
+    culprits,
     format_falsifying,
     format_observed,
     headline,
+    hint,
     visible,
 )
 from harness._claims.loading import ClaimEntry
@@ -44,6 +48,8 @@ from harness._running.remote import connect, in_process, not_implemented_yet, se
 from harness._running.sharpness import perturbations
 
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
+# The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).
+IN_FLOATS_KEY = "__judged_in_floats__"
 
 
 def course_scope() -> tuple[Dimension, ...]:
@@ -72,6 +78,10 @@ class RunOptions:
     course's own mutants only (``claims mutants``: mutmut records what a check reaches in the process that calls it);
     any other implementation runs in a process of its own. ``directory`` is where the implementation is looked for
     first (where the run was started), in the implementation's process only: never on this process's import path.
+    ``from_reference`` names functions served as the reference defines them: only the runs that tell which function
+    of a failing check is wrong on its own (:func:`blamed_functions`) set it; ``blame`` asks for those runs (the
+    commands and the pytest plugin do, :func:`resolve_options`; a program that only wants verdicts need not pay
+    for them).
     """
 
     impl: str = field(default_factory=reference_implementation)
@@ -94,6 +104,8 @@ class RunOptions:
     scope: tuple[Dimension, ...] = field(default_factory=course_scope)
     in_process: bool = False
     directory: str = field(default_factory=os.getcwd)
+    from_reference: tuple[str, ...] = ()
+    blame: bool = False
 
     @property
     def figures_dir(self) -> Path:
@@ -104,10 +116,12 @@ class RunOptions:
 
 def resolve_options(impl: str | None, profile: str | None, seed: int | None, **settings: Any) -> RunOptions:
     """The options of a run, with what the command line left out taken from $CLAIMS_IMPL, $CLAIMS_PROFILE and
-    $CLAIMS_SEED, else the defaults: the reference implementation, the smoke profile, seed 0."""
+    $CLAIMS_SEED, else the defaults: the reference implementation, the smoke profile, seed 0; a failed check's
+    functions are blamed one by one (``blame``)."""
     return RunOptions(impl=impl or os.environ.get("CLAIMS_IMPL") or reference_implementation(),
                       profile=profile or os.environ.get("CLAIMS_PROFILE") or DEFAULT_PROFILE,
-                      seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")), **settings)
+                      seed=seed if seed is not None else int(os.environ.get("CLAIMS_SEED", "0")),
+                      **{"blame": True, **settings})
 
 
 @dataclass
@@ -129,6 +143,8 @@ class CheckResult:
     not_implemented: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
     error_in: list[str] = field(default_factory=list)  # the one function an error is about, when it names one
+    blamed: list[str] = field(default_factory=list)  # of a failed check's functions, those wrong on their own
+    in_floats: bool = False  # judged by the verifier's float twin: the implementation declines exact arithmetic
     sharpness: list[dict[str, Any]] = field(default_factory=list)
     reached: dict[str, dict[str, int]] = field(default_factory=dict)  # dimension -> value -> examples that reached it
     reused: bool = False
@@ -197,8 +213,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     try:
         cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
-                        alpha=alpha_per_comparison(check), scope=options.scope, directory=options.directory) \
-            if cache else ""
+                        alpha=alpha_per_comparison(check), scope=options.scope, directory=options.directory,
+                        from_reference=options.from_reference) if cache else ""
         observed = cache.load(key, options.figures_dir) if cache else None
         result.reused = observed is not None
         if observed is None and reuse_only:
@@ -210,6 +226,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
                 cache.store(key, observed, options.figures_dir)
         observed = dict(observed)
         result.reached = observed.pop(REACHED_KEY, None) or {}
+        result.in_floats = bool(observed.pop(IN_FLOATS_KEY, False))
         missing = [key for key in check.expect if key not in observed]
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
@@ -229,6 +246,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
             result.not_judged = "optional keyword"  # every observation declined: the implementation has no such call
         else:
             result.status = "passed" if all(c.passed for c in comparisons) else "failed"
+        if result.status == "failed":
+            result.blamed = blamed_functions(entry, index, verifier, options, reuse_only=reuse_only)
     except (KeyboardInterrupt, _MustRun):
         raise
     except NotImplementedYet as error:
@@ -250,6 +269,28 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     return result
 
 
+def blamed_functions(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, *,
+                     reuse_only: bool = False) -> list[str]:
+    """Which functions of a failed check are wrong on their own: each is run alone, the check's other functions served
+    as the reference defines them, and is blamed when the check still fails. All of them when none fails alone (the
+    failure is in how they meet), and when the check is not run again: it calls one function, the run did not ask
+    (``options.blame``), is of the reference or its mutants, or it is an experiment, whose seeds cost too much to
+    run once per function
+    (the scoreboard then blames those of its functions that another check blamed, :func:`function_scoreboard`).
+    The runs alone are cached like any check's (their key names the functions served from the reference), so a
+    warm run blames as the cold one did; ``reuse_only`` asks only the cache, as :func:`reuse_check` does.
+    """
+    assert entry.claim is not None
+    uses = list(dict.fromkeys(verifier.uses))
+    if (len(uses) < 2 or not options.blame or options.from_reference or options.in_process
+            or entry.claim.checks[index].kind == "experiment" or options.impl == reference_implementation()):
+        return uses
+    alone = [function for function in uses if run_check(entry, index, verifier, dataclasses.replace(
+        options, from_reference=tuple(other for other in uses if other != function)), reuse_only=reuse_only
+    ).status != "passed"]
+    return alone or uses
+
+
 def _them(functions: tuple[str, ...]) -> str:
     return "it" if len(functions) == 1 else "them"
 
@@ -268,7 +309,8 @@ def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, optio
     (``harness._running.isolation``), which reaches the implementation, if the verifier calls it, through a server of
     its own in the implementation's process (``harness._running.remote``)."""
     observe = partial(_observe_plain, entry, index, verifier, options, seed, limit)
-    server = server_starter(options.impl, options.directory) if verifier.uses and not options.in_process else None
+    server = server_starter(options.impl, options.directory, options.from_reference) \
+        if verifier.uses and not options.in_process else None
     if not (options.isolation and isolation_supported()):
         if server is None:
             return observe()
@@ -328,8 +370,25 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         shrink=options.shrink,
     )
     try:
+        observed, reached = _observed_by(verifier.function, verifier.name, context, options)
+    except Inexpressible:
+        if verifier.in_floats is None:
+            raise
+        # The implementation declines fractions: the same statement is judged by the float twin, from the same seed.
+        observed, reached = _observed_by(verifier.in_floats, f"{verifier.name} (its float twin)",
+                                         dataclasses.replace(context, rng=np.random.default_rng(seed)), options)
+        observed = {**observed, IN_FLOATS_KEY: True}
+    if REACHED_KEY in observed:
+        raise VerifierError(f"verifier '{verifier.name}' reports '{REACHED_KEY}', the name under which the harness "
+                            "carries what its examples reached (harness.reach); report that value under another name")
+    return {**observed, REACHED_KEY: reached}
+
+
+def _observed_by(function: Any, name: str, context: Context, options: RunOptions) -> tuple[Mapping[str, Any], Any]:
+    """What ``function`` (a verifier, or its float twin) observes, and what its examples reached."""
+    try:
         with recording(options.scope) as reached:
-            observed = verifier.function(context)
+            observed = function(context)
     except NotImplementedError as error:
         # A stub the verifier reached without declaring it (a function the declared ones call, say).
         stub = not_implemented_yet(error)
@@ -337,12 +396,9 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
             raise
         raise stub from None
     if not isinstance(observed, Mapping):
-        raise ClaimsError(f"verifier '{verifier.name}' returned {type(observed).__name__}; "
+        raise ClaimsError(f"verifier '{name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
-    if REACHED_KEY in observed:
-        raise VerifierError(f"verifier '{verifier.name}' reports '{REACHED_KEY}', the name under which the harness "
-                            "carries what its examples reached (harness.reach); report that value under another name")
-    return {**observed, REACHED_KEY: reached.as_data()}
+    return observed, reached.as_data()
 
 
 def _audit(options: RunOptions) -> bool:
@@ -360,10 +416,16 @@ def alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
 def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:
     """The message a failing or erroring check prints: what, where, expected vs observed, how to rerun."""
     assert entry.claim is not None
-    lines = [headline(result.uses, entry.where, entry.id, result.status, entry.claim.statement)]
-    rejects = entry.claim.checks[index].rejects
+    blamed = culprits(result.as_dict())
+    lines = [headline(blamed, entry.where, entry.id, result.status, entry.claim.statement)]
+    if result.in_floats:
+        lines.append(f"  {IN_FLOATS_NOTE}")
+    innocent = [name for name in result.uses if name not in blamed]
+    if innocent:
+        lines.append(f"  used by this check, right on their own: {', '.join(innocent)}")
+    rejects = hint(entry.claim.checks[index].rejects, result.uses, blamed)
     if rejects:
-        lines.append(f"  this check is there to catch {visible(' '.join(rejects.split()))}")
+        lines.append(f"  this check is there to catch {visible(rejects)}")
     lines.append(f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
                  f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
                  f"{entry.check_lines[index]}")

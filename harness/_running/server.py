@@ -551,7 +551,7 @@ def host_main(impl: str, directory: str, connection: Connection, judges: frozens
             channel, output = recv_handle(connection), recv_handle(connection)
             pid = os.fork()
             if pid == 0:
-                _serve_check(module, channel, output, connection)
+                _serve_check(module, channel, output, connection, tuple(request[1]), str(request[2]))
             os.close(channel)
             os.close(output)
             servers[pid] = 0
@@ -570,19 +570,34 @@ def host_main(impl: str, directory: str, connection: Connection, judges: frozens
     os._exit(0)
 
 
-def _serve_check(module: ModuleType, channel: int, output: int, host: Connection) -> None:
-    """A server: a process group of its own, its output to the check's, then the check's requests until it ends."""
+def _serve_check(module: ModuleType, channel: int, output: int, host: Connection, from_reference: tuple[str, ...],
+                 reference: str) -> None:
+    """A server: a process group of its own, its output to the check's, then the check's requests until it ends; the
+    functions ``from_reference`` are the reference's (:func:`with_reference_functions`)."""
     host.close()
     os.setpgid(0, 0)
     redirect_output(output)
     limit_memory()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
+        if from_reference:
+            module = with_reference_functions(module, import_implementation(reference), from_reference)
         ImplementationServer(module).serve(Connection(channel))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def with_reference_functions(module: ModuleType, reference: ModuleType, names: tuple[str, ...]) -> ModuleType:
+    """``module`` as a check sees it with the functions ``names`` taken from ``reference``: the implementation's own
+    module is left as it is (its functions still call their own neighbours), only what the check reaches by name
+    changes."""
+    mixed = ModuleType(module.__name__, module.__doc__)
+    mixed.__dict__.update({name: value for name, value in vars(module).items() if name not in ("__name__", "__doc__")})
+    for name in names:
+        setattr(mixed, name, getattr(reference, name))
+    return mixed
 
 
 def _reopen_standard_streams() -> None:

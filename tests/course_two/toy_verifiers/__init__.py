@@ -2,9 +2,8 @@
 
 from fractions import Fraction
 
-from hypothesis import strategies as st
-
 from harness import Context, NoParams, check_property, reach, verifier
+from harness import strategies as st
 
 
 class Terms(NoParams):

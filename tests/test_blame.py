@@ -1,0 +1,126 @@
+"""Blame is computed, not listed: of a failed check's functions, only those wrong on their own are failed.
+
+A check that calls several functions of the student's module fails when one of them is wrong; each is then run
+alone (the check's other functions served as the reference defines them), and only those with which the check still
+fails are blamed. The others are "used by a failing check": not counted failed, not named in the headline, and not
+told a hint that describes another function's mistake.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import RunOptions, load_catalogue, run_check
+from harness._claims.formats import hint
+from harness._reporting.report import USED_BY_FAILING, function_scoreboard
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Only leave_one_out_advantages is wrong (it divides by G, not G - 1); group_centered_advantages is the student's own
+# and right.
+WRONG_LOO = """
+import numpy as np
+from impl import *  # noqa: F403
+
+__claims_reference_fallback__ = True
+
+
+def group_centered_advantages(r_i):
+    shifted = np.asarray(r_i) - np.asarray(r_i)[..., :1]
+    return shifted - shifted.sum(axis=-1, keepdims=True) / shifted.shape[-1]
+
+
+def leave_one_out_advantages(r_i):
+    shifted = np.asarray(r_i) - np.asarray(r_i)[..., :1]
+    return shifted - (shifted.sum(axis=-1, keepdims=True) - shifted) / shifted.shape[-1]
+"""
+
+# Only reinforce_loss is wrong (half the loss); surrogate_loss and ppo_clip_loss are the student's own and right.
+WRONG_REINFORCE = """
+import numpy as np
+from impl import *  # noqa: F403
+from impl import losses as _reference
+
+__claims_reference_fallback__ = True
+
+
+def reinforce_loss(logp, adv, mask=None):
+    return 0.5 * _reference.reinforce_loss(logp, adv, mask)
+
+
+def surrogate_loss(logp, logp_old, adv, mask=None):
+    return _reference.surrogate_loss(np.array(logp, dtype=float), logp_old, adv, mask)
+
+
+def ppo_clip_loss(logp, logp_old, adv, eps=0.2, mask=None):
+    return _reference.ppo_clip_loss(np.array(logp, dtype=float), logp_old, adv, eps, mask)
+"""
+
+
+def _run(directory: Path, impl: str, claim_id: str, verifier: str) -> dict:
+    catalogue = load_catalogue(ROOT / "claims")
+    entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
+    index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
+    sys.path.insert(0, str(directory))
+    try:
+        result = run_check(entry, index, catalogue.verifiers[verifier],
+                           RunOptions(impl=impl, cache_dir=None, directory=str(directory), blame=True))
+    finally:
+        sys.path.remove(str(directory))
+    return {"claim": {"id": claim_id}, "check": {**result.as_dict(), "rejects": entry.claim.checks[index].rejects}}
+
+
+@pytest.mark.parametrize(("source", "claim_id", "verifier", "wrong", "right"), [
+    (WRONG_LOO, "loo-identity", "baselines.loo_identity_property", "leave_one_out_advantages",
+     ["group_centered_advantages"]),
+    (WRONG_REINFORCE, "surrogate-gradient-equals-policy-gradient-at-old", "losses.key_test_property",
+     "reinforce_loss", ["surrogate_loss", "ppo_clip_loss"]),
+])
+def test_only_the_wrong_function_is_failed(tmp_path, source, claim_id, verifier, wrong, right):
+    (tmp_path / "student_module.py").write_text(source, encoding="utf-8")
+    payload = _run(tmp_path, "student_module", claim_id, verifier)
+    assert payload["check"]["status"] == "failed", payload["check"]
+    assert payload["check"]["blamed"] == [wrong], payload["check"]
+    rows = {row["function"]: row for row in function_scoreboard([payload])}
+    assert (rows[wrong]["failed"], rows[wrong][USED_BY_FAILING]) == (1, 0)
+    for function in right:
+        assert (rows[function]["failed"], rows[function][USED_BY_FAILING]) == (0, 1), rows[function]
+
+
+def test_a_hint_that_names_another_function_is_not_shown():
+    uses = ["value_iteration", "policy_state_values"]
+    assert hint("a policy_state_values that solves with γ²", uses, ["value_iteration"]) is None
+    assert hint("a value_iteration that sweeps in place", uses, ["value_iteration"]) == \
+        "a value_iteration that sweeps in place"
+    assert hint("advantages averaged over the wrong axis", uses, ["value_iteration"]) is None  # whose? not said
+    assert hint("advantages averaged over the wrong axis", uses, uses) == "advantages averaged over the wrong axis"
+    per_function = {"value_iteration": "in-place sweeps", "policy_state_values": "γ² in the solve"}
+    assert hint(per_function, uses, ["policy_state_values"]) == "γ² in the solve"
+
+
+def _context(uses: tuple[str, ...]):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from harness import Context, NoParams
+
+    return Context(impl=SimpleNamespace(_uses=uses), params=NoParams(), rng=np.random.default_rng(0), seed=0,
+                   profile="smoke", alpha=1e-3, beta=0.1, deviation=0.1, figures_dir=Path("."), seed_runner=None)
+
+
+def test_a_sample_outside_the_support_is_the_implementations_fault_when_the_check_calls_it():
+    """The Monte Carlo guard speaks to whoever can fix it: the student when the samples come from their functions,
+    the claim's author when the verifier calls none."""
+    from harness import ImplementationError
+    from harness.stats import SupportViolation
+
+    with pytest.raises(ImplementationError, match=r"when bernoulli_logit_score is right, so what the implementation "
+                                                  r"returned is out of it") as raised:
+        _context(("bernoulli_logit_score",)).mean_estimate([0.5, 3.0], (0.0, 1.0))
+    assert "fix the support or the sampler" not in str(raised.value)
+    with pytest.raises(SupportViolation, match="fix the support or the sampler"):
+        _context(()).mean_estimate([0.5, 3.0], (0.0, 1.0))
