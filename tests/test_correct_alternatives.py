@@ -66,6 +66,7 @@ LFILTER_NEEDS_EXACT = (
     "claims/4.1-policy-gradient.yaml::reward-to-go-definition::property",
     "claims/4.1-policy-gradient.yaml::reward-to-go-same-expectation::exact",
     "claims/4.3-actor-critic-gae.yaml::gae-four-events-table::exact",
+    "claims/4.3-actor-critic-gae.yaml::gae-mixes-n-step-estimates::property",
     "claims/4.5-llm-bridge.yaml::closing-map-termination-truncation::exact",
     "claims/week16-syllabus.yaml::return-is-discounted-sum::property",
     "claims/week16-syllabus.yaml::undiscounted-answer-same-weight::exact",
