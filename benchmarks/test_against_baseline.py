@@ -31,7 +31,7 @@ RUNS = {
     "every claim, smoke profile, -n 2": ["-m", "pytest", "claims", "-q", "-p", "no:randomly", "-n", "2"],
     "one claim from a cold start (-k loo-identity)": ["-m", "pytest", "claims", "-q", "-p", "no:randomly",
                                                      "-k", "loo-identity"],
-    "every claim, full profile, -n 2": ["-m", "harness.cli", "verify", "--profile", "full", "--no-cache",
+    "every claim, full profile, -n 2": ["-m", "claims_harness.cli", "verify", "--profile", "full", "--no-cache",
                                         "-n", "2", "--out", "bench-reports"],
 }
 FULL = "every claim, full profile, -n 2"

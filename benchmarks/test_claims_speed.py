@@ -47,7 +47,8 @@ def project(tmp_path_factory) -> Path:
 
 
 def _verify(project: Path) -> subprocess.CompletedProcess:
-    done = _run([sys.executable, "-m", "harness.cli", "verify", *INCREMENTAL.split()[2:], "--out", "reports"], project)
+    done = _run([sys.executable, "-m", "claims_harness.cli", "verify", *INCREMENTAL.split()[2:], "--out", "reports"],
+                project)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness._running.executor import SeedRunner, shutdown_executors
+from claims_harness._running.executor import SeedRunner, shutdown_executors
 from verifiers.cartpole import LOOP_USES, _train_ppo
 
 CASE = "experiment seeds: 4 PPO runs of 4096 steps"

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness._claims.loading import ClaimEntry, load_catalogue
-from harness._claims.registry import Verifier
-from harness._running.runner import RunOptions, check_names, run_check
+from claims_harness._claims.loading import ClaimEntry, load_catalogue
+from claims_harness._claims.registry import Verifier
+from claims_harness._running.runner import RunOptions, check_names, run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = load_catalogue(ROOT / "claims")

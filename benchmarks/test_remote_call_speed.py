@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness._running.remote import close_hosts, connect, implementation_host, in_process
+from claims_harness._running.remote import close_hosts, connect, implementation_host, in_process
 
 CASES = {"T=8": (8, 1), "T=2048, n_envs=64": (2048, 64)}
 

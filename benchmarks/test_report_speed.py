@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness._claims.schema import KINDS
-from harness._reporting.html import render_html
-from harness._reporting.markdown import render_markdown
+from claims_harness._claims.schema import KINDS
+from claims_harness._reporting.html import render_html
+from claims_harness._reporting.markdown import render_markdown
 
 CLAIMS = 750
 STATUSES = ("passed", "failed", "error", "skipped")

@@ -26,7 +26,7 @@ from conftest import baseline_and_current
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "065196d"
 ENVIRONMENT = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-VERIFY = ["-m", "harness.cli", "verify", "--impl", "student_rl", "--out", "student-report", "-n", "2"]
+VERIFY = ["-m", "claims_harness.cli", "verify", "--impl", "student_rl", "--out", "student-report", "-n", "2"]
 BUGS = {
     "optimal_scalar_baseline": ("    return (weight_a * q_a).sum(axis=-1) / weight_a.sum(axis=-1)",
                                 "    return (weight_a * q_a).sum(axis=-1) / (1 + weight_a.sum(axis=-1))"),

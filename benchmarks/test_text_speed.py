@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the course text is 
 
 
 def _command(*arguments: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "harness.cli", *arguments], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "claims_harness.cli", *arguments], cwd=ROOT, capture_output=True,
                           check=False)
     assert done.returncode in (0, 1), done.stderr[-2000:]
 
@@ -38,9 +38,9 @@ def test_claims_list_command(benchmark, record_median):
 
 
 def test_resolving_the_ledger_against_the_texts(benchmark, record_median):
-    from harness._claims.loading import load_catalogue
-    from harness._text.document import read_documents
-    from harness._text.summary import text_state
+    from claims_harness._claims.loading import load_catalogue
+    from claims_harness._text.document import read_documents
+    from claims_harness._text.summary import text_state
 
     catalogue = load_catalogue(ROOT / "claims", verifiers=False)
 

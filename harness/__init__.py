@@ -1,7 +1,7 @@
 """The claim-verification engine: every checkable statement of a course text, checked against an implementation.
 
 Which course, and where its claims, sources and reference implementation are, is the project's
-``[tool.claims]`` table in pyproject.toml (``harness._claims.course``).
+``[tool.claims]`` table in pyproject.toml (``claims_harness._claims.course``).
 
 Verifiers use :func:`verifier` to register, receive a :class:`Context`, and return a mapping
 of observed values; the harness compares those with what the claim file expects. They call
@@ -9,10 +9,10 @@ of observed values; the harness compares those with what the claim file expects.
 actions, ...), which the report compares with the scope each statement speaks for. A program (a
 notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
 :func:`run_check`, configured by :class:`RunOptions`. A property (:func:`check_property`) draws its
-examples from :mod:`harness.strategies` (``from harness import strategies as st``): Hypothesis'
+examples from :mod:`claims_harness.strategies` (``from claims_harness import strategies as st``): Hypothesis'
 vocabulary, as descriptions the harness reads.
 
-The names are imported on first use (PEP 562): pytest loads ``harness.plugin`` in every run of an environment the
+The names are imported on first use (PEP 562): pytest loads ``claims_harness.plugin`` in every run of an environment the
 package is installed in, and outside a course that must cost next to nothing.
 """
 
@@ -21,41 +21,41 @@ from typing import Any
 
 # Each public name, and the module it is defined in ("stats" and "strategies" are the modules themselves).
 _DEFINED_IN = {
-    "Catalogue": "harness._claims.loading",
-    "CheckResult": "harness._running.runner",
-    "ClaimEntry": "harness._claims.loading",
-    "ClaimsError": "harness._claims.errors",
-    "Context": "harness._running.context",
-    "Declined": "harness._claims.expect",
-    "ImplementationError": "harness._claims.errors",
-    "ImplementationView": "harness._running.context",
-    "MeanEstimate": "harness.stats",
-    "NoParams": "harness._claims.registry",
-    "Problem": "harness._claims.errors",
-    "RegistryError": "harness._claims.errors",
-    "RunOptions": "harness._running.runner",
-    "SeedRun": "harness._running.executor",
-    "Unsupported": "harness._claims.errors",
-    "VerifierError": "harness._claims.errors",
-    "assume": "harness._running.property",
-    "check_names": "harness._running.runner",
-    "check_property": "harness._running.property",
-    "load_catalogue": "harness._claims.loading",
-    "lookup": "harness._claims.registry",
-    "Rounded": "harness._claims.expect",
-    "reach": "harness._running.reaching",
-    "run_check": "harness._running.runner",
-    "stats": "harness.stats",
-    "strategies": "harness.strategies",
-    "verifier": "harness._claims.registry",
+    "Catalogue": "claims_harness._claims.loading",
+    "CheckResult": "claims_harness._running.runner",
+    "ClaimEntry": "claims_harness._claims.loading",
+    "ClaimsError": "claims_harness._claims.errors",
+    "Context": "claims_harness._running.context",
+    "Declined": "claims_harness._claims.expect",
+    "ImplementationError": "claims_harness._claims.errors",
+    "ImplementationView": "claims_harness._running.context",
+    "MeanEstimate": "claims_harness.stats",
+    "NoParams": "claims_harness._claims.registry",
+    "Problem": "claims_harness._claims.errors",
+    "RegistryError": "claims_harness._claims.errors",
+    "RunOptions": "claims_harness._running.runner",
+    "SeedRun": "claims_harness._running.executor",
+    "Unsupported": "claims_harness._claims.errors",
+    "VerifierError": "claims_harness._claims.errors",
+    "assume": "claims_harness._running.property",
+    "check_names": "claims_harness._running.runner",
+    "check_property": "claims_harness._running.property",
+    "load_catalogue": "claims_harness._claims.loading",
+    "lookup": "claims_harness._claims.registry",
+    "Rounded": "claims_harness._claims.expect",
+    "reach": "claims_harness._running.reaching",
+    "run_check": "claims_harness._running.runner",
+    "stats": "claims_harness.stats",
+    "strategies": "claims_harness.strategies",
+    "verifier": "claims_harness._claims.registry",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _DEFINED_IN.get(name)
     if module is None:
-        raise AttributeError(f"module 'harness' has no attribute {name!r}")
-    value = (importlib.import_module(module) if module == f"harness.{name}"
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = (importlib.import_module(module) if module == f"{__name__}.{name}"
              else getattr(importlib.import_module(module), name))
     globals()[name] = value
     return value

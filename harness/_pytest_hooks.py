@@ -1,5 +1,5 @@
-"""The pytest plugin's hooks, registered by ``harness.plugin`` in a course's run: every part of a run
-(``harness._running.engine``) is a test item.
+"""The pytest plugin's hooks, registered by ``claims_harness.plugin`` in a course's run: every part of a run
+(``claims_harness._running.engine``) is a test item.
 
 Collection turns the claim files of the course's claims directory into items
 ``claims/<file>.yaml::<claim-id>::<kind>``; an item runs its check in ``runtest`` through the one
@@ -7,10 +7,10 @@ driver (the verifier itself in a supervised worker process); reporting attaches 
 the test report (``user_properties``), which is how results reach the controller under
 pytest-xdist. The controller writes ``reports/`` from this run's evidence alone: a selected item
 whose evidence never arrived (a crashed xdist worker, an interrupted run) is an error row, and an
-interrupted or stopped run says so in every format (``harness._session`` holds the session's
+interrupted or stopped run says so in every format (``claims_harness._session`` holds the session's
 state and that end of the run).
 
-The options (``--claims-*``) are ``harness.plugin``'s, which pytest loads everywhere the package is installed.
+The options (``--claims-*``) are ``claims_harness.plugin``'s, which pytest loads everywhere the package is installed.
 """
 
 from __future__ import annotations
@@ -24,23 +24,23 @@ from typing import Any
 
 import pytest
 
-from harness._claims.course import find_root, load_course
-from harness._claims.errors import ClaimsError, UnimportableImplementation
-from harness._claims.loading import Catalogue
-from harness._claims.schema import KIND_DESCRIPTIONS
-from harness._reporting.report import (
+from claims_harness._claims.course import find_root, load_course, use_packages_of
+from claims_harness._claims.errors import ClaimsError, UnimportableImplementation
+from claims_harness._claims.loading import Catalogue
+from claims_harness._claims.schema import KIND_DESCRIPTIONS
+from claims_harness._reporting.report import (
     claim_staging,
     remove_stale_staging,
     report_directory_problem,
 )
-from harness._running.cache import checked_implementation
-from harness._running.engine import Outcome, Part, evaluate, parts_of_file
-from harness._running.executor import shutdown_executors
-from harness._running.processes import CheckCrashed, interrupt_on_termination
-from harness._running.progress import progress_dir
-from harness._running.property import rewrite_asserts_in
-from harness._running.remote import check_implementation, close_hosts
-from harness._session import (
+from claims_harness._running.cache import checked_implementation
+from claims_harness._running.engine import Outcome, Part, evaluate, parts_of_file
+from claims_harness._running.executor import shutdown_executors
+from claims_harness._running.processes import CheckCrashed, interrupt_on_termination
+from claims_harness._running.progress import progress_dir
+from claims_harness._running.property import rewrite_asserts_in
+from claims_harness._running.remote import check_implementation, close_hosts
+from claims_harness._session import (
     CATALOGUES,
     PAYLOAD,
     PROVENANCE,
@@ -66,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CATALOGUES] = {}
     root = find_root(Path(config.invocation_params.dir))
     if root is not None:
+        use_packages_of(load_course(root))
         # Before the verifiers are imported: a failing property's assertion then shows the values it compared.
         rewrite_asserts_in(load_course(root).verifiers)
     # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).

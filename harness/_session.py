@@ -5,7 +5,7 @@ anything imports the implementation), the catalogue of each claims directory, th
 provenance, and why it could not be imported. In the controlling process, :class:`Evidence` gathers
 every item's evidence (from pytest-xdist's workers too) and prints the student's function table,
 :class:`ReportWriter` writes ``reports/`` from this run's evidence alone, and :class:`CheckCounter`
-keeps ``claims verify``'s status line. The hooks and the collection tree are ``harness._pytest_hooks``'s.
+keeps ``claims verify``'s status line. The hooks and the collection tree are ``claims_harness._pytest_hooks``'s.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from harness._claims.course import find_root, load_course
-from harness._claims.errors import ClaimsError
-from harness._claims.formats import USED_BY_FAILING, scoreboard_line
-from harness._claims.loading import Catalogue, load_catalogue
-from harness._reporting.report import (
+from claims_harness._claims.course import find_root, load_course
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.formats import USED_BY_FAILING, scoreboard_line
+from claims_harness._claims.loading import Catalogue, load_catalogue
+from claims_harness._reporting.report import (
     NOT_JUDGED,
     ReportNotWritten,
     checks_summary,
@@ -35,12 +35,12 @@ from harness._reporting.report import (
     staging_dir_for,
     write_reports,
 )
-from harness._running.engine import Part, every_part, never_reported, parts_of_file
-from harness._running.executor import default_workers
-from harness._running.implementation import Provenance, reference_implementation
-from harness._running.progress import CHECKS_RECORD, progress_dir, write_record
-from harness._running.runner import RunOptions, resolve_options
-from harness._text.summary import text_overrides, text_report
+from claims_harness._running.engine import Part, every_part, never_reported, parts_of_file
+from claims_harness._running.executor import default_workers
+from claims_harness._running.implementation import Provenance, reference_implementation
+from claims_harness._running.progress import CHECKS_RECORD, progress_dir, write_record
+from claims_harness._running.runner import RunOptions, resolve_options
+from claims_harness._text.summary import text_overrides, text_report
 
 PAYLOAD = "claims_result"
 CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()

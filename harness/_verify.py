@@ -14,25 +14,25 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from harness._claims.course import RESULTS_FILE, Course, write_atomically
-from harness._claims.errors import ClaimsError
-from harness._claims.formats import IMPLEMENTATION_PATH_FLAG, PYTEST_FLAG, counted
-from harness._claims.loading import Catalogue, load_catalogue
-from harness._claims.sources import render_registry, with_registry
-from harness._running.cache import checked_implementation
-from harness._running.executor import default_workers
-from harness._running.implementation import reference_implementation
-from harness._running.processes import interrupt_on_termination
-from harness._running.progress import run_showing_progress
-from harness._running.remote import check_implementation, close_hosts
-from harness._running.runner import resolve_options
-from harness._text.summary import text_overrides
+from claims_harness._claims.course import RESULTS_FILE, Course, write_atomically
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.formats import IMPLEMENTATION_PATH_FLAG, PYTEST_FLAG, counted
+from claims_harness._claims.loading import Catalogue, load_catalogue
+from claims_harness._claims.sources import render_registry, with_registry
+from claims_harness._running.cache import checked_implementation
+from claims_harness._running.executor import default_workers
+from claims_harness._running.implementation import reference_implementation
+from claims_harness._running.processes import interrupt_on_termination
+from claims_harness._running.progress import run_showing_progress
+from claims_harness._running.remote import check_implementation, close_hosts
+from claims_harness._running.runner import resolve_options
+from claims_harness._text.summary import text_overrides
 
 
 def verify_command(args: argparse.Namespace) -> int:
     """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
-    from harness._reporting.gate import committed_snapshot, gate_findings, snapshot  # not needed to lint or list
-    from harness._reporting.report import (
+    from claims_harness._reporting.gate import committed_snapshot, gate_findings, snapshot  # not needed to lint or list
+    from claims_harness._reporting.report import (
         NOT_JUDGED,
         judged_verdict,
         remove_staging,
@@ -149,7 +149,7 @@ def _ledger_gate(catalogue: Catalogue, results: dict) -> int:
     Checks still run and the reports still say what they found (``pytest claims/`` never fails on
     the ledger); only ``claims verify``, and so the release gate, refuses to call the result done.
     """
-    from harness._reporting.report import scope_shortfalls
+    from claims_harness._reporting.report import scope_shortfalls
 
     problems = [str(problem) for problem in catalogue.ledger_problems()]
     unreached = [line for line, explained in scope_shortfalls(results) if not explained]
@@ -205,7 +205,7 @@ def _last_seconds(out: Path) -> dict[tuple[str, int], float]:
 
 
 def _verify_with_pytest(args: argparse.Namespace, run_id: str) -> int:
-    from harness._reporting.report import PARTIAL_FLAG
+    from claims_harness._reporting.report import PARTIAL_FLAG
 
     # A separate interpreter, so pytest imports (and rewrites) everything itself, as in `pytest claims/`; it runs
     # from the course root, so its rootdir, node ids and imports are the same wherever this was started.
@@ -239,9 +239,15 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
     only what pytest adds is missing: its rewriting of a failing verifier's ``assert`` (every verifier's
     assert gives its own message, so a failure still says what it compared).
     """
-    from harness._reporting.report import ReportNotWritten, claim_staging, lessons_of, staging_dir_for, write_reports
-    from harness._running.engine import evaluate, every_part, never_reported
-    from harness._text.summary import text_report
+    from claims_harness._reporting.report import (
+        ReportNotWritten,
+        claim_staging,
+        lessons_of,
+        staging_dir_for,
+        write_reports,
+    )
+    from claims_harness._running.engine import evaluate, every_part, never_reported
+    from claims_harness._text.summary import text_report
 
     if not _imports_as_pytest_would(args):
         return None
@@ -292,23 +298,18 @@ def _verify_without_pytest(args: argparse.Namespace, catalogue: Catalogue, run_i
 
 
 def _imports_as_pytest_would(args: argparse.Namespace) -> bool:
-    """Whether this process finds the harness and the verifiers where pytest would.
-
-    ``python -m pytest`` puts its working directory (the course root) first on ``sys.path``, so a package
-    there shadows the installed one (a tox environment's copy of the harness, say); a cache key computed
-    from the other copy could reuse observations the code pytest runs never made. (The implementation is
-    never imported here: its own process looks for it where this command started, as pytest's run's does.)
+    """Whether this process finds the verifiers where pytest would: in the course root, which pytest puts first on
+    its import path (``use_packages_of``), when this process had imported another copy of them already (a program
+    that ran another course); a cache key computed from the other copy could reuse observations the code pytest runs
+    never made. (The implementation is never imported here: its own process looks for it where this command
+    started, as pytest's run's does.)
     """
     root: Path = args.course.root
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    for name in ("harness", args.course.verifiers):
-        local = next((path for path in (root / name / "__init__.py", root / f"{name}.py") if path.is_file()), None)
-        spec = importlib.util.find_spec(name)
-        found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-        if found is None or (local is not None and local.resolve() != found):
-            return False
-    return True
+    name = args.course.verifiers
+    local = next((path for path in (root / name / "__init__.py", root / f"{name}.py") if path.is_file()), None)
+    spec = importlib.util.find_spec(name)
+    found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    return found is not None and (local is None or local.resolve() == found)
 
 
 def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,

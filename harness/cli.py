@@ -1,7 +1,7 @@
 """The ``claims`` command: verify every claim and write the reports, lint, list, schema.
 
 Every command works on the course whose tree holds the working directory (``[tool.claims]`` in
-the nearest pyproject.toml, ``harness._claims.course``), or the one holding ``--claims-dir``; outside any
+the nearest pyproject.toml, ``claims_harness._claims.course``), or the one holding ``--claims-dir``; outside any
 course it refuses with one line. Paths it writes (reports, cache, the registry) are the course's,
 never the working directory's.
 """
@@ -15,17 +15,17 @@ import sys
 import time
 from pathlib import Path
 
-from harness._authoring import text as text_commands
-from harness._claims.course import RESULTS_FILE, Course, find_course, write_atomically
-from harness._claims.errors import ClaimsError
-from harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
-from harness._claims.loading import load_catalogue
-from harness._claims.registry import registered
-from harness._claims.schema import KINDS, json_schema_text
-from harness._claims.sources import registry_section
-from harness._running.implementation import reference_implementation
-from harness._running.runner import check_names, resolve_options
-from harness._verify import registry_of, survivor_line, verify_command
+from claims_harness._authoring import text as text_commands
+from claims_harness._claims.course import RESULTS_FILE, Course, find_course, packages_of, write_atomically
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
+from claims_harness._claims.loading import load_catalogue
+from claims_harness._claims.registry import registered
+from claims_harness._claims.schema import KINDS, json_schema_text
+from claims_harness._claims.sources import registry_section
+from claims_harness._running.implementation import reference_implementation
+from claims_harness._running.runner import check_names, resolve_options
+from claims_harness._verify import registry_of, survivor_line, verify_command
 
 SCHEMA_FILE = "schema.json"
 
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         command = {"verify": verify_command, "lint": _lint, "list": _list, "scope": _scope, "schema": _schema,
                    "verifiers": _verifiers, "new": _new, "audit": _audit, "exercises": _exercises,
                    "sharpness": _sharpness, "mutants": _mutants, "text": text_commands.run}
-        return command[args.command](args)
+        with packages_of(args.course):
+            return command[args.command](args)
     except ClaimsError as error:
         print(f"claims {args.command}: {error}", file=sys.stderr)
         return 2
@@ -158,9 +159,9 @@ def _warn_of_old_spellings(argv: list[str]) -> None:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from harness._authoring.new import lint_warnings
-    from harness._reporting.report import scope_shortfalls
-    from harness._text.binding import binding_problems
+    from claims_harness._authoring.new import lint_warnings
+    from claims_harness._reporting.report import scope_shortfalls
+    from claims_harness._text.binding import binding_problems
 
     course: Course = args.course
     catalogue = load_catalogue(args.claims_dir)
@@ -207,7 +208,7 @@ def _scope(args: argparse.Namespace) -> int:
     Exits 1 when a statement's passed checks missed part of its scope and it does not say why (what the release gate
     refuses), else 0.
     """
-    from harness._claims.scope import describe_scope
+    from claims_harness._claims.scope import describe_scope
 
     path = args.results or args.course.reports / RESULTS_FILE
     try:
@@ -266,7 +267,7 @@ def _verifiers(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from harness._power.audit import audit, render
+    from claims_harness._power.audit import audit, render
 
     rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl or reference_implementation(),
                  args.selected)
@@ -278,7 +279,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from harness._authoring.new import NewClaim, validate, write
+    from claims_harness._authoring.new import NewClaim, validate, write
 
     catalogue = load_catalogue(args.claims_dir)
 
@@ -306,7 +307,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _exercises(args: argparse.Namespace) -> int:
-    from harness._authoring.exercises import write_exercises
+    from claims_harness._authoring.exercises import write_exercises
 
     print(write_exercises(args.directory, load_catalogue(args.claims_dir), force=args.force,
                           torch=tuple(args.torch)).summary())
@@ -317,8 +318,8 @@ def _exercises(args: argparse.Namespace) -> int:
 
 def _sharpness(args: argparse.Namespace) -> int:
     """Perturb every expected number of every cached check; print the score and the survivors (_running.sharpness)."""
-    from harness._reporting.report import build_results, lessons_of
-    from harness._running.engine import evaluate, every_part
+    from claims_harness._reporting.report import build_results, lessons_of
+    from claims_harness._running.engine import evaluate, every_part
 
     catalogue = load_catalogue(args.claims_dir)
     options = resolve_options(None, args.profile, args.claims_seed, cache_dir=str(args.course.cache))
@@ -348,13 +349,13 @@ def _sharpness(args: argparse.Namespace) -> int:
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    """Mutation testing of the implementation by the claims (harness._power.mutants); exit 1 below the target."""
+    """Mutation testing of the implementation by the claims (claims_harness._power.mutants); exit 1 below the target."""
     try:
         import mutmut  # noqa: F401 - only to say how to install it
     except ImportError:
         raise ClaimsError("mutmut is not installed; install the project with its mutants extra: "
                           "pip install -e '.[mutants]' (or run tox -e mutants)") from None
-    from harness._power import mutants as mutation
+    from claims_harness._power import mutants as mutation
 
     course = args.course
     modules = args.modules or list(course.mutate) or mutation.modules_of(course.root / course.implementation)

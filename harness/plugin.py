@@ -1,5 +1,5 @@
 """The pytest plugin's entry point (``pytest11``): the ``--claims-*`` options everywhere the package is installed, and
-the hooks (``harness._pytest_hooks``) only where they belong.
+the hooks (``claims_harness._pytest_hooks``) only where they belong.
 
 pytest loads this module in every run of an environment the package is installed in, a student's own course code
 included. So it imports next to nothing, and it stays inert unless the run is a course's: pytest started inside a
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._claims.course import find_root
-from harness._claims.formats import (
+from claims_harness._claims.course import find_root
+from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
     FALLBACK_ATTRIBUTE,
     IMPLEMENTATION_PATH_FLAG,
@@ -78,6 +78,6 @@ def pytest_configure(config: pytest.Config) -> None:
                 "[tool.claims] table in it or above it); run pytest from the course's project, or leave out the "
                 f"{OPTION_PREFIX}* options")
         return
-    from harness import _pytest_hooks
+    from claims_harness import _pytest_hooks
 
     config.pluginmanager.register(_pytest_hooks, "claims-hooks")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError
+from claims_harness._claims.errors import ClaimsError
 
 __all__ = [
     "METHODS",

@@ -1,12 +1,12 @@
 """The strategies a property's examples are drawn from: Hypothesis' vocabulary, as descriptions the harness owns.
 
-A verifier writes ``from harness import strategies as st`` and builds a property's inputs as it would
+A verifier writes ``from claims_harness import strategies as st`` and builds a property's inputs as it would
 with Hypothesis: ``st.integers(0, 9)``, ``st.lists(...)``, ``st.tuples(...)``, ``.map``, ``.filter``,
 ``.flatmap``, ``@st.composite``, and ``st.arrays`` for ``hypothesis.extra.numpy.arrays``. The functions
 take the arguments of Hypothesis' of the same names. What they return is a plain description
 (:class:`SearchStrategy`): its bounds, sizes, parts and functions are its own attributes, so that
-``harness._running.draws`` draws the examples from it directly, in microseconds, and
-:func:`harness.check_property` hands Hypothesis the same strategy, built through Hypothesis' public
+``claims_harness._running.draws`` draws the examples from it directly, in microseconds, and
+:func:`claims_harness.check_property` hands Hypothesis the same strategy, built through Hypothesis' public
 API (:meth:`SearchStrategy.as_hypothesis`), only to shrink a failure.
 
 A Hypothesis strategy may stand wherever a description does (Hypothesis' own ``text()``, say, which
@@ -59,7 +59,7 @@ LARGEST = sys.float_info.max
 class SearchStrategy(Generic[T]):
     """A description of the values a property draws; build one with this module's functions.
 
-    The subclasses hold what ``harness._running.draws`` reads (each documents its attributes) and
+    The subclasses hold what ``claims_harness._running.draws`` reads (each documents its attributes) and
     build the equivalent Hypothesis strategy (:meth:`as_hypothesis`).
     """
 
@@ -106,7 +106,7 @@ def as_hypothesis(strategy: Any) -> Any:
 def _strategy(value: Any, name: str) -> Any:
     if isinstance(value, SearchStrategy) or is_hypothesis_strategy(value):
         return value
-    raise TypeError(f"{name}={value!r} is not a strategy: build it with harness.strategies (st.just(x) for a "
+    raise TypeError(f"{name}={value!r} is not a strategy: build it with claims_harness.strategies (st.just(x) for a "
                     "fixed value)")
 
 
@@ -121,7 +121,7 @@ def _hypothesis() -> Any:
 
 
 def _rejecting(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function``, with the harness's rejection (``harness.assume`` inside it) turned into Hypothesis'."""
+    """``function``, with the harness's rejection (``claims_harness.assume`` inside it) turned into Hypothesis'."""
     from hypothesis import reject
 
     @functools.wraps(function)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,18 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def pythonpath(*directories: Path | str) -> str:
+    """``PYTHONPATH`` for a subprocess that runs in a throwaway project of this course: ``directories`` first, then
+    this project, whose course packages (impl, verifiers, zoo) are not installed but imported from its root."""
+    return os.pathsep.join([*map(str, directories), str(PROJECT)])
+
+
+# Every subprocess a test starts finds the course's packages, as pytest's pythonpath (pyproject.toml) does here.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(PROJECT)]))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _project_modules_imported_once() -> None:
@@ -20,7 +33,7 @@ def _project_modules_imported_once() -> None:
     An in-process ``pytester`` run removes, when it ends, every module it imported. Were
     ``verifiers`` first imported inside such a run, the next run would import it again and its
     decorators would meet the (module-global) registry's entries from the first import, which
-    ``harness.verifier`` refuses as a name "registered twice". ``impl`` and scipy.signal (which
+    ``claims_harness.verifier`` refuses as a name "registered twice". ``impl`` and scipy.signal (which
     ``impl.gae`` imports at its first filter) would be imported afresh by every run, which costs
     seconds. Importing them here keeps one copy.
     """
@@ -51,7 +64,7 @@ def restore_registry() -> Iterator[dict]:
     The modules the test imported that registered the dropped verifiers are forgotten too: imported
     again by a later test, they register again (left in ``sys.modules``, they would register nothing).
     """
-    from harness._claims import registry as _registry
+    from claims_harness._claims import registry as _registry
 
     saved, imported_before = dict(_registry._REGISTRY), set(sys.modules)
     yield _registry._REGISTRY
@@ -64,9 +77,6 @@ def restore_registry() -> Iterator[dict]:
             del sys.modules[name]
 
 
-PROJECT = Path(__file__).resolve().parents[1]
-
-
 def course_table(texts: bool = False) -> str:
     """This project's ``[tool.claims]`` table and its subtables, as pyproject.toml states them.
 
@@ -74,7 +84,7 @@ def course_table(texts: bool = False) -> str:
     paths are relative to the project, and a throwaway project elsewhere has no text beside it.
     """
     text = (PROJECT / "pyproject.toml").read_text(encoding="utf-8")
-    start = text.index("[tool.claims]")
+    start = text.index("\n[tool.claims]\n") + 1  # the table's header, not a comment naming it
     end = start
     tables = []
     while True:  # the table and its subtables ([tool.claims.aliases], [tool.claims.texts.module])
@@ -113,8 +123,8 @@ collect_ignore = ["course_two"]
 
 def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: str = "claim", **options: Any) -> Any:
     """The view a verifier gets of ``module``, called in this process through the messages that cross between the
-    judge and the implementation's process (``harness._running.remote.in_process``)."""
-    from harness._running.context import ImplementationView
-    from harness._running.remote import in_process
+    judge and the implementation's process (``claims_harness._running.remote.in_process``)."""
+    from claims_harness._running.context import ImplementationView
+    from claims_harness._running.remote import in_process
 
     return ImplementationView(in_process(module), uses, verifier, claim, **options)

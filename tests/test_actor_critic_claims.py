@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"

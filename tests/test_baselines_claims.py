@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from harness import RunOptions, load_catalogue, lookup, run_check
-from harness._claims.formats import rejects_text
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness._claims.formats import rejects_text
 from verifiers import baseline_optimal, baseline_state, bernoulli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import RunOptions, load_catalogue, run_check
-from harness._claims.formats import hint
-from harness._reporting.report import USED_BY_FAILING, function_scoreboard
+from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness._claims.formats import hint
+from claims_harness._reporting.report import USED_BY_FAILING, function_scoreboard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def _context(uses: tuple[str, ...]):
 
     import numpy as np
 
-    from harness import Context, NoParams
+    from claims_harness import Context, NoParams
 
     return Context(impl=SimpleNamespace(_uses=uses), params=NoParams(), rng=np.random.default_rng(0), seed=0,
                    profile="smoke", alpha=1e-3, beta=0.1, deviation=0.1, figures_dir=Path("."), seed_runner=None)
@@ -115,8 +115,8 @@ def _context(uses: tuple[str, ...]):
 def test_a_sample_outside_the_support_is_the_implementations_fault_when_the_check_calls_it():
     """The Monte Carlo guard speaks to whoever can fix it: the student when the samples come from their functions,
     the claim's author when the verifier calls none."""
-    from harness import ImplementationError
-    from harness.stats import SupportViolation
+    from claims_harness import ImplementationError
+    from claims_harness.stats import SupportViolation
 
     with pytest.raises(ImplementationError, match=r"when bernoulli_logit_score is right, so what the implementation "
                                                   r"returned is out of it") as raised:

@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
-from harness._text.drift import STATUSES
+from claims_harness._text.drift import STATUSES
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("CLAIMS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -58,8 +59,8 @@ def pages(tmp_path_factory) -> dict[str, Path]:
                               (["text", "html", "--out", "unrun"], 0),
                               (before, 0), (["text", "html", "--out", "before"], 0)):  # the old results, the new text
         # In a process of its own: the toy's verifiers must not join this process's registry.
-        done = subprocess.run([sys.executable, "-m", "harness.cli", *arguments], cwd=root, capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+        done = subprocess.run([sys.executable, "-m", "claims_harness.cli", *arguments], cwd=root, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": pythonpath(root)}, check=False)
         assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
     return {"passed": root / "reports", "failed": root / "broken", "unrun": root / "unrun", "before": root / "before"}
 

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from test_loading import claim, claim_file, claims_dir
 
-from harness import _verify, load_catalogue
-from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
-from harness._running import cache as _cache
-from harness._running.engine import evaluate, every_part
-from harness._running.runner import RunOptions, reuse_check, run_check
-from harness._running.wire import encode
-from harness.cli import main as claims_main
+from claims_harness import _verify, load_catalogue
+from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
+from claims_harness._running import cache as _cache
+from claims_harness._running.engine import evaluate, every_part
+from claims_harness._running.runner import RunOptions, reuse_check, run_check
+from claims_harness._running.wire import encode
+from claims_harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache, as [tool.claims] names it, from the course root
 
@@ -355,10 +355,11 @@ class _Executes:
 
 
 def test_nothing_but_data_is_read_back_from_a_worker_or_the_cache(tmp_path, capsys):
-    """A pickle is never read: a worker's answer and a cache entry are messages of data (harness._running.wire)."""
-    from harness import ClaimsError
-    from harness._running.isolation import run_isolated
-    from harness._running.wire import NotData, decode
+    """A pickle is never read: a worker's answer and a cache entry are messages of data
+    (claims_harness._running.wire)."""
+    from claims_harness import ClaimsError
+    from claims_harness._running.isolation import run_isolated
+    from claims_harness._running.wire import NotData, decode
 
     value = {"array": np.arange(3.0), "exact": Fraction(1, 3), "flag": np.bool_(True), "items": (1, [2.5, "x"])}
     back = decode(encode(value))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness import load_catalogue
-from harness._claims.registry import registered
+from claims_harness import load_catalogue
+from claims_harness._claims.registry import registered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "implementation-contract.md"

@@ -31,7 +31,7 @@ import pytest
 from test_plugin import Project
 
 import impl
-from harness import RunOptions, check_names, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, check_names, load_catalogue, lookup, run_check
 from verifiers._numeric import rounding_bound
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main as claims_main
+from claims_harness.cli import main as claims_main
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE.parent / "harness"
@@ -54,8 +54,8 @@ def test_a_run_that_reuses_every_observation_keeps_the_figures(course_two):
     figure = course_two / "reports" / "figures" / "running-sums.svg"
 
     def verify() -> str:
-        done = subprocess.run([sys.executable, "-m", "harness.cli", "verify"], cwd=course_two, capture_output=True,
-                              text=True, check=False)
+        done = subprocess.run([sys.executable, "-m", "claims_harness.cli", "verify"], cwd=course_two,
+                              capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done.stdout
 

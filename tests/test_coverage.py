@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from test_plugin import MODELINE, Project
 
-from harness import RunOptions, load_catalogue, run_check
-from harness._authoring.new import NewClaim, claim_skeleton, validate
-from harness._claims.schema import SHAPE_DESCRIPTIONS, json_schema_text
-from harness._reporting.gate import compare_snapshots, snapshot
-from harness._reporting.report import STATEMENT_STATUSES, _statement_status
-from harness.cli import main as claims_main
+from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness._authoring.new import NewClaim, claim_skeleton, validate
+from claims_harness._claims.schema import SHAPE_DESCRIPTIONS, json_schema_text
+from claims_harness._reporting.gate import compare_snapshots, snapshot
+from claims_harness._reporting.report import STATEMENT_STATUSES, _statement_status
+from claims_harness.cli import main as claims_main
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
 

@@ -5,7 +5,7 @@ A verifier judges a result by computing with it: ``np.abs(advantages - expected)
 ndarray subclass whose subtraction returns zeros and whose comparisons return True passed
 ``gae-lambda-zero-is-td-error`` with a GAE that returns nothing but zeros. The implementation view
 now hands the verifiers what the implementation returned without its subclass
-(``harness._running.server.plain``), so the values are judged and not the type's own operators.
+(``claims_harness._running.server.plain``), so the values are judged and not the type's own operators.
 
 A verifier also computes what it expects from the arrays it passed, after the call: a GAE that
 zeroed ``r_t``, ``v_t`` and ``v_tp1`` and returned zeros passed five GAE properties. Outside
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 from conftest import view_of
 
-from harness import ImplementationError, RunOptions, load_catalogue, run_check
-from harness._running.server import plain
+from claims_harness import ImplementationError, RunOptions, load_catalogue, run_check
+from claims_harness._running.server import plain
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 LAMBDA_ZERO = ("gae-lambda-zero-is-td-error", "gae.lambda_zero_property")
@@ -220,7 +220,7 @@ class Environment:
 
 
 def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_refused():
-    from harness._running.server import NotPlainData
+    from claims_harness._running.server import NotPlainData
 
     for pretender in (AlwaysEqual(), [1.0, AlwaysEqual()], {"advantages": AlwaysEqual()},
                       np.array([AlwaysEqual(), AlwaysEqual()], dtype=object), np.array(["a", "b"], dtype=object)):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._reporting.gate import compare_snapshots, snapshot
-from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, normalized
+from claims_harness._reporting.gate import compare_snapshots, snapshot
+from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, normalized
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Plugins that would reorder, cache or (under xdist) warn in the inner runs.

@@ -1,5 +1,5 @@
-"""Direct draws from the harness's strategies (harness.strategies, harness._running.draws), and properties run on
-them (_running.property).
+"""Direct draws from the harness's strategies (claims_harness.strategies, claims_harness._running.draws), and
+properties run on them (_running.property).
 
 Issue 17: a property's examples are drawn without Hypothesis' engine, which cost 1 to 50 ms an
 example; Hypothesis runs only to shrink a failure, and for a strategy of Hypothesis' own. Issue 44:
@@ -26,7 +26,7 @@ from conftest import view_of
 from hypothesis import strategies as hst
 
 import impl
-from harness import (
+from claims_harness import (
     Context,
     ImplementationError,
     RunOptions,
@@ -36,9 +36,9 @@ from harness import (
     load_catalogue,
     run_check,
 )
-from harness import strategies as st
-from harness._running import property as _property
-from harness._running.draws import CannotDraw, Rejected, draw
+from claims_harness import strategies as st
+from claims_harness._running import property as _property
+from claims_harness._running.draws import CannotDraw, Rejected, draw
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 
@@ -76,7 +76,8 @@ def _every_smoke_property_holds() -> int:
 
 
 def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
-    """No property falls back to Hypothesis' engine (correct, but slow): each is built with harness.strategies alone."""
+    """No property falls back to Hypothesis' engine (correct, but slow): each is built with claims_harness.strategies
+    alone."""
     fallbacks = []
     monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 3, "full": 3})
     monkeypatch.setattr(_property, "_under_hypothesis",
@@ -123,8 +124,8 @@ def test_a_property_that_holds_never_imports_hypothesis():
         from conftest import view_of
 
         import impl
-        from harness import Context, check_property
-        from harness import strategies as st
+        from claims_harness import Context, check_property
+        from claims_harness import strategies as st
 
         @st.composite
         def pairs(draw, high):
@@ -161,7 +162,7 @@ def test_check_property_refuses_what_is_not_a_strategy_naming_the_property_and_t
 
     with pytest.raises(VerifierError, match=r"property takes_a_list \(.*test_draws\): check_property's strategy 2 "
                                             r"is list \[1, 2\], not a strategy\. Build it with the harness's "
-                                            r"strategies \(from harness import strategies as st"):
+                                            r"strategies \(from claims_harness import strategies as st"):
         check_property(_context(), takes_a_list, st.integers(), [1, 2])
     with pytest.raises(TypeError, match=r"elements=\[1, 2\] is not a strategy"):
         st.lists([1, 2])
@@ -339,7 +340,7 @@ def test_a_property_whose_draws_are_mostly_rejected_is_an_error_not_a_pass():
 REJECTING_IMPLEMENTATION = """
 import hypothesis
 
-from harness import assume
+from claims_harness import assume
 
 
 def softmax(logits):

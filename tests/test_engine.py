@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness._reporting import report as _report
-from harness._running import cache as _cache
-from harness._running.cache import ObservationCache, code_digest
-from harness.cli import main as claims_main
+from claims_harness._reporting import report as _report
+from claims_harness._running import cache as _cache
+from claims_harness._running.cache import ObservationCache, code_digest
+from claims_harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
 MODELINE = "# yaml-language-server: $schema=schema.json\n"
@@ -139,14 +139,14 @@ INTERRUPTS = """
     import signal
     import time
 
-    import harness
+    import claims_harness
 
     # Ctrl-C as in a terminal: the process that started this pytest (an xdist worker, say) may have left SIGINT
     # ignored or blocked, and both are inherited.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-    @harness.verifier("engine.interrupts", kind="exact")
+    @claims_harness.verifier("engine.interrupts", kind="exact")
     def interrupts(ctx):
         os.kill(os.getppid(), signal.SIGINT)  # the worker's parent is pytest: as a Ctrl-C in its terminal
         time.sleep(30)
@@ -338,8 +338,9 @@ def test_loading_claims_imports_no_rendering(tmp_path):
     """Validation does not depend on rendering: jinja2, latex2mathml and the HTML code stay unimported."""
     import subprocess
 
-    code = ("import sys; from harness._claims.loading import load_catalogue; load_catalogue(); "
-            "print(sorted(m for m in ('jinja2', 'latex2mathml', 'harness._reporting.html') if m in sys.modules))")
+    code = ("import sys; from claims_harness._claims.loading import load_catalogue; load_catalogue(); "
+            "print(sorted(m for m in ('jinja2', 'latex2mathml', 'claims_harness._reporting.html') "
+            "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
@@ -357,7 +358,7 @@ def test_an_entry_pytest_would_pass_over_still_has_its_row(project):
 def test_the_revision_of_a_clean_clone_is_not_dirty_while_its_report_is_staged(tmp_path):
     """A run's staging directory sits beside the report directory, untracked, while the report is written: the
     revision the report states is the commit's, not '+dirty'; an edit still makes it dirty."""
-    from harness._reporting.report import _revision, claim_staging, staging_dir_for
+    from claims_harness._reporting.report import _revision, claim_staging, staging_dir_for
 
     def git(*arguments: str) -> None:
         subprocess.run(["git", *arguments], cwd=tmp_path, check=True, capture_output=True)

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from conftest import view_of, write_course
 
-import harness
+import claims_harness
 import impl
-from harness import ClaimsError, RunOptions, load_catalogue, run_check
-from harness._claims.formats import library_versions
-from harness._claims.schema import json_schema_text
-from harness._reporting.report import RESULTS_FILE, normalized
-from harness._running.executor import (
+from claims_harness import ClaimsError, RunOptions, load_catalogue, run_check
+from claims_harness._claims.formats import library_versions
+from claims_harness._claims.schema import json_schema_text
+from claims_harness._reporting.report import RESULTS_FILE, normalized
+from claims_harness._running.executor import (
     SeedRun,
     SeedRunner,
     SeedTask,
@@ -129,15 +129,15 @@ def test_seeds_run_where_they_are_sent_and_come_back_in_order(dask_scheduler):
 
 
 def test_a_lambda_or_unpicklable_arguments_are_refused_on_every_executor_not_only_where_pickling_fails():
-    with pytest.raises(harness.VerifierError, match="top level of an importable module"):
+    with pytest.raises(claims_harness.VerifierError, match="top level of an importable module"):
         runner(workers=1).map(lambda run: run.seed, [0], ())
-    with pytest.raises(harness.VerifierError, match="the arguments must pickle"):
+    with pytest.raises(claims_harness.VerifierError, match="the arguments must pickle"):
         runner(workers=1).map(_where, [0], (threading.Lock(),))
 
 
 def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_module_says_so():
     view = view_of(impl, ("gae_advantages",), "test.executor", "a-claim")
-    with pytest.raises(harness.VerifierError, match="use the run.impl it receives"):
+    with pytest.raises(claims_harness.VerifierError, match="use the run.impl it receives"):
         pickle.dumps(view)
     task = SeedTask(pickle.dumps((_where, ())), 4, "no_such_impl", (), "test.executor", "a-claim", None, None, None,
                     str(PROJECT))
@@ -146,7 +146,7 @@ def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_modul
 
 
 def test_the_pool_size_leaves_the_cores_to_xdist_workers(monkeypatch):
-    monkeypatch.setattr("harness._running.executor.available_cores", lambda: 8)
+    monkeypatch.setattr("claims_harness._running.executor.available_cores", lambda: 8)
     monkeypatch.delenv("CLAIMS_WORKERS", raising=False)
     assert [default_workers(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
     monkeypatch.setenv("CLAIMS_WORKERS", "3")  # a shared machine's setting, or --claims-workers before it
@@ -179,7 +179,7 @@ def _quick(run: SeedRun) -> dict:
 
 
 def per_seed_verifier(name: str, function) -> None:
-    @harness.verifier(name, kind="experiment")
+    @claims_harness.verifier(name, kind="experiment")
     def seeds(ctx):
         return {"value": sum(result["value"] for result in ctx.map_seeds(function, [1, 2, 3]))}
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import Catalogue, ClaimsError, load_catalogue
-from harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
-from harness._running.implementation import contract_functions
-from harness._running.remote import check_implementation
-from harness.cli import main as claims_main
+from claims_harness import Catalogue, ClaimsError, load_catalogue
+from claims_harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
+from claims_harness._running.implementation import contract_functions
+from claims_harness._running.remote import check_implementation
+from claims_harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
 COURSE_TWO = PROJECT / "tests" / "course_two"
@@ -225,7 +225,7 @@ def test_a_directory_whose_name_is_no_package_name_is_refused(tmp_path, catalogu
 
 
 @pytest.mark.parametrize(("name", "whose"), [("impl", "the reference implementation"),
-                                             ("verifiers", "the verifier package"), ("harness", "the harness")])
+                                             ("verifiers", "the verifier package"), ("claims_harness", "the harness")])
 def test_a_name_the_course_uses_is_refused(tmp_path, catalogue, name, whose):
     with pytest.raises(ClaimsError, match=f"'{name}' is the name of {whose}, which the exercises would hide"):
         write_exercises(tmp_path / name, catalogue)
@@ -332,7 +332,7 @@ def kept(x):
 def test_only_a_not_implemented_error_the_implementation_raises_itself_is_a_stub(tmp_path, monkeypatch):
     """A stub raises NotImplementedError in its own body; one raised by a library it calls (scipy's lfilter on an
     object array, say) is the implementation's error, and must not turn its check into a skip."""
-    from harness._running.implementation import raised_in
+    from claims_harness._running.implementation import raised_in
 
     (tmp_path / "half_done").mkdir()
     (tmp_path / "half_done" / "__init__.py").write_text(

@@ -1,4 +1,4 @@
-"""Unit tests of harness._claims.expect: what a claim's expected value means, and the comparison."""
+"""Unit tests of claims_harness._claims.expect: what a claim's expected value means, and the comparison."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import sympy
 
-from harness._claims.expect import ExpectationError, FloatLiteral, compare, parse_expectation
-from harness.stats import MeanEstimate
+from claims_harness._claims.expect import ExpectationError, FloatLiteral, compare, parse_expectation
+from claims_harness.stats import MeanEstimate
 
 
 def verdicts(raw, observed) -> list[bool]:

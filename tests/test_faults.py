@@ -19,8 +19,9 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
-from harness._running.sandbox import Containment
+from claims_harness._running.sandbox import Containment
 
 PROJECT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -94,7 +95,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request:
     (claims / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(ANSWERS if answers else HANGS)),
                                         encoding="utf-8")
     monkeypatch.syspath_prepend(str(FIXTURES))
-    monkeypatch.setenv("PYTHONPATH", str(FIXTURES))  # for the runs in a subprocess
+    monkeypatch.setenv("PYTHONPATH", pythonpath(FIXTURES))  # for the runs in a subprocess
     return pytester
 
 
@@ -150,8 +151,8 @@ def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives
 
 def test_a_worker_is_killed_together_with_what_it_started(project):
     """The supervisor kills the worker's process group: nothing it started outlives the check."""
-    from harness._running.isolation import run_isolated
-    from harness._running.processes import CheckCrashed
+    from claims_harness._running.isolation import run_isolated
+    from claims_harness._running.processes import CheckCrashed
 
     pid_file = project.path / "child.pid"
 
@@ -197,7 +198,7 @@ def supervised_task(kind: str) -> str:
 
 def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
     """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
-    from harness._running.isolation import TIMED_OUT, run_each_isolated
+    from claims_harness._running.isolation import TIMED_OUT, run_each_isolated
 
     started = time.monotonic()
     order: list[int] = []
@@ -215,7 +216,7 @@ def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
 
 def calls_leave_one_out(impl: str, connection) -> list:
     """A check's worker: one call of the implementation, through its server."""
-    from harness._running.remote import connect
+    from claims_harness._running.remote import connect
 
     return connect(connection, impl).leave_one_out_advantages([[1.0, 2.0]]).tolist()
 
@@ -223,9 +224,9 @@ def calls_leave_one_out(impl: str, connection) -> list:
 def test_a_host_that_cannot_import_or_dies_is_a_check_error_and_the_next_host_works(monkeypatch):
     """The implementation's host, from the judge's side: its death while importing, or while a check's server
     answers, is that check's error naming the exit status; the next check gets a new host."""
-    from harness._running.isolation import run_isolated
-    from harness._running.processes import CheckCrashed
-    from harness._running.remote import close_hosts, implementation_host, server_starter
+    from claims_harness._running.isolation import run_isolated
+    from claims_harness._running.processes import CheckCrashed
+    from claims_harness._running.remote import close_hosts, implementation_host, server_starter
 
     monkeypatch.syspath_prepend(str(FIXTURES))
     directory = str(FIXTURES)
@@ -266,7 +267,7 @@ def start_run(project: pytest.Pytester, command: tuple[str, ...], fault: str, re
     ``faults.<fault>``, which writes what it records to ``record`` ($CLAIMS_TEST_PID_FILE); the report goes to out/."""
     (project.path / "claims" / "faults.yaml").write_text(CLAIMS.replace("{timeout}", str(timeout)), encoding="utf-8")
     shutil.copy(PROJECT / "pyproject.toml", project.path)
-    environment = {**os.environ, "PYTHONPATH": str(FIXTURES), "CLAIMS_TEST_PID_FILE": str(record),
+    environment = {**os.environ, "PYTHONPATH": pythonpath(FIXTURES), "CLAIMS_TEST_PID_FILE": str(record),
                    "CLAIMS_TEST_PROJECT": str(project.path)}
     options = ("--claims-impl", f"faults.{fault}", "--claims-report", "out")
     arguments = [*command[:3], *options, *command[3:]] if "verify" in command else [*command, *options]
@@ -276,7 +277,7 @@ def start_run(project: pytest.Pytester, command: tuple[str, ...], fault: str, re
 
 @pytest.mark.parametrize("command", [
     ("-m", "pytest", "claims", *PLUGINS_OFF),
-    ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
+    ("-m", "claims_harness.cli", "verify"),  # the checks left to run, in the command's own workers
 ])
 def test_the_process_that_judges_never_imports_the_implementation(project, tmp_path, command):
     """Only the implementation's hosts import it, each in a process (and, where the machine allows, a PID namespace)
@@ -305,8 +306,9 @@ def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_pa
 
 @pytest.mark.parametrize("command", [
     ("-m", "pytest", "claims", *PLUGINS_OFF),
-    ("-m", "harness.cli", "verify"),  # the checks left to run, in the command's own workers
-    ("-m", "harness.cli", "verify", "--", *PLUGINS_OFF),  # through pytest, which the command must not leave running
+    ("-m", "claims_harness.cli", "verify"),  # the checks left to run, in the command's own workers
+    # through pytest, which the command must not leave running
+    ("-m", "claims_harness.cli", "verify", "--", *PLUGINS_OFF),
 ])
 def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_process_behind(project, tmp_path, command):
     """What CI and job schedulers send: the report is labelled interrupted, and every process of the run (the hung
@@ -358,8 +360,8 @@ def test_answers_forged_on_every_descriptor_are_read_as_data_and_the_verdict_sta
 
 
 def containment() -> Containment:
-    """How this machine contains an implementation's process (``harness._running.sandbox``)."""
-    from harness._running.remote import close_hosts, implementation_host
+    """How this machine contains an implementation's process (``claims_harness._running.sandbox``)."""
+    from claims_harness._running.remote import close_hosts, implementation_host
 
     try:
         return implementation_host("impl", str(PROJECT)).containment
@@ -373,7 +375,7 @@ def test_what_the_implementation_starts_dies_with_its_check_and_the_project_and_
     cache = project.path / ".claims-cache"
     cache.mkdir()
     (cache / "an-entry").write_text("the judge's", encoding="utf-8")
-    run = start_run(project, ("-m", "harness.cli", "verify", "--no-cache"), "escapes", record, ANSWERS)
+    run = start_run(project, ("-m", "claims_harness.cli", "verify", "--no-cache"), "escapes", record, ANSWERS)
     run.wait(timeout=600)
     time.sleep(4)  # past the grandchild's own wait: had it lived, it would have written by now
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
@@ -390,7 +392,8 @@ def test_what_the_implementation_starts_dies_with_its_check_and_the_project_and_
 
 
 def test_a_chdir_a_umask_and_closed_streams_at_import_stay_in_the_implementations_process(project, tmp_path):
-    run = start_run(project, ("-m", "harness.cli", "verify"), "confines_its_import", tmp_path / "unused", ANSWERS)
+    run = start_run(project, ("-m", "claims_harness.cli", "verify"), "confines_its_import", tmp_path / "unused",
+                    ANSWERS)
     run.wait(timeout=600)
     results = project.path / "out" / "claims.json"
     assert results.stat().st_mode & stat.S_IRUSR and (project.path / "out" / "claims_report.md").is_file()
@@ -417,7 +420,7 @@ def test_modules_beside_the_implementation_never_reach_the_judges_import_path(pr
     for name in ("sitecustomize.py", "hypothesis.py", "scipy.py", "yaml.py", "jinja2.py"):
         (project.path / name).write_text(RECORDS_ITS_IMPORTER + "raise ImportError('not the real one')\n",
                                          encoding="utf-8")
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment = {**os.environ, "PYTHONPATH": pythonpath()}
     command = [str(Path(sys.executable).parent / "claims"), "verify", "--claims-impl", "student_rl",
                "--claims-report", "out"]
     done = subprocess.run(command, cwd=project.path, env={**environment, "CLAIMS_TEST_PID_FILE": str(record)},

@@ -2,9 +2,9 @@
 
 An implementation that cannot compute in fractions (PyTorch, JAX, ``__claims_exact_arithmetic__ = False``) declines
 an exact check; where the verifier has a float twin (``verifier(in_floats=...)``), the twin runs in its place on
-float64 inputs and reports each number as a :class:`harness.Rounded` with the rounding bound it derived, which the
-harness compares with the same expectation. Value iteration is judged this way for PyTorch (the example module passes,
-tests/test_torch.py), and the checks that iterate tell converging from stopping early.
+float64 inputs and reports each number as a :class:`claims_harness.Rounded` with the rounding bound it derived, which
+the harness compares with the same expectation. Value iteration is judged this way for PyTorch (the example module
+passes, tests/test_torch.py), and the checks that iterate tell converging from stopping early.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import Rounded, RunOptions, load_catalogue, run_check
-from harness._claims.expect import Condition, compare_condition
-from harness._running.processes import judge_records
-from harness._running.wire import decode, encode
+from claims_harness import Rounded, RunOptions, load_catalogue, run_check
+from claims_harness._claims.expect import Condition, compare_condition
+from claims_harness._running.processes import judge_records
+from claims_harness._running.wire import decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]
 torch = pytest.importorskip("torch")

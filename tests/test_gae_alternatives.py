@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 from zoo import VARIANTS
 from zoo._run import _claims_by_function, failing_claims
 

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from markupsafe import escape
 
-from harness import load_catalogue
-from harness._claims.formats import counted
-from harness._claims.reading import MAX_FILE_BYTES
-from harness._claims.schema import json_schema_text
-from harness.cli import main as claims_main
+from claims_harness import load_catalogue
+from claims_harness._claims.formats import counted
+from claims_harness._claims.reading import MAX_FILE_BYTES
+from claims_harness._claims.schema import json_schema_text
+from claims_harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Plugins that would reorder, cache or (under xdist) warn in the inner runs.
@@ -269,18 +269,18 @@ def test_an_infinite_timeout_is_a_load_problem(tmp_path):
 HOSTILE_VERIFIERS = """
     import time
 
-    import harness
+    import claims_harness
 
-    @harness.verifier("hostile.raises", kind="exact")
+    @claims_harness.verifier("hostile.raises", kind="exact")
     def raises(ctx):
         raise ZeroDivisionError("the hostile verifier divides by zero on purpose")
 
-    @harness.verifier("hostile.hangs", kind="exact")
+    @claims_harness.verifier("hostile.hangs", kind="exact")
     def hangs(ctx):
         time.sleep(1000)
         return {"value": 1}
 
-    @harness.verifier("hostile.exits", kind="exact")
+    @claims_harness.verifier("hostile.exits", kind="exact")
     def exits(ctx):
         raise SystemExit(0)
 """

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from test_hostile import CORPUS, MANIFEST, PLUGINS_OFF, corpus_bytes, make_claims_dir, valid_claim_file
 
-from harness import ClaimsError, RegistryError, load_catalogue, stats, verifier
-from harness._claims.expect import ExpectationError, compare, parse_expectation
-from harness._claims.registry import registered
-from harness._claims.schema import KINDS, check_formula
-from harness._running.context import MAX_SAMPLES, Context
-from harness.cli import main as claims_main
+from claims_harness import ClaimsError, RegistryError, load_catalogue, stats, verifier
+from claims_harness._claims.expect import ExpectationError, compare, parse_expectation
+from claims_harness._claims.registry import registered
+from claims_harness._claims.schema import KINDS, check_formula
+from claims_harness._running.context import MAX_SAMPLES, Context
+from claims_harness.cli import main as claims_main
 
 PROJECT = Path(__file__).resolve().parents[1]
 BIG = 10**309  # 310 digits: beyond float range, within the 400-digit limit on literals
@@ -254,7 +254,7 @@ def test_a_tag_or_a_key_that_is_not_plain_data_is_a_problem(replace, by, text, t
 def test_a_set_is_refused_however_its_order_falls(tmp_path):
     """A set's order follows string hashing, which differs from one process to the next: it never loads."""
     claims = make_claims_dir(tmp_path, ["set_tag.yaml"])
-    program = (f"from pathlib import Path\nfrom harness._claims.loading import load_catalogue\n"
+    program = (f"from pathlib import Path\nfrom claims_harness._claims.loading import load_catalogue\n"
                f"print([str(p) for p in load_catalogue(Path({str(claims)!r})).problems()])")
     runs = {subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=PROJECT,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
@@ -318,11 +318,11 @@ def test_loading_imports_no_renderer():
     program = """
 import sys
 from pathlib import Path
-from harness import load_catalogue
+from claims_harness import load_catalogue
 catalogue = load_catalogue(Path("claims"))
 assert sum(1 for entry in catalogue.entries if entry.claim and entry.claim.formula) > 100
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in ("jinja2", "latex2mathml", "markupsafe")
-                or name == "harness._reporting.html")
+                or name == "claims_harness._reporting.html")
 assert loaded == [], loaded
 """
     subprocess.run([sys.executable, "-c", program], check=True, cwd=PROJECT)
@@ -334,7 +334,7 @@ import sys
 sys.modules["latex2mathml"] = None  # import latex2mathml now raises ImportError, as if it were not installed
 sys.modules["latex2mathml.converter"] = None
 from pathlib import Path
-from harness import load_catalogue
+from claims_harness import load_catalogue
 catalogue = load_catalogue(Path("claims"))
 assert not [problem for problem in catalogue.problems() if problem.field == "formula"], catalogue.problems()
 assert sum(1 for entry in catalogue.entries if entry.claim and entry.claim.formula) > 100

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 from verifiers._numeric import central_difference
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import RunOptions, load_catalogue, run_check
+from claims_harness import RunOptions, load_catalogue, run_check
 
 pytest.importorskip("jax")
 

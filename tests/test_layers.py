@@ -35,9 +35,9 @@ def _imported(path: Path) -> set[str]:
     return names
 
 
-# What each subpackage of the harness may import, besides itself and the leaves every layer may use: harness.stats and
-# harness.strategies (the properties' vocabulary), which import nothing of the harness.
-LEAVES = ("harness.stats", "harness.strategies")
+# What each subpackage of the harness may import, besides itself and the leaves every layer may use:
+# claims_harness.stats and claims_harness.strategies (the properties' vocabulary), which import nothing of the harness.
+LEAVES = ("claims_harness.stats", "claims_harness.strategies")
 LAYERS = {
     "_claims": set(),
     "_text": {"_claims"},
@@ -49,7 +49,7 @@ LAYERS = {
 
 
 def _harness_imports(path: Path) -> set[str]:
-    """The harness modules ``path`` imports, by dotted name (``from harness import x`` counts as ``harness``)."""
+    """The harness modules ``path`` imports, by dotted name (``from claims_harness import x`` counts as ``harness``)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.partition(".")[0] == "harness":

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 HEADER = ("from __future__ import annotations\nimport numpy as np\nimport impl\nfrom impl import *  # noqa: F403\n"

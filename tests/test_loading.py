@@ -14,11 +14,11 @@ import pytest
 import yaml
 from conftest import write_course
 
-from harness import RegistryError, load_catalogue, lookup, verifier
-from harness._claims.expect import FloatLiteral
-from harness._claims.reading import ClaimLoader
-from harness._claims.schema import json_schema_text
-from harness.cli import main
+from claims_harness import RegistryError, load_catalogue, lookup, verifier
+from claims_harness._claims.expect import FloatLiteral
+from claims_harness._claims.reading import ClaimLoader
+from claims_harness._claims.schema import json_schema_text
+from claims_harness.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"
@@ -194,9 +194,9 @@ def test_lookup_of_unknown_verifier_suggests_the_closest():
 
 def test_reimporting_a_verifier_module_is_not_a_name_clash(tmp_path, monkeypatch, restore_registry):
     (tmp_path / "reimported_verifiers.py").write_text(textwrap.dedent("""
-        import harness
+        import claims_harness
 
-        @harness.verifier("test.reimported", kind="exact")
+        @claims_harness.verifier("test.reimported", kind="exact")
         def reimported(ctx):
             return {}
     """), encoding="utf-8")
@@ -261,8 +261,8 @@ def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
 
 def linted_project(root: Path) -> Path:
     """A clean project whose generated registry matches its committed reports/claims.json."""
-    from harness import _verify
-    from harness._claims.sources import with_registry
+    from claims_harness import _verify
+    from claims_harness._claims.sources import with_registry
 
     root.mkdir()
     directory = claims_dir(root, {"a.yaml": claim_file(claim("good"))})

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness._power import mutants as mutation
+from claims_harness._power import mutants as mutation
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''
@@ -43,7 +43,7 @@ def toy_course(tmp_path: Path) -> Path:
 
 
 def run_mutants(course: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "mutants", "--workers", "2", *args], cwd=course,
+    return subprocess.run([sys.executable, "-m", "claims_harness.cli", "mutants", "--workers", "2", *args], cwd=course,
                           capture_output=True, text=True, check=False, timeout=600)
 
 
@@ -124,8 +124,8 @@ def test_a_mutant_is_located_in_the_reference_source(tmp_path: Path) -> None:
 
 
 def test_the_report_reads_the_last_run_and_says_when_it_is_stale(toy_course: Path) -> None:
-    from harness._claims.formats import mutation_line
-    from harness._reporting.report import _mutation
+    from claims_harness._claims.formats import mutation_line
+    from claims_harness._reporting.report import _mutation
 
     assert run_mutants(toy_course).returncode == 1
     found = _mutation(toy_course, "toy_impl")

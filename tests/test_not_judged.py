@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
-from harness._claims.formats import judgement_line, not_judged_line, scoreboard_line
-from harness._reporting.markdown import render_markdown
-from harness._reporting.report import (
+from claims_harness._claims.formats import judgement_line, not_judged_line, scoreboard_line
+from claims_harness._reporting.markdown import render_markdown
+from claims_harness._reporting.report import (
     NOT_JUDGED,
     _check_row,
     _claim_status,
@@ -244,9 +245,9 @@ def implementation(root: Path, name: str, source: str) -> str:
     return name
 
 
-def run(root: Path, *arguments: str, module: str = "harness.cli") -> subprocess.CompletedProcess:
+def run(root: Path, *arguments: str, module: str = "claims_harness.cli") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", module, *arguments], cwd=root, capture_output=True, text=True,
-                          check=False, env={**os.environ, "PYTHONPATH": str(root)}, timeout=600)
+                          check=False, env={**os.environ, "PYTHONPATH": pythonpath(root)}, timeout=600)
 
 
 def results(directory: Path) -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness._pytest_hooks import _longest_first
+from claims_harness._pytest_hooks import _longest_first
 
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"
@@ -697,21 +697,21 @@ def test_keyword_selects_one_claims_checks(project):
 # --------------------------------------------------------------------------- misbehaving verifiers
 
 MISBEHAVING_VERIFIERS = """
-    import harness
+    import claims_harness
 
-    @harness.verifier("test.explodes", kind="exact")
+    @claims_harness.verifier("test.explodes", kind="exact")
     def explodes(ctx):
         raise RuntimeError("the verifier blew up on purpose")
 
-    @harness.verifier("test.forgets", kind="exact")
+    @claims_harness.verifier("test.forgets", kind="exact")
     def forgets(ctx):
         return {"something_else": 1}
 
-    @harness.verifier("test.not_a_mapping", kind="exact")
+    @claims_harness.verifier("test.not_a_mapping", kind="exact")
     def not_a_mapping(ctx):
         return [0.273]
 
-    @harness.verifier("test.undeclared", kind="exact")
+    @claims_harness.verifier("test.undeclared", kind="exact")
     def undeclared(ctx):
         return {"value": ctx.impl.kl_k3(0.0)}
 """
@@ -764,7 +764,8 @@ def test_outside_a_course_pytest_runs_as_without_the_package(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'foreign'\n", encoding="utf-8")
     (tmp_path / "test_foreign.py").write_text(
         "import sys\n\n\ndef test_the_engine_is_not_loaded():\n"
-        "    assert not {'harness._pytest_hooks', 'harness._running.runner', 'sympy'} & set(sys.modules)\n",
+        "    assert not {'claims_harness._pytest_hooks', 'claims_harness._running.runner', 'sympy'} "
+        "& set(sys.modules)\n",
         encoding="utf-8")
     environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "CLAIMS_IMPL")}
 

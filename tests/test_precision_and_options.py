@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from harness import RunOptions, load_catalogue, run_check
-from harness._reporting.report import function_scoreboard
+from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness._reporting.report import function_scoreboard
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 
@@ -125,7 +125,7 @@ def test_a_function_that_takes_any_keyword_declines_none(module):
 
 
 SIGNALLING_GAE = HEADER + '''
-from harness import Unsupported
+from claims_harness import Unsupported
 
 
 def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, carry=None):

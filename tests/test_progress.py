@@ -15,8 +15,8 @@ import pytest
 from test_loading import claim, claim_file, claims_dir
 
 import impl
-from harness import SeedRun
-from harness._running.progress import (
+from claims_harness import SeedRun
+from claims_harness._running.progress import (
     CHECKS_RECORD,
     PROGRESS_DIR,
     SeedProgress,
@@ -28,7 +28,7 @@ from harness._running.progress import (
     status_line,
     write_record,
 )
-from harness._session import CheckCounter
+from claims_harness._session import CheckCounter
 
 NOW = 1_000_000.0
 PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")

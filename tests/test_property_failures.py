@@ -24,11 +24,11 @@ import pytest
 from conftest import view_of
 
 import impl
-from harness import ClaimsError, RunOptions, VerifierError, load_catalogue, run_check
-from harness import strategies as st
-from harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
-from harness._running.context import Call, Context, record_calls
-from harness._running.property import CALLS_KEPT, check_property, reproduction
+from claims_harness import ClaimsError, RunOptions, VerifierError, load_catalogue, run_check
+from claims_harness import strategies as st
+from claims_harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
+from claims_harness._running.context import Call, Context, record_calls
+from claims_harness._running.property import CALLS_KEPT, check_property, reproduction
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 THIS = sys.modules[__name__]
@@ -115,7 +115,7 @@ def test_a_failing_property_names_the_function_and_its_parameters_and_reproduces
 
 
 REJECTS_ITS_EXAMPLES = '''\
-from harness import assume
+from claims_harness import assume
 from impl import *  # noqa: F403
 from impl import __all__  # noqa: F401
 
@@ -365,8 +365,8 @@ def test_an_example_cached_as_hypothesis_note_still_renders():
 # --------------------------------------------------------------------------- pytest's assertion rewriting
 
 VERIFIER_MODULE = '''\
-from harness import check_property
-from harness import strategies as st
+from claims_harness import check_property
+from claims_harness import strategies as st
 
 
 def close_to_itself(ctx):
@@ -382,7 +382,7 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
     for package in ("rewritten_verifiers", "plain_verifiers"):
         pytester.mkpydir(package).joinpath("checks.py").write_text(VERIFIER_MODULE, encoding="utf-8")
     pytester.makeconftest("""
-        from harness._running.property import rewrite_asserts_in
+        from claims_harness._running.property import rewrite_asserts_in
 
         def pytest_configure(config):
             rewrite_asserts_in("rewritten_verifiers")
@@ -394,8 +394,8 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
 
         import plain_verifiers.checks
         import rewritten_verifiers.checks
-        from harness import Context, ImplementationView
-        from harness._running.remote import in_process
+        from claims_harness import Context, ImplementationView
+        from claims_harness._running.remote import in_process
 
 
         def context():

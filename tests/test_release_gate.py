@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import pythonpath
 from test_loading import claim, claim_file, claims_dir
 
-from harness import RunOptions, load_catalogue, lookup, run_check
-from harness._claims.expect import Expectation, compare
-from harness._claims.formats import is_interval
-from harness._claims.schema import Check
-from harness._reporting.gate import (
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness._claims.expect import Expectation, compare
+from claims_harness._claims.formats import is_interval
+from claims_harness._claims.schema import Check
+from claims_harness._reporting.gate import (
     GateFindings,
     Snapshot,
     compare_snapshots,
@@ -35,9 +36,9 @@ from harness._reporting.gate import (
     snapshot,
     stated_differences,
 )
-from harness._reporting.report import RESULTS_FILE
-from harness.cli import main as claims_main
-from harness.stats import MeanEstimate
+from claims_harness._reporting.report import RESULTS_FILE
+from claims_harness.cli import main as claims_main
+from claims_harness.stats import MeanEstimate
 from verifiers import actor_critic, cartpole, gru
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -468,7 +469,7 @@ def toy(tmp_path, monkeypatch, restore_registry) -> Path:
     shutil.copytree(PROJECT / "tests" / "course_two", root, ignore=shutil.ignore_patterns("reports", ".claims-cache"))
     monkeypatch.chdir(root)
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTHONPATH", pythonpath(root))
     return root
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from harness import Problem
-from harness._claims.formats import (
+from claims_harness import Problem
+from claims_harness._claims.formats import (
     figure_paths,
     format_interval,
     format_observed,
@@ -33,9 +33,9 @@ from harness._claims.formats import (
     library_versions,
     visible,
 )
-from harness._reporting.html import render_html
-from harness._reporting.markdown import code, fenced, render_markdown, text
-from harness.cli import main
+from claims_harness._reporting.html import render_html
+from claims_harness._reporting.markdown import code, fenced, render_markdown, text
+from claims_harness.cli import main
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -229,7 +229,7 @@ def test_html_shows_control_characters_escaped():
 
 def test_each_formula_is_converted_and_each_figure_read_once_per_report(tmp_path, monkeypatch):
     """What made rendering slow in the number of claims: one conversion per occurrence, one read per check."""
-    import harness._reporting.html as html_module
+    import claims_harness._reporting.html as html_module
 
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "shared.svg").write_text("<?xml?><svg>figure</svg>", encoding="utf-8")
@@ -350,7 +350,7 @@ def test_library_versions_are_python_then_each_library():
 
 @pytest.mark.parametrize("where", ["a file", "under a file", "/dev/null"])
 def test_a_report_directory_that_cannot_be_one_is_refused_before_any_check_runs(tmp_path, monkeypatch, capsys, where):
-    from harness.cli import main as claims_main
+    from claims_harness.cli import main as claims_main
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     (tmp_path / "a file").write_text("not a directory", encoding="utf-8")
@@ -363,7 +363,7 @@ def test_a_report_directory_that_cannot_be_one_is_refused_before_any_check_runs(
 
 
 def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_path, monkeypatch):
-    from harness._reporting import report
+    from claims_harness._reporting import report
 
     target = tmp_path / "reports"
     target.mkdir()
@@ -382,7 +382,7 @@ def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_
 
 
 def test_a_report_directory_with_a_file_system_mounted_inside_is_refused(tmp_path, monkeypatch):
-    from harness._reporting import report
+    from claims_harness._reporting import report
 
     out = tmp_path / "out"
     (out / "figures" / "mounted").mkdir(parents=True)
@@ -402,7 +402,7 @@ def test_a_report_directory_with_a_file_system_mounted_inside_is_refused(tmp_pat
 def test_a_staging_directory_named_for_a_process_that_is_gone_is_stale(tmp_path):
     """Without a mark, a staging directory whose name ends with a pid (a run without a run id) is its process's: it is
     removed once that process is gone; one named by a run id is removed only once it is a day old."""
-    from harness._reporting import report
+    from claims_harness._reporting import report
 
     out = tmp_path / "out"
     (out / "figures").mkdir(parents=True)
@@ -421,8 +421,8 @@ def test_a_staging_directory_named_for_a_process_that_is_gone_is_stale(tmp_path)
 def test_the_mutation_digest_reads_only_regular_claim_files(tmp_path):
     """A directory, a pipe or a link to a device named *.yaml is the loader's to report: the digest neither hangs
     on it nor crashes (and blames mutants.json)."""
-    from harness._claims.course import find_course
-    from harness._reporting.report import mutation_inputs_digest
+    from claims_harness._claims.course import find_course
+    from claims_harness._reporting.report import mutation_inputs_digest
 
     course_dir = tmp_path / "course"
     shutil.copytree(Path(__file__).resolve().parent / "course_two", course_dir,

@@ -18,15 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from conftest import pythonpath
 from pydantic import ValidationError
 
-from harness import VerifierError, check_property, reach
-from harness._claims.errors import ClaimsError
-from harness._claims.schema import Statement
-from harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
-from harness._reporting.report import _statement_status, scope_shortfalls
-from harness._running import reaching
-from harness._running.property import assume
+from claims_harness import VerifierError, check_property, reach
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.schema import Statement
+from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
+from claims_harness._reporting.report import _statement_status, scope_shortfalls
+from claims_harness._running import reaching
+from claims_harness._running.property import assume
 
 HERE = Path(__file__).resolve().parent
 DIMENSIONS = parse_dimensions({
@@ -136,7 +137,7 @@ class _Context:
 
 
 def test_an_example_discarded_by_assume_reaches_nothing():
-    from harness import strategies as st
+    from claims_harness import strategies as st
 
     def odd_discounts(numerator: int) -> None:
         reach(discount=Fraction(numerator, 10))
@@ -214,8 +215,8 @@ def toy_course(tmp_path) -> Path:
 
 
 def _claims(root: Path, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *arguments], cwd=root, capture_output=True,
-                          text=True, check=False, env={**os.environ, "PYTHONPATH": str(root)})
+    return subprocess.run([sys.executable, "-m", "claims_harness.cli", *arguments], cwd=root, capture_output=True,
+                          text=True, check=False, env={**os.environ, "PYTHONPATH": pythonpath(root)})
 
 
 def test_a_statement_for_every_n_checked_at_one_n_is_reported_and_refused_until_a_witness_reaches_the_rest(

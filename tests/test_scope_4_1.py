@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 FILE = "4.1-policy-gradient.yaml"

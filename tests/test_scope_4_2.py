@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 HEADER = ("import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"

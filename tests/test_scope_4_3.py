@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 HEADER = ("import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"

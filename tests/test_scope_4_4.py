@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import verifiers.lesson_4_4 as lesson_4_4
-from harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 ERRATUM = "time-uniform-surrogate-is-no-discounted-gradient"

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import RunOptions, load_catalogue, lookup, run_check
-from harness._claims.course import find_course
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness._claims.course import find_course
 from verifiers import lesson_4_5
 
 PROJECT = Path(__file__).resolve().parents[1]

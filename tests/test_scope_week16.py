@@ -23,7 +23,7 @@ import pytest
 
 import impl
 import verifiers.syllabus_ppo as syllabus_ppo
-from harness import CheckResult, RunOptions, check_names, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, check_names, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 FILE = "claims/week16-syllabus.yaml"

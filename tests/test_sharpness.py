@@ -9,20 +9,21 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
-from harness import load_catalogue
-from harness._claims.expect import parse_expectation
-from harness._running.cache import forget_sources
-from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
-from harness.cli import main as claims_main
-from harness.stats import MeanEstimate
+from claims_harness import load_catalogue
+from claims_harness._claims.expect import parse_expectation
+from claims_harness._running.cache import forget_sources
+from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
+from claims_harness.cli import main as claims_main
+from claims_harness.stats import MeanEstimate
 
 HERE = Path(__file__).resolve().parent
 
 
 def literal(text: str):
     """A number as a claim file writes it: the loader keeps its printed digits."""
-    from harness._claims.expect import FloatLiteral
+    from claims_harness._claims.expect import FloatLiteral
 
     return FloatLiteral(float(text), text) if any(c in text for c in ".eE") else int(text)
 
@@ -108,7 +109,7 @@ def course_two(tmp_path, monkeypatch, restore_registry) -> Path:
     forget_sources()
     monkeypatch.chdir(root)
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTHONPATH", pythonpath(root))
     return root
 
 

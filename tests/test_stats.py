@@ -1,4 +1,4 @@
-"""Tests for harness.stats: bounds cross-checked against their defining inequalities."""
+"""Tests for claims_harness.stats: bounds cross-checked against their defining inequalities."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness import stats
-from harness.stats import (
+from claims_harness import stats
+from claims_harness.stats import (
     MeanEstimate,
     SupportViolation,
     detectable_deviation,

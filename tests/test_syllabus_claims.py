@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import impl
-from harness import Catalogue, RunOptions, check_names, load_catalogue, run_check
+from claims_harness import Catalogue, RunOptions, check_names, load_catalogue, run_check
 from zoo import action_dependent_baseline, loss_mean_over_padding, surrogate_inverse_ratio
 from zoo import clip_on_log_ratio as log_ratio_clip_loss
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import pythonpath
 
-from harness.cli import main as claims
+from claims_harness.cli import main as claims
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -36,7 +37,7 @@ def toy(tmp_path, monkeypatch) -> Path:
     shutil.copytree(HERE / "course_two", root, ignore=shutil.ignore_patterns("reports", ".claims-cache"))
     monkeypatch.chdir(root)
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTHONPATH", pythonpath(root))
     return root
 
 
@@ -561,8 +562,8 @@ def test_the_module_and_the_syllabus_are_clean_as_committed():
     seeds = PROJECT.parent / "shared" / "seeds"
     if not seeds.is_dir():
         pytest.skip(f"the course text is not on this machine ({seeds})")
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "text", "status", "--format", "json"], cwd=PROJECT,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "claims_harness.cli", "text", "status", "--format", "json"],
+                          cwd=PROJECT, capture_output=True, text=True, check=False)
     found = json.loads(done.stdout)
     assert {status for status in found["statements"].values()} <= {"unchanged", "moved"}, drifted(found)
     assert found["uncovered_blocks"] == [] and found["unheld_numbers"] == [], (found["uncovered_blocks"][:5],

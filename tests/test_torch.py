@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._running.implementation import _cause
+from claims_harness._running.implementation import _cause
 from zoo.pytorch import TORCH_VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ def reinforce_loss(logp, adv, mask=None):
     adv = adv if adv.dim() == logp.dim() else adv.unsqueeze(-1)
     {MALFORMED[fault]}
 """)
-    from harness import RunOptions, load_catalogue, run_check
+    from claims_harness import RunOptions, load_catalogue, run_check
 
     catalogue = load_catalogue(ROOT / "claims")
     entry = next(entry for entry in catalogue.entries if entry.id == "reinforce-step-is-reward-scaled-sft-step")
@@ -108,10 +108,10 @@ def reinforce_loss(logp, adv, mask=None):
 def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(tmp_path):
     import importlib
 
-    from harness import load_catalogue
-    from harness._authoring.exercises import write_exercises
-    from harness._claims.errors import ClaimsError
-    from harness._running.frameworks import library_of
+    from claims_harness import load_catalogue
+    from claims_harness._authoring.exercises import write_exercises
+    from claims_harness._claims.errors import ClaimsError
+    from claims_harness._running.frameworks import library_of
 
     catalogue = load_catalogue(ROOT / "claims")
     with pytest.raises(ClaimsError, match="--torch nowhere: no such module"):
@@ -129,7 +129,7 @@ def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(
 
 def _one_check(directory: Path, impl: str, claim_id: str, verifier: str):
     """The result of ``claim_id``'s check by ``verifier`` against the module ``impl`` written in ``directory``."""
-    from harness import RunOptions, load_catalogue, run_check
+    from claims_harness import RunOptions, load_catalogue, run_check
 
     catalogue = load_catalogue(ROOT / "claims")
     entry = next(entry for entry in catalogue.entries if entry.id == claim_id)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import impl
-from harness import load_catalogue
+from claims_harness import load_catalogue
 from zoo import VARIANTS
 from zoo._run import CONTROLS, REFERENCE, ROOT, claims_to_run, failing_claims, replaced_functions
 

@@ -1,6 +1,6 @@
 """Check functions, registered by name; claim files refer to them only by that name.
 
-A verifier receives a :class:`harness.Context` (the implementation under test, parameters,
+A verifier receives a :class:`claims_harness.Context` (the implementation under test, parameters,
 a seeded generator, the profile) and returns a mapping of observed values. It computes; the
 harness compares with what the claim states. Verifiers never import ``impl``.
 

@@ -1,6 +1,6 @@
 """What a witness reaches, read off the witness itself: the course's scope dimensions for the shapes verifiers share.
 
-``harness.reach`` records the values one witness or drawn example used along the dimensions of
+``claims_harness.reach`` records the values one witness or drawn example used along the dimensions of
 ``[tool.claims.scope]`` (pyproject.toml); these helpers read them from the arrays a verifier
 already holds, so that no verifier types a dimension's value beside the data it describes. Call one
 per witness or example, after any ``assume()`` that may discard it.
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import reach
+from claims_harness import reach
 
 
 def transitions_of(P: Any) -> str:

@@ -22,8 +22,8 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 from verifiers.tabular import exact_policy_values

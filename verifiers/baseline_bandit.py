@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical

@@ -8,8 +8,8 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written
 from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
 

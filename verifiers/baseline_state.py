@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, rounding_bound
 from verifiers._reach import reach_mdp
 

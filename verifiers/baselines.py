@@ -7,8 +7,8 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 
 
 @verifier("baselines.loo_identity", kind="symbolic")

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from harness import ClaimsError, Context, NoParams, SeedRun, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import ClaimsError, Context, NoParams, SeedRun, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import largest, rounding_bound
 
 LOOP_USES = ("train_ppo_cartpole", "PPOConfig", "VectorCartPole", "actor_critic_init", "actor_critic_forward",

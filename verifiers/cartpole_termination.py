@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from harness import Context, verifier
+from claims_harness import Context, verifier
 from verifiers.cartpole import Bounds
 
 

@@ -22,8 +22,8 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, Declined, Unsupported, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, Declined, Unsupported, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"

@@ -14,9 +14,9 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.special import log_softmax
 
-from harness import Context, NoParams, SeedRun, check_property, reach, verifier
-from harness import strategies as st
-from harness.stats import hoeffding_halfwidth
+from claims_harness import Context, NoParams, SeedRun, check_property, reach, verifier
+from claims_harness import strategies as st
+from claims_harness.stats import hoeffding_halfwidth
 from verifiers._numeric import rounding_bound
 
 

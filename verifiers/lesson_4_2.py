@@ -24,8 +24,8 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.baseline_state import exact_policy_evaluation, exact_softmax_scores, longest_episode, mdps_with_end
 

@@ -20,8 +20,8 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.actor_critic import (

@@ -13,7 +13,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from harness import Context, NoParams, reach, verifier
+from claims_harness import Context, NoParams, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.kl import FiniteBatch

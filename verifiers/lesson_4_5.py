@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from harness import Context, NoParams, reach, verifier
+from claims_harness import Context, NoParams, reach, verifier
 from verifiers._numeric import largest_magnitude
 
 _ALPHABET = "$ab"

@@ -22,8 +22,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from harness import Context, assume, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, assume, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.tabular import (

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import log_softmax, rounding_bound
 
 # Per-row shifts of the logits: far enough apart (and large enough) that exp of an unshifted or

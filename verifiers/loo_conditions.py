@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness import Context, reach, verifier
+from claims_harness import Context, reach, verifier
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
 

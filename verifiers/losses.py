@@ -24,8 +24,8 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import Field
 
-from harness import Context, NoParams, assume, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, NoParams, assume, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import EPS, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.

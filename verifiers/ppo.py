@@ -12,8 +12,8 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from harness import Context, NoParams, assume, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, NoParams, assume, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 

@@ -15,8 +15,8 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from harness import Context, NoParams, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import central_difference, largest, rounding_bound, smallest
 
 # --------------------------------------------------------------------------- 4.5.1: mask and causal shift

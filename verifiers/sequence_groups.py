@@ -17,8 +17,8 @@ import sympy as sp
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from harness import Context, NoParams, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 

@@ -18,8 +18,8 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness import Context, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit
 

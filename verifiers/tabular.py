@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from harness import Context, Rounded, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, Rounded, check_property, reach, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp, transitions_of
 

@@ -14,8 +14,8 @@ import numpy as np
 from pydantic import Field
 from scipy.special import softmax
 
-from harness import Context, check_property, verifier
-from harness import strategies as st
+from claims_harness import Context, check_property, verifier
+from claims_harness import strategies as st
 from verifiers._numeric import central_difference, exact_distribution, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.policy_gradient import (

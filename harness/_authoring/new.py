@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness._claims.expect import Condition, Expectation
-from harness._claims.loading import Catalogue
-from harness._claims.schema import KINDS
+from claims_harness._claims.expect import Condition, Expectation
+from claims_harness._claims.loading import Catalogue
+from claims_harness._claims.schema import KINDS
 
 # Matched whole (fullmatch: ``$`` alone would let a trailing newline through). An id becomes a Python function
 # name (dashes to underscores), so it starts with a letter; neither it nor the module may be a keyword.
@@ -139,13 +139,13 @@ def claim_skeleton(new: NewClaim) -> str:
 
 def verifier_stub(new: NewClaim, existing: bool) -> str:
     header = "" if existing else f'"""Verifiers for {new.module} claims."""\n\nfrom __future__ import annotations\n\n' \
-        "from harness import Context, verifier\n"
+        "from claims_harness import Context, verifier\n"
     return f'''{header}
 
 @verifier("{new.verifier}", kind="{new.kind}")
 def {new.function}(ctx: Context) -> dict[str, object]:
     """TODO: what this computes, and why that checks claim '{new.id}' ({new.step})."""
-    # harness.reach(discount=..., ...): what each witness or example uses, along the course's [tool.claims.scope]
+    # claims_harness.reach(discount=..., ...): what each witness or example uses, along the course's [tool.claims.scope]
     raise NotImplementedError("fill in {new.module}.py:{new.function}: compute and return the observed values")
 '''
 
@@ -167,7 +167,7 @@ def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]
         f"{catalogue.course.sources.name}), "
         "limitations, and in expect the numbers exactly as the text prints them",
         f"{module_path}: {new.function}(): compute the observed values with ctx.impl (declare the functions in "
-        "uses=) and return them in a dict whose keys match expect; call harness.reach(...) with the values each "
+        "uses=) and return them in a dict whose keys match expect; call claims_harness.reach(...) with the values each "
         "witness or example uses along the course's scope dimensions ([tool.claims.scope])",
         f"{file}: each statement the claim covers says its 'scope:' (what the sentence speaks for); 'claims scope' "
         "shows what the checks reached after a run",

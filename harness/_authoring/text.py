@@ -3,7 +3,7 @@
 Every command reads the documents ``[tool.claims.texts]`` configures (``--text NAME=PATH`` reads
 another copy of one, a revised text, say) and the ledger without importing the verifiers, so it
 answers in about a second. Only ``anchor``, ``review`` and ``mark`` write, and only claim files,
-one statement or section at a time (``harness._text.stamps``).
+one statement or section at a time (``claims_harness._text.stamps``).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness._claims.course import RESULTS_FILE
-from harness._claims.errors import ClaimsError, did_you_mean
-from harness._claims.formats import visible
-from harness._claims.loading import Catalogue, StatementEntry, load_catalogue
-from harness._claims.schema import Anchor, Mark
-from harness._text.binding import bindings_of, value_of
-from harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
-from harness._text.drift import CLEAN, STATUSES, Resolution, TextState
-from harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
-from harness._text.summary import text_overrides, text_state
+from claims_harness._claims.course import RESULTS_FILE
+from claims_harness._claims.errors import ClaimsError, did_you_mean
+from claims_harness._claims.formats import visible
+from claims_harness._claims.loading import Catalogue, StatementEntry, load_catalogue
+from claims_harness._claims.schema import Anchor, Mark
+from claims_harness._text.binding import bindings_of, value_of
+from claims_harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
+from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
+from claims_harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
+from claims_harness._text.summary import text_overrides, text_state
 
 
 def add_parser(commands: Any) -> None:
@@ -538,7 +538,7 @@ def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docume
 
 
 def _html(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
-    from harness._reporting.text_page import write_page
+    from claims_harness._reporting.text_page import write_page
 
     out = (args.out or catalogue.course.reports).resolve()
     results = _results(argparse.Namespace(results=out / RESULTS_FILE), catalogue)

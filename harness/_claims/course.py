@@ -6,22 +6,32 @@ the text has, all come from this one table. The project root is the nearest dire
 working directory (or a given path) upwards, whose ``pyproject.toml`` has the table, as pytest
 finds its rootdir; a command run anywhere else refuses with one line instead of writing a report
 where it stands. A second course is a second tree with its own table (``tests/course_two/``).
+
+Only the engine is installed (as ``claims_harness``): a course's packages (its reference implementation, its
+verifiers) are its own, found under its root, which :func:`use_packages_of` puts on the import path before anything of
+the course is imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import sys
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._claims.errors import ClaimsError
-from harness._claims.scope import Dimension, parse_dimensions
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.scope import Dimension, parse_dimensions
 
+# The engine's import name (its folder is harness/): what the cache digests, what templates load from, whose
+# exceptions cross from the implementation's process.
+ENGINE = __name__.partition(".")[0]
 CONFIG_FILE = "pyproject.toml"
 TABLE = "claims"
 # The results document every run writes into the report directory, beside the Markdown and HTML made from it.
@@ -180,6 +190,32 @@ def load_course(root: Path) -> Course:
                   implementation=table["implementation"], verifiers=table["verifiers"],
                   step_pattern=table["step_pattern"], steps=tuple(steps), mutate=tuple(mutate),
                   mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts, scope=scope)
+
+
+def use_packages_of(course: Course) -> None:
+    """Put ``course``'s root on the import path, unless it is there already: its implementation and verifier packages
+    are imported from it by name, not installed where another project's names could collide with them. It stays
+    there, for the implementation's process to import the reference from (:func:`packages_of` for a while only).
+
+    Last on the path: a module beside them (a student's ``yaml.py`` in the course root) must not shadow a library the
+    judge imports; the implementation's own process puts the directory it starts in first (``server.host_main``).
+    """
+    root = str(course.root)
+    if root not in sys.path:
+        sys.path.append(root)
+
+
+@contextlib.contextmanager
+def packages_of(course: Course) -> Iterator[None]:
+    """:func:`use_packages_of` for the block (a command called in a longer-lived process): the import path is left as
+    it was found, whatever put the course root on it inside."""
+    root, there = str(course.root), str(course.root) in sys.path
+    use_packages_of(course)
+    try:
+        yield
+    finally:
+        if not there and root in sys.path:
+            sys.path.remove(root)
 
 
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

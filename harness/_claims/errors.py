@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness._claims.formats import visible
+from claims_harness._claims.formats import visible
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -84,7 +84,7 @@ class Unsupported(ClaimsError):
     """The implementation declines a call a check makes: an optional keyword of the contract (``carry=``,
     ``normalize=``) that its function does not take. Not a failure of the claim: a check that needs the call
     is skipped and says which; a check whose other rows do not need it reports those rows as not checked
-    (:class:`~harness._claims.expect.Declined`) and compares the rest."""
+    (:class:`~claims_harness._claims.expect.Declined`) and compares the rest."""
 
 
 class Inexpressible(ClaimsError):

@@ -11,7 +11,7 @@ one, what "agrees" means:
   ``{at_most: x}`` state an inequality; several conditions in one mapping must all hold;
 * ``true``/``false`` and strings must be equal; a list is compared element by element.
 
-Against a Monte Carlo :class:`~harness.stats.MeanEstimate` the rules read statistically:
+Against a Monte Carlo :class:`~claims_harness.stats.MeanEstimate` the rules read statistically:
 ``approx x`` holds unless the confidence interval excludes ``x`` (refuted only by evidence),
 while every inequality needs the whole interval on the claimed side (it must be shown).
 """
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import did_you_mean
-from harness._claims.formats import format_interval
-from harness.stats import MeanEstimate
+from claims_harness._claims.errors import did_you_mean
+from claims_harness._claims.formats import format_interval
+from claims_harness.stats import MeanEstimate
 
 _LARGEST_EXPONENT = 400
 _LARGEST_FLOAT = Fraction(sys.float_info.max)
@@ -284,7 +284,7 @@ def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Compa
 @dataclass(frozen=True)
 class Declined:
     """An observation the implementation could not give, because it declines the call that gives it
-    (:class:`~harness._claims.errors.Unsupported`): the row is reported as not checked, never compared."""
+    (:class:`~claims_harness._claims.errors.Unsupported`): the row is reported as not checked, never compared."""
 
     reason: str
 
@@ -419,7 +419,7 @@ def as_plain_observation(value: Any) -> Any:
     a boolean as ``bool``, a number as :func:`_sympy_rational`'s Fraction, any other expression as its text.
 
     A verifier's observations cross from its worker to the judge as plain data only
-    (``harness._running.wire``), which has no form for a sympy object.
+    (``claims_harness._running.wire``), which has no form for a sympy object.
     """
     sympy = sys.modules.get("sympy")
     if sympy is None:

@@ -63,7 +63,7 @@ _ROUNDED_KEYS = frozenset({"float64", "rounding_bound"})
 
 
 def is_interval(value: Any) -> bool:
-    """Whether ``value`` is an estimate as ``harness.stats`` reports it (a mean with its confidence interval)."""
+    """Whether ``value`` is an estimate as ``claims_harness.stats`` reports it (a mean with its confidence interval)."""
     return isinstance(value, Mapping) and value.keys() >= _INTERVAL_KEYS
 
 
@@ -100,12 +100,13 @@ FALSIFYING_WIDTH = 200
 FALSIFYING_LINES = 12
 
 
-# The observation a failing property check adds (harness._running.property.check_property).
+# The observation a failing property check adds (claims_harness._running.property.check_property).
 FALSIFYING_KEY = "falsifying_example"
 
 
 def format_falsifying(example: Any) -> list[str]:
-    """A failing property's ``falsifying_example`` (``harness._running.property.check_property``) as lines to show.
+    """A failing property's ``falsifying_example`` (``claims_harness._running.property.check_property``) as lines to
+    show.
 
     The example's input as Hypothesis wrote it, each call to the implementation with its arguments by
     name and what it returned or raised, the assertion, and the ``reproduce:`` line; no line holds a
@@ -262,12 +263,13 @@ def not_judged_line(summary: Mapping[str, Any]) -> str | None:
             "report is a partial verdict.")
 
 
-# What a check judged by its verifier's float twin says of itself (harness._claims.registry.verifier(in_floats=)).
+# What a check judged by its verifier's float twin says of itself
+# (claims_harness._claims.registry.verifier(in_floats=)).
 IN_FLOATS_NOTE = ("judged in float64 by the verifier's float twin: the implementation declines exact arithmetic, so "
                   "each number is compared within the rounding bound the verifier derived")
 
 
-# A function of a failed check that was not wrong on its own (harness._running.runner.blamed_functions).
+# A function of a failed check that was not wrong on its own (claims_harness._running.runner.blamed_functions).
 USED_BY_FAILING = "used by a failing check"
 
 

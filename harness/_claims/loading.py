@@ -3,7 +3,7 @@
 Loading never stops at the first defect. A file that is not YAML becomes one problem for that
 file; a claim that is malformed becomes one broken entry carrying its problems; every other
 claim loads normally. Nothing in a claim file is executed: files are read by
-``harness._claims.reading``, which refuses aliases (no expansion bombs), duplicate keys (no silent
+``claims_harness._claims.reading``, which refuses aliases (no expansion bombs), duplicate keys (no silent
 loss) and any value that is not plain data (text, numbers, booleans, lists, mappings): a tag that
 makes anything else (bytes, a set whose order changes between runs, a date), a tagged or non-text
 key and text that cannot be written out as UTF-8 (a lone surrogate from a "\\udfff" escape) are
@@ -23,11 +23,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness._claims.course import Course, find_course
-from harness._claims.errors import ClaimsError, Problem, did_you_mean
-from harness._claims.expect import ExpectationError
-from harness._claims.formats import visible
-from harness._claims.reading import (
+from claims_harness._claims.course import Course, find_course, use_packages_of
+from claims_harness._claims.errors import ClaimsError, Problem, did_you_mean
+from claims_harness._claims.expect import ExpectationError
+from claims_harness._claims.formats import visible
+from claims_harness._claims.reading import (
     MAP_TAG,
     MAX_FLOW_DEPTH,
     SEQ_TAG,
@@ -45,10 +45,10 @@ from harness._claims.reading import (
     refuse_unsafe,
     tag_note,
 )
-from harness._claims.registry import Verifier, registered
-from harness._claims.schema import Check, Claim, ClaimFile, Mark, Note, Statement
-from harness._claims.scope import resolve_scope
-from harness._claims.sources import Source, read_sources
+from claims_harness._claims.registry import Verifier, registered
+from claims_harness._claims.schema import Check, Claim, ClaimFile, Mark, Note, Statement
+from claims_harness._claims.scope import resolve_scope
+from claims_harness._claims.sources import Source, read_sources
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
 _BYTE_ORDER_MARK = "\ufeff"
@@ -187,7 +187,7 @@ def claim_files(claims_dir: Path) -> list[Path]:
 def load_catalogue(claims_dir: Path | None = None, verifiers: bool = True) -> Catalogue:
     """Load and cross-check every claim file in ``claims_dir`` (default: the course's claims directory).
 
-    The course is the one whose tree holds ``claims_dir`` (``harness._claims.course``): its sources file,
+    The course is the one whose tree holds ``claims_dir`` (``claims_harness._claims.course``): its sources file,
     its verifier package and its steps are what the claims are checked against. Without
     ``verifiers`` the verifier package is not imported (a second, for the text's commands, which
     read only the ledger): a claim naming an unknown verifier is then not found out.
@@ -202,6 +202,7 @@ def load_catalogue(claims_dir: Path | None = None, verifiers: bool = True) -> Ca
                           f"in [tool.claims] of {course.root / 'pyproject.toml'}")
     root = course.root
     sources = read_sources(course.sources)
+    use_packages_of(course)
     known = registered(course.verifiers) if verifiers else None
     catalogue = Catalogue(root, [], [], {}, {}, {}, sources, known or {}, course=course, claims_dir=claims_dir)
     seen: dict[str, ClaimEntry] = {}
@@ -297,7 +298,7 @@ def _cross_check(
             problem(f"unknown verifier '{check.verifier}'{did_you_mean(check.verifier, verifiers)}", line,
                     check_index=index, field="verifier",
                     hint=None if did_you_mean(check.verifier, verifiers) else
-                    "register it with @harness.verifier in a module of verifiers/")
+                    "register it with @claims_harness.verifier in a module of verifiers/")
             continue
         if check.kind not in verifier.kinds:
             declared = " or ".join(f"'{kind}'" for kind in verifier.kinds)

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from harness._claims.expect import FloatLiteral
-from harness._claims.formats import visible
+from claims_harness._claims.expect import FloatLiteral
+from claims_harness._claims.formats import visible
 
 MAX_FILE_BYTES = 1 << 20
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from harness._claims.course import find_course
-from harness._claims.errors import RegistryError, did_you_mean
-from harness._claims.schema import KINDS
+from claims_harness._claims.course import find_course, use_packages_of
+from claims_harness._claims.errors import RegistryError, did_you_mean
+from claims_harness._claims.schema import KINDS
 
 
 class NoParams(BaseModel):
@@ -50,7 +50,7 @@ def verifier(
 
     Args:
       name: the stable dotted name claim files use, ``module.what_it_checks``.
-      kind: the kind of check its computation is (``harness._claims.schema.KINDS``: 'symbolic' for a
+      kind: the kind of check its computation is (``claims_harness._claims.schema.KINDS``: 'symbolic' for a
         sympy proof, 'experiment' for training runs, ...); a check of another kind that names it
         is refused when claims load, so a proof is never counted as an experiment. An exact
         computation that also serves as a counterexample's witness names both kinds.
@@ -59,7 +59,7 @@ def verifier(
       params: a pydantic model of the verifier's parameters, validated when claims load.
       in_floats: the verifier's float twin, for a verifier that hands the implementation fractions: the same
         observations computed from the implementation's float64 answers, each number a
-        :class:`~harness._claims.expect.Rounded` with its derived rounding bound (or exact where float64 holds it
+        :class:`~claims_harness._claims.expect.Rounded` with its derived rounding bound (or exact where float64 holds it
         exactly). It runs, in place of the verifier, when the implementation declines exact arithmetic (PyTorch,
         JAX, ``__claims_exact_arithmetic__ = False``), so that such code is judged on the same statement.
 
@@ -94,7 +94,9 @@ def _identity(function: Callable[..., Any]) -> tuple[str, str, int]:
 def registered(package: str | None = None) -> Mapping[str, Verifier]:
     """Every registered verifier, after importing ``package`` (default: the verifier package of the course here)."""
     if package is None:
-        package = find_course().verifiers
+        course = find_course()
+        use_packages_of(course)
+        package = course.verifiers
     importlib.import_module(package)
     return _REGISTRY
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from harness._claims.expect import OPERATORS, Expectation, parse_expectation
+from claims_harness._claims.expect import OPERATORS, Expectation, parse_expectation
 
 Kind = Literal["symbolic", "exact", "montecarlo", "property", "counterexample", "experiment"]
 KINDS: tuple[str, ...] = Kind.__args__

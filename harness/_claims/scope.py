@@ -8,7 +8,7 @@ examples come from: one that draws only undiscounted MDPs cannot see a sentence 
 each with its *values*: a value is a condition on a number (``{exact = 1}``, ``{less_than = 1}``,
 ``{at_least = 3}``) or a name a verifier reports as it is (``stochastic``). A statement of the
 ledger says which values of which dimensions it speaks for (``scope:``); a verifier reports, for
-every witness and drawn example, the values it actually used (``harness.reach``); the report
+every witness and drawn example, the values it actually used (``claims_harness.reach``); the report
 compares the two for each statement, and what no check reached is shown, and makes the statement
 weak, unless the statement says why no check can reach it (``unreached:``).
 
@@ -29,7 +29,7 @@ from fractions import Fraction
 from numbers import Real
 from typing import Any
 
-from harness._claims.errors import ClaimsError, did_you_mean
+from claims_harness._claims.errors import ClaimsError, did_you_mean
 
 # The conditions a value of a dimension may state, as ``expect`` names them; the symbol each prints as.
 CONDITIONS = {"exact": "=", "less_than": "<", "greater_than": ">", "at_least": "≥", "at_most": "≤"}

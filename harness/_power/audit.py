@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from harness._claims.loading import Catalogue
-from harness._running.engine import evaluate, every_part
-from harness._running.runner import RunOptions
+from claims_harness._claims.loading import Catalogue
+from claims_harness._running.engine import evaluate, every_part
+from claims_harness._running.runner import RunOptions
 
 CONFIDENCE = 0.95
 

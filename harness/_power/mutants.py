@@ -7,7 +7,7 @@ person and kept in the reviewed file, ``[tool.claims] mutants_reviewed``) or a *
 mutmut (3.8) makes the mutants: its operators, and its trampolines, which put every mutant of a
 function into the module next to the original and pick one by name at call time. Its runner is not
 used, for two reasons. It learns which tests reach a function by recording calls in the process that
-runs the test, but every check runs in a worker forked for that check (``harness._running.isolation``),
+runs the test, but every check runs in a worker forked for that check (``claims_harness._running.isolation``),
 where those records are lost; and it starts a pytest session per mutant, which here collects and
 validates every claim file again. So this module drives the run itself:
 
@@ -47,14 +47,14 @@ from typing import Any
 
 import yaml
 
-from harness._claims.course import Course, write_atomically
-from harness._claims.errors import ClaimsError
-from harness._claims.loading import Catalogue
-from harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
-from harness._running.cache import cache_key
-from harness._running.engine import Part, evaluate, every_part
-from harness._running.isolation import TIMED_OUT, Ended, run_each_isolated
-from harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
+from claims_harness._claims.course import Course, write_atomically
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.loading import Catalogue
+from claims_harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
+from claims_harness._running.cache import cache_key
+from claims_harness._running.engine import Part, evaluate, every_part
+from claims_harness._running.isolation import TIMED_OUT, Ended, run_each_isolated
+from claims_harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
 PACKAGE_SUFFIX = "_mutants"

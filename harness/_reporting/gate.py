@@ -35,12 +35,12 @@ from typing import Any
 
 from jinja2 import UndefinedError
 
-from harness._claims.formats import is_interval, visible
-from harness._reporting.html import HTML_FILE, render_html
-from harness._reporting.markdown import render_markdown
-from harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, git
-from harness._text.drift import CLEAN
-from harness._text.summary import problems as text_problems
+from claims_harness._claims.formats import is_interval, visible
+from claims_harness._reporting.html import HTML_FILE, render_html
+from claims_harness._reporting.markdown import render_markdown
+from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, git
+from claims_harness._text.drift import CLEAN
+from claims_harness._text.summary import problems as text_problems
 
 # What the run was asked to do; the rest of ``run`` (id, started, seconds, revision, versions, completeness)
 # says where and when it ran, or is judged on its own (an incomplete run never passes).
@@ -160,7 +160,7 @@ class GateFindings:
 
     ``reports``: the committed reports differ from the fresh ones in what the claims and the run state;
     ``text_state``: they differ only in the course text's state (its documents, each statement's place and
-    status); ``drift``: the text is not clean (``harness._text.summary.problems``), whatever the reports say;
+    status); ``drift``: the text is not clean (``claims_harness._text.summary.problems``), whatever the reports say;
     ``survivors``: survivors of the sharpness check with no reason in their claim file.
     """
 

@@ -2,7 +2,7 @@
 
 Jinja escapes every value the template prints; what is not escaped is markup the harness made
 itself (MathML it checked element by element, the SVG figures the run saved). Control characters
-in a value are shown as escapes (:func:`harness._claims.formats.visible`), as in the terminal.
+in a value are shown as escapes (:func:`claims_harness._claims.formats.visible`), as in the terminal.
 
 Rendering is linear in the size of the report: the template is compiled once per process, claims
 are grouped by their step before the template runs, and a formula or a figure that appears many
@@ -20,7 +20,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from markupsafe import Markup, escape
 
-from harness._claims.formats import (
+from claims_harness._claims.course import ENGINE
+from claims_harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
     IN_FLOATS_NOTE,
@@ -39,7 +40,7 @@ from harness._claims.formats import (
     sharpness_line,
     visible,
 )
-from harness._claims.scope import describe_scope
+from claims_harness._claims.scope import describe_scope
 
 HTML_FILE = "claims_report.html"
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"
@@ -111,7 +112,7 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
 
 @functools.cache
 def _template() -> Template:
-    environment = Environment(loader=PackageLoader("harness"), autoescape=select_autoescape(default=True),
+    environment = Environment(loader=PackageLoader(ENGINE), autoescape=select_autoescape(default=True),
                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     environment.filters["value"] = format_observed
     environment.filters["plain"] = lambda text: text.replace("*", "")

@@ -20,7 +20,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from harness._claims.formats import (
+from claims_harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
     IN_FLOATS_NOTE,
@@ -39,7 +39,7 @@ from harness._claims.formats import (
     sharpness_line,
     visible,
 )
-from harness._claims.scope import describe_scope
+from claims_harness._claims.scope import describe_scope
 
 CHOSEN_MARK = "\u2020"
 CHOSEN_LEGEND = (f"{CHOSEN_MARK} marks an expected value the harness chose (a witness, a threshold, a corrected "

@@ -21,9 +21,9 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from harness._claims.course import RESULTS_FILE, Course, configures_course, find_course, load_course
-from harness._claims.errors import ClaimsError
-from harness._claims.formats import (
+from claims_harness._claims.course import ENGINE, RESULTS_FILE, Course, configures_course, find_course, load_course
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.formats import (
     NOT_JUDGED,
     NOT_JUDGED_REASONS,
     PARTIAL_FLAG,
@@ -32,22 +32,22 @@ from harness._claims.formats import (
     judgement_line,
     library_versions,
 )
-from harness._claims.loading import Catalogue, ClaimEntry
-from harness._claims.reading import Unreadable, read_claim_file
-from harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
-from harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
-from harness._reporting.html import HTML_FILE, render_html
-from harness._reporting.markdown import render_markdown
-from harness._reporting.text_page import PAGE_FILE, render_page
-from harness._running.cache import package_digest
-from harness._running.runner import RunOptions
-from harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
-from harness._text.summary import TextReport
+from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._claims.reading import Unreadable, read_claim_file
+from claims_harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
+from claims_harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
+from claims_harness._reporting.html import HTML_FILE, render_html
+from claims_harness._reporting.markdown import render_markdown
+from claims_harness._reporting.text_page import PAGE_FILE, render_page
+from claims_harness._running.cache import package_digest
+from claims_harness._running.runner import RunOptions
+from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
+from claims_harness._text.summary import TextReport
 
 STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")
 MARKDOWN_FILE = "claims_report.md"
 
-# How the runner words a skip for the profile's sake (harness._running.runner): the start of ``skip_reason``.
+# How the runner words a skip for the profile's sake (claims_harness._running.runner): the start of ``skip_reason``.
 _SKIPPED_BY_PROFILE = "runs only in the "
 
 # What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
@@ -118,7 +118,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
 
     ``given`` are the functions an implementation with reference fallbacks takes from the reference
     (``Provenance.as_reference``): the scoreboard of functions marks them as not under test. ``text``
-    is the course text's state (``harness._text.summary``), when the course configures a text.
+    is the course text's state (``claims_harness._text.summary``), when the course configures a text.
     """
     claims: dict[tuple[str, int], dict[str, Any]] = {}
     stubs = found_stubs(payloads)
@@ -466,7 +466,7 @@ def mutation_inputs_digest(course: Course) -> str:
     sources, and the harness's own (which runs and judges every check)."""
     verifiers = course.root / course.verifiers.replace(".", "/")
     reference = course.root / course.implementation
-    digest = hashlib.sha256(package_digest("harness").encode())
+    digest = hashlib.sha256(package_digest(ENGINE).encode())
     for path in sorted([*reference.rglob("*.py"), *course.claims.rglob("*.yaml"), *verifiers.rglob("*.py")]):
         digest.update(str(path.relative_to(course.root)).encode() + b"\0")
         # Only what the loader reads: a directory, a pipe or a link to a device named *.yaml is the loader's to

@@ -26,12 +26,13 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from markupsafe import Markup
 
-from harness._claims.formats import TEXT_PAGE, block_anchor
-from harness._claims.loading import Catalogue
-from harness._claims.scope import describe_scope
-from harness._reporting.html import formula_to_mathml
-from harness._text.document import FORMULA, Block, number_spans
-from harness._text.drift import CLEAN, STATUS_DESCRIPTIONS, STATUSES, TextState
+from claims_harness._claims.course import ENGINE
+from claims_harness._claims.formats import TEXT_PAGE, block_anchor
+from claims_harness._claims.loading import Catalogue
+from claims_harness._claims.scope import describe_scope
+from claims_harness._reporting.html import formula_to_mathml
+from claims_harness._text.document import FORMULA, Block, number_spans
+from claims_harness._text.drift import CLEAN, STATUS_DESCRIPTIONS, STATUSES, TextState
 
 PAGE_FILE = TEXT_PAGE
 # The border of a block with several statements is that of the one that most needs a look (a status not listed
@@ -168,7 +169,7 @@ def _math(latex: str, display: str) -> Markup:
 
 @functools.cache
 def _template() -> Template:
-    environment = Environment(loader=PackageLoader("harness"), autoescape=select_autoescape(default=True),
+    environment = Environment(loader=PackageLoader(ENGINE), autoescape=select_autoescape(default=True),
                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     environment.filters["css"] = lambda status: status.replace(" ", "-")
     return environment.get_template("text.html.j2")

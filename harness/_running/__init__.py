@@ -3,5 +3,5 @@ observation cache, the supervised worker each verifier runs in, the implementati
 context, properties and their draws, time limits and experiments' seeds, and sharpness (the neighbours of each
 expected number, compared as the check runs).
 
-May import: ``harness._claims``, ``harness.stats`` and this package; nothing that writes a report.
+May import: ``claims_harness._claims``, ``claims_harness.stats`` and this package; nothing that writes a report.
 """

@@ -35,17 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._claims.course import write_atomically
-from harness._claims.errors import ClaimsError
-from harness._claims.formats import figure_paths, library_versions
-from harness._claims.loading import ClaimEntry
-from harness._claims.registry import Verifier
-from harness._claims.scope import Dimension
-from harness._running.implementation import reference_implementation
-from harness._running.processes import judge_records
-from harness._running.wire import NotData, decode, encode
+from claims_harness._claims.course import ENGINE, write_atomically
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.formats import figure_paths, library_versions
+from claims_harness._claims.loading import ClaimEntry
+from claims_harness._claims.registry import Verifier
+from claims_harness._claims.scope import Dimension
+from claims_harness._running.implementation import reference_implementation
+from claims_harness._running.processes import judge_records
+from claims_harness._running.wire import NotData, decode, encode
 
-_HARNESS = __name__.partition(".")[0]
 # A kept summary is this module's reading of a file: another version of this module reads it anew.
 _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode()
 
@@ -64,7 +63,7 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__, *(
             (verifier.in_floats.__name__,) if verifier.in_floats else ()))),
         "impl_source": code_digest(impl, verifier.uses, directory) if verifier.uses else None,
-        "harness_source": package_digest(_HARNESS),
+        "harness_source": package_digest(ENGINE),
         "versions": library_versions(),
         # What the examples reached is stored classified into the course's scope values: a new vocabulary, new keys.
         "scope": [repr(dimension) for dimension in scope],
@@ -74,7 +73,7 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
 
 
 class ObservationCache:
-    """Observations and the figures they name, as data (``harness._running.wire``: nothing read from here is ever
+    """Observations and the figures they name, as data (``claims_harness._running.wire``: nothing read from here is ever
     code), signed, one file per key, in a local directory; from the first
     existing cache a process opens on, the summaries of the source files its keys are made of too
     (:func:`keep_summaries_in`)."""
@@ -153,7 +152,7 @@ def checked_implementation(name: str, directory: str, check: Callable[[], Any], 
     if not cache_dir:
         return check()
     cache = ObservationCache(Path(cache_dir))
-    parts = {"impl": name, "settings": settings, "harness": package_digest(_HARNESS), "versions": library_versions(),
+    parts = {"impl": name, "settings": settings, "harness": package_digest(ENGINE), "versions": library_versions(),
              "sources": [_files_digest(each, directory) for each in (name, reference_implementation())]}
     key = "implementation-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
     found = cache.load(key, Path(tempfile.gettempdir()))
@@ -367,7 +366,7 @@ def _source_closure(name: str, directory: str | None = None) -> list[Path]:
     while pending:
         path = pending.pop()
         for imported in _summary(path)[0]:
-            if imported.partition(".")[0] == _HARNESS and own != _HARNESS:
+            if imported.partition(".")[0] == ENGINE and own != ENGINE:
                 continue  # the whole harness is a part of every key already
             for file in _module_files(imported, directory, whole_package=imported.partition(".")[0] != own) or ():
                 if file not in found:
@@ -395,7 +394,7 @@ def _module_files(name: str, directory: str | None, *, whole_package: bool) -> l
 def _local_root(top: str, directory: str | None = None) -> Path | None:
     """The directory holding the top-level module ``top`` when its source is local (not under the interpreter's
     own library directories, site-packages included), found without importing it: in ``directory`` first, then on
-    this process's import path, as the implementation's own process finds it (``harness._running.server``)."""
+    this process's import path, as the implementation's own process finds it (``claims_harness._running.server``)."""
     if top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return None
     try:

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel
 
-import harness.stats as stats
-from harness._claims.errors import ClaimsError, ImplementationError, VerifierError
+import claims_harness.stats as stats
+from claims_harness._claims.errors import ClaimsError, ImplementationError, VerifierError
 
 # The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
 # (a group of answers, a gradient per logit), so at 2**24 samples it already holds a few GiB; the
@@ -24,7 +24,7 @@ MAX_SAMPLES = 2**24
 
 
 class SeedMapper(Protocol):
-    """Where an experiment's seeds run (``harness._running.executor.SeedRunner``), as the context sees it."""
+    """Where an experiment's seeds run (``claims_harness._running.executor.SeedRunner``), as the context sees it."""
 
     def map(self, function: Callable[..., Any], seeds: Sequence[int], args: tuple[Any, ...]) -> list[Any]: ...
 
@@ -32,7 +32,7 @@ class SeedMapper(Protocol):
 class ImplementationView:
     """The implementation under test, narrowed to the functions a verifier declared in ``uses``.
 
-    ``module`` is the implementation in its own process (:class:`~harness._running.remote.RemoteImplementation`):
+    ``module`` is the implementation in its own process (:class:`~claims_harness._running.remote.RemoteImplementation`):
     every call crosses there as data and its result comes back as data, so the verifier computes where the
     implementation was never imported. Declaring what is used lets the harness report which implementation
     functions each claim exercised, and tell a student which function their module lacks before anything runs.
@@ -62,7 +62,7 @@ class ImplementationView:
         return [name for name, found in self._described().items() if not found["exists"]]
 
     def unimplemented(self) -> list[str]:
-        """The declared functions that are still stubs (``harness._running.implementation.is_stub``)."""
+        """The declared functions that are still stubs (``claims_harness._running.implementation.is_stub``)."""
         return [name for name, found in self._described().items() if found["exists"] and found["stub"]]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -88,7 +88,7 @@ class ImplementationView:
         position.
 
         For a PyTorch function, by autograd on its own graph, with ``held`` handed in requiring grad and ``tied``
-        handed in as the very tensor ``args[wrt]`` (``harness._running.frameworks.torch_gradient``). For NumPy
+        handed in as the very tensor ``args[wrt]`` (``claims_harness._running.frameworks.torch_gradient``). For NumPy
         code, by central differences with ``step`` (the verifier's bound says which); ``tied`` arguments keep their
         values, as constants do. Only arrays cross: the gradient and what leaked.
         """
@@ -150,7 +150,7 @@ class CallRecord:
 
 @contextlib.contextmanager
 def record_calls(view: ImplementationView, limit: int) -> Iterator[CallRecord]:
-    """Record the calls made through ``view`` inside the block (``harness._running.property.check_property``).
+    """Record the calls made through ``view`` inside the block (``claims_harness._running.property.check_property``).
 
     Outside such a block the view hands out the implementation's functions themselves, so the
     checks that are not properties pay nothing.
@@ -238,7 +238,7 @@ class Context:
     def map_seeds(self, function: Callable[..., Any], seeds: Sequence[int], *args: Any) -> list[Any]:
         """``[function(run, *args) for each seed]``, the seeds run as independent tasks, maybe in parallel.
 
-        ``run`` is a :class:`harness.SeedRun`: ``run.impl`` (the implementation, imported where the
+        ``run`` is a :class:`claims_harness.SeedRun`: ``run.impl`` (the implementation, imported where the
         seed runs), ``run.seed``, and ``run.call_reporting(loop, ...)``, which passes a training
         loop a ``progress`` callback if it takes one. Tasks go to a local process pool or to
         Dask workers, so ``function`` must be defined at the top level of an importable module

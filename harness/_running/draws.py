@@ -4,12 +4,12 @@ Hypothesis spends one to fifty milliseconds an example on its engine (the choice
 strategies' validation, the bookkeeping its shrinker needs), far more than most properties of the
 course spend on the implementation. A passing property needs no shrinker, so the harness draws
 its examples here instead, in microseconds, and hands the strategies to Hypothesis only once a
-drawn example has failed, to shrink it (``harness._running.property``). This is written by hand
+drawn example has failed, to shrink it (``claims_harness._running.property``). This is written by hand
 because no library draws from a Hypothesis strategy without its engine (``strategy.example()`` runs
 the engine and warns that it is not for tests), and Hypothesis' public API exposes no description of
 a strategy (its bounds, elements, sizes and functions) that a drawer could read.
 
-So the properties' strategies are the harness's own descriptions (:mod:`harness.strategies`, whose
+So the properties' strategies are the harness's own descriptions (:mod:`claims_harness.strategies`, whose
 functions mirror Hypothesis'), and this module reads their attributes: nothing of Hypothesis. A
 Hypothesis strategy inside one raises :class:`CannotDraw`, and the property then runs under
 Hypothesis as a whole, as slowly as before but as correctly. ``tests/test_draws.py`` checks that
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.strategies import (
+from claims_harness.strategies import (
     Arrays,
     Booleans,
     Builds,
@@ -70,7 +70,7 @@ def draw(strategy: SearchStrategy[Any], rng: np.random.Generator) -> Any:
 
     Raises:
       CannotDraw: the strategy, or one inside it, is Hypothesis' rather than a description of
-        :mod:`harness.strategies`, or a function inside it raised a TypeError or ValueError (Hypothesis'
+        :mod:`claims_harness.strategies`, or a function inside it raised a TypeError or ValueError (Hypothesis'
         engine then draws it, and reports any error of the function's own).
       Rejected: a filter inside it did not hold in FILTER_TRIES tries.
     """
@@ -78,7 +78,7 @@ def draw(strategy: SearchStrategy[Any], rng: np.random.Generator) -> Any:
     if drawer is None:
         if is_hypothesis_strategy(strategy):
             raise CannotDraw(f"a Hypothesis strategy, which only Hypothesis' engine draws from: {strategy!r}")
-        raise CannotDraw(f"not a strategy of harness.strategies: {strategy!r}")
+        raise CannotDraw(f"not a strategy of claims_harness.strategies: {strategy!r}")
     try:
         return drawer(strategy, rng)
     except (TypeError, ValueError) as error:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._claims.loading import Catalogue, ClaimEntry
-from harness._running.runner import (
+from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._running.runner import (
     CheckResult,
     RunOptions,
     check_names,

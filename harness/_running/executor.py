@@ -5,7 +5,7 @@ An experiment check runs one training run per seed. :meth:`SeedRunner.map` hands
 workers of a Dask distributed scheduler. A seed's task carries only names and plain data (the
 per-seed function by its module path, the implementation by its module name and the functions
 the verifier declared); where it runs, it reaches the implementation through a server of its own
-(``harness._running.remote.implementation_here``: the check's own in the check's worker, else one
+(``claims_harness._running.remote.implementation_here``: the check's own in the check's worker, else one
 of a host that process starts), so every executor computes the same numbers from the same seed.
 The executor is never part of the cache key for that reason.
 """
@@ -28,13 +28,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness._claims.course import find_course
-from harness._claims.errors import ClaimsError, VerifierError
-from harness._claims.formats import library_versions
-from harness._running.context import ImplementationView
-from harness._running.processes import in_worker
-from harness._running.progress import SeedProgress
-from harness._running.remote import implementation_here
+from claims_harness._claims.course import find_course
+from claims_harness._claims.errors import ClaimsError, VerifierError
+from claims_harness._claims.formats import library_versions
+from claims_harness._running.context import ImplementationView
+from claims_harness._running.processes import in_worker
+from claims_harness._running.progress import SeedProgress
+from claims_harness._running.remote import implementation_here
 
 
 class CheckTimeout(ClaimsError):
@@ -263,9 +263,10 @@ def _executor(scheduler: str | None, workers: int) -> Executor | None:
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
-    """In a check's worker (``harness._running.isolation``), plain forks of it. Elsewhere (``--pdb``), workers forked
-    from a server that imported the verifiers once, not from the pytest process, whose threads (xdist's, Dask's) make
-    forking it unsafe. Each reaches the implementation through a host of its own (it is never imported here).
+    """In a check's worker (``claims_harness._running.isolation``), plain forks of it. Elsewhere (``--pdb``), workers
+    forked from a server that imported the verifiers once, not from the pytest process, whose threads
+    (xdist's, Dask's) make forking it unsafe. Each reaches the implementation through a host of its own (it is
+    never imported here).
     """
     if in_worker():
         # A check's worker is a fork with one thread and everything imported: its forks start in milliseconds.

@@ -8,7 +8,7 @@ and what it returns comes back as NumPy arrays and Python numbers, so every clai
 it provides runs against it. The verifiers compute in float64; a result in a narrower float, from
 any library, NumPy's included, or on another device is an error naming the function and the dtype,
 not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor form: such a
-check reports that it needs it (:class:`~harness._claims.errors.Inexpressible`), it does not fail,
+check reports that it needs it (:class:`~claims_harness._claims.errors.Inexpressible`), it does not fail,
 and is counted as not judged. A declaration is a hint, never a way out of a check: a function said
 to be PyTorch's that answers Fractions in NumPy is judged exactly, and one said to be NumPy's that
 answers tensors for tensors is PyTorch code (:func:`computes_in_torch`). A PyTorch loss's gradient
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ImplementationError, Inexpressible, Unsupported
+from claims_harness._claims.errors import ImplementationError, Inexpressible, Unsupported
 
 ATTRIBUTE = "__claims_array_library__"
 # A NumPy module that cannot compute in Fractions (an adapter of a float library) says so with False.
@@ -214,7 +214,7 @@ def _holds_fractions(value: Any) -> bool:
 def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The call, with the harness's signals for what is not checked refused when the implementation raises them:
     a module that raised ``Unsupported`` itself would turn any check it fails into a skipped one, and one that
-    raised a rejection (``harness.assume``, ``hypothesis.assume``) every example of a property."""
+    raised a rejection (``claims_harness.assume``, ``hypothesis.assume``) every example of a property."""
     try:
         return function(*args, **kwargs)
     except (Unsupported, Inexpressible) as error:
@@ -234,7 +234,7 @@ def _is_rejection(error: Exception) -> bool:
     """Whether ``error`` is the harness's or Hypothesis' rejection of an example (Hypothesis' only where it is
     imported: the harness does not load it for a property that holds, and code that did not import it cannot
     raise it)."""
-    from harness._running.draws import Rejected
+    from claims_harness._running.draws import Rejected
 
     errors = sys.modules.get("hypothesis.errors")
     return isinstance(error, Rejected) or errors is not None and isinstance(error, errors.UnsatisfiedAssumption)

@@ -1,7 +1,7 @@
 """The implementation under test, checked once before any claim runs: it imports, and it is what gets tested.
 
 ``pytest claims/`` (at session start) and ``claims verify`` (before it writes anything) both call
-``harness._running.remote.check_implementation``, which asks the implementation's own process for
+``claims_harness._running.remote.check_implementation``, which asks the implementation's own process for
 its :func:`provenance`. An implementation that cannot be imported is one error naming the module
 and why. For any implementation other than the reference, every contract function it offers
 (a function some verifier declares in ``uses=``) must be defined in its own package: a function
@@ -24,10 +24,10 @@ from functools import cache, partial
 from types import CodeType, ModuleType
 from typing import Any
 
-from harness._claims.course import find_course
-from harness._claims.errors import ImplementationError, UnimportableImplementation
-from harness._claims.formats import FALLBACK_ATTRIBUTE
-from harness._running.frameworks import INSTALL_HINT
+from claims_harness._claims.course import find_course
+from claims_harness._claims.errors import ImplementationError, UnimportableImplementation
+from claims_harness._claims.formats import FALLBACK_ATTRIBUTE
+from claims_harness._running.frameworks import INSTALL_HINT
 
 
 def import_implementation(name: str) -> ModuleType:
@@ -102,7 +102,7 @@ def raised_in(error: BaseException, module: str) -> str | None:
 
 def contract_functions() -> tuple[str, ...]:
     """Every function of an implementation that some registered verifier declares in ``uses=``."""
-    from harness._claims.registry import registered
+    from claims_harness._claims.registry import registered
 
     return tuple(dict.fromkeys(name for verifier in registered().values() for name in verifier.uses))
 

@@ -7,14 +7,14 @@ function of NumPy or of the harness) stays in the process that imported it. None
 more than the check's own row, or reach a verdict. So the judging process never imports the
 implementation, and no verifier runs where it was imported: every check's verifier runs in a worker
 forked from the judge, and a check that calls the implementation gets, from the implementation's
-host (``harness._running.remote``), a server process that answers its calls as data; the worker
+host (``claims_harness._running.remote``), a server process that answers its calls as data; the worker
 holds the one end of that connection. Each worker is in a process group of its own (so a kill
 reaches the seed pools it starts, and a terminal's Ctrl-C reaches only the supervisor), with an
 address-space limit, and dies with its parent. The supervisor waits for the answer with a hard
 limit of its own, from outside: past it, the group is killed and the check is an ``error`` saying
 why; a worker that dies is an ``error`` naming the exit status or signal; the server is ended with
 the worker, and whatever it started with it. The next check gets a new worker and a new server.
-The answer is data (``harness._running.wire``). No library does this for one call with a result
+The answer is data (``claims_harness._running.wire``). No library does this for one call with a result
 (``concurrent.futures`` cannot kill a hung task, a broken pool takes every pending task with it, and
 multiprocessing's forkserver would import the claims and verifiers anew in its server), hence this
 module.
@@ -31,8 +31,8 @@ from functools import partial
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from harness._claims.errors import ClaimsError
-from harness._running.processes import (
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._running.processes import (
     Answer,
     CheckCrashed,
     Process,
@@ -42,7 +42,7 @@ from harness._running.processes import (
     quiet_stdio,
     serve,
 )
-from harness._running.wire import NotData
+from claims_harness._running.wire import NotData
 
 # What starts a check's server, given the descriptor its output goes to: the worker's end of the connection, and
 # what ends the server and says how it had ended, when that was on its own ('' else); it is told whether the worker

@@ -3,9 +3,9 @@
 A worker starts apart from the process that forked it (:func:`start_apart`: a process group of its own,
 killed with its parent, its output to a file of the supervisor's, none of the judge's descriptors), runs
 one call (:func:`serve`) under an address-space limit, and sends back an :class:`Answer` as data
-(``harness._running.wire``).
-The supervisor (``harness._running.isolation``) forks workers; the implementation's host
-(``harness._running.server``) starts apart the same way.
+(``claims_harness._running.wire``).
+The supervisor (``claims_harness._running.isolation``) forks workers; the implementation's host
+(``claims_harness._running.server``) starts apart the same way.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from harness._claims.errors import ClaimsError
-from harness._running.wire import NotData, decode, encode
+from claims_harness._claims.course import ENGINE
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._running.wire import NotData, decode, encode
 
 # The worker's address space: half the machine's memory, so that a runaway allocation fails in the
 # worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
@@ -54,7 +55,7 @@ class Answer:
         if self.raised is None:
             return None
         module, name, args, attributes = self.raised
-        kind = getattr(importlib.import_module(module), name, None) if module.startswith("harness.") else None
+        kind = getattr(importlib.import_module(module), name, None) if module.startswith(f"{ENGINE}.") else None
         if not (isinstance(kind, type) and issubclass(kind, ClaimsError)):
             return ClaimsError(f"the check raised {module}.{name}{args!r}")
         error = kind.__new__(kind)
@@ -63,7 +64,8 @@ class Answer:
         return error
 
     def encoded(self) -> bytes:
-        """The answer as a message of data (``harness._running.wire``); one saying why, if it holds what is not data."""
+        """The answer as a message of data (``claims_harness._running.wire``); one saying why, if it holds what is not
+        data."""
         try:
             return encode((self.value, self.error, self.raised), records=judge_records().values())
         except NotData as error:
@@ -92,9 +94,9 @@ def _is_raised(raised: Any) -> bool:
 
 def judge_records() -> dict[str, type]:
     """The harness's own frozen dataclasses a worker's answer or the cache may hold, by the name they cross under."""
-    from harness._claims.expect import Declined, Rounded
-    from harness._running.implementation import Provenance
-    from harness.stats import MeanEstimate
+    from claims_harness._claims.expect import Declined, Rounded
+    from claims_harness._running.implementation import Provenance
+    from claims_harness.stats import MeanEstimate
 
     return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in (Declined, Provenance, MeanEstimate, Rounded)}
 

@@ -1,4 +1,5 @@
-"""Properties inside verifiers (examples drawn from harness.strategies, failures shrunk by Hypothesis): seeded from
+"""Properties inside verifiers (examples drawn from claims_harness.strategies, failures shrunk by Hypothesis): seeded
+from
 the check, verdict as an observation.
 
 A failing property is reported as what a student can act on, not as Hypothesis' dump of the
@@ -21,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError, VerifierError
-from harness._claims.formats import FALSIFYING_KEY, format_falsifying
-from harness._running import reaching
-from harness._running.context import Call, CallRecord, Context, record_calls
-from harness._running.draws import CannotDraw, Rejected, draw
-from harness._running.executor import CheckTimeout
-from harness._running.processes import CheckCrashed
-from harness.strategies import SearchStrategy, as_hypothesis, is_hypothesis_strategy
+from claims_harness._claims.errors import ClaimsError, VerifierError
+from claims_harness._claims.formats import FALSIFYING_KEY, format_falsifying
+from claims_harness._running import reaching
+from claims_harness._running.context import Call, CallRecord, Context, record_calls
+from claims_harness._running.draws import CannotDraw, Rejected, draw
+from claims_harness._running.executor import CheckTimeout
+from claims_harness._running.processes import CheckCrashed
+from claims_harness.strategies import SearchStrategy, as_hypothesis, is_hypothesis_strategy
 
 EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
@@ -50,9 +51,9 @@ _ENDS_THE_CHECK = (CheckTimeout, CheckCrashed)
 def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchStrategy[Any]) -> dict[str, Any]:
     """Run ``test`` on examples drawn from ``strategies``; report whether it held.
 
-    The strategies are built with :mod:`harness.strategies` (``from harness import strategies as st``),
+    The strategies are built with :mod:`claims_harness.strategies` (``from claims_harness import strategies as st``),
     one for each argument of ``test``. The property fails when ``test`` raises ``AssertionError``. The
-    examples are drawn directly (``harness._running.draws``), far faster than Hypothesis' engine;
+    examples are drawn directly (``claims_harness._running.draws``), far faster than Hypothesis' engine;
     Hypothesis runs only to shrink a failure (the full profile, or ``--claims-shrink``), and for a
     strategy that is, or holds, one of Hypothesis' own, which only its engine draws from. Returns
     ``{"holds": bool, "examples": n}``; a claim expects ``holds: true``. A failure adds
@@ -84,7 +85,8 @@ def _check_strategies(test: Callable[..., None], strategies: Sequence[Any]) -> N
             raise VerifierError(
                 f"property {test.__name__} ({test.__module__}): check_property's strategy {position} is "
                 f"{type(strategy).__qualname__} {repr(strategy)[:200]}, not a strategy. Build it with the harness's "
-                "strategies (from harness import strategies as st; st.just(value) for a fixed value), which mirror "
+                "strategies (from claims_harness import strategies as st; st.just(value) for a fixed value), which "
+                "mirror "
                 "Hypothesis' (hypothesis.strategies and hypothesis.extra.numpy.arrays)")
 
 

@@ -2,9 +2,9 @@
 
 The judge never imports the implementation, and its verifiers never run where it was imported. Each
 judging process starts one :class:`ImplementationHost` per implementation (the host imports it, contained:
-``harness._running.sandbox``); each check that calls it gets a server of its own from the host, and the
+``claims_harness._running.sandbox``); each check that calls it gets a server of its own from the host, and the
 verifier, running in a worker forked from the judge, reaches it through a :class:`RemoteImplementation`:
-every call is a message of data (``harness._running.wire``) and so is every answer. What the
+every call is a message of data (``claims_harness._running.wire``) and so is every answer. What the
 implementation returns that is not data (an environment, a figure) stays in its process; a
 :class:`RemoteObject` stands for it here. An exception it raised is raised here as the builtin exception
 it is (or RuntimeError), with its traceback as a note, and the harness's own errors as themselves.
@@ -26,12 +26,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness._claims import errors
-from harness._claims.course import find_root, load_course
-from harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
-from harness._claims.formats import PYTEST_FLAG
-from harness._running.implementation import Provenance, contract_functions, reference_implementation
-from harness._running.processes import (
+from claims_harness._claims import errors
+from claims_harness._claims.course import find_root, load_course
+from claims_harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
+from claims_harness._claims.formats import PYTEST_FLAG
+from claims_harness._running.implementation import Provenance, contract_functions, reference_implementation
+from claims_harness._running.processes import (
     CheckCrashed,
     ForkedProcess,
     describe_exit,
@@ -39,16 +39,22 @@ from harness._running.processes import (
     open_descriptors,
     quiet_stdio,
 )
-from harness._running.sandbox import Containment
-from harness._running.server import BUILTIN_ERRORS, HARNESS_ERRORS, ImplementationServer, host_main, readonly_paths
-from harness._running.wire import IMPLEMENTATION, Handle, NotData, decode, encode
+from claims_harness._running.sandbox import Containment
+from claims_harness._running.server import (
+    BUILTIN_ERRORS,
+    HARNESS_ERRORS,
+    ImplementationServer,
+    host_main,
+    readonly_paths,
+)
+from claims_harness._running.wire import IMPLEMENTATION, Handle, NotData, decode, encode
 
 # How long the host may take to import the implementation, and to fork a server or end one (it does nothing else).
 IMPORT_SECONDS, REPLY_SECONDS = 120.0, 30.0
 
 
 class ImplementationHost:
-    """The implementation's host process (``harness._running.server.host_main``), from the judge's side.
+    """The implementation's host process (``claims_harness._running.server.host_main``), from the judge's side.
 
     Started from this process: it imports the implementation, contained, and then forks a server per check
     (:meth:`serve`) and ends it (:meth:`end`), killing whatever the server started. Whatever it sends is read
@@ -80,7 +86,7 @@ class ImplementationHost:
         """A server of its own for a check: the check's end of its connection, and the server's process id (in the
         host's namespace: only the host uses it). ``output`` is the descriptor its output goes to; the functions
         ``from_reference`` are served as the course's reference defines them (to tell which function of a failing
-        check is wrong on its own: ``harness._running.runner``)."""
+        check is wrong on its own: ``claims_harness._running.runner``)."""
         mine, theirs = multiprocessing.Pipe(duplex=True)
         reference = reference_implementation() if from_reference else ""
         try:
@@ -158,8 +164,8 @@ def close_hosts() -> None:
 
 def server_starter(impl: str, directory: str, from_reference: tuple[str, ...] = ()
                    ) -> Callable[[int], tuple[Connection, Callable[[], str]]]:
-    """What starts a check's server (``harness._running.isolation.StartServer``): the worker's end of the connection,
-    and what ends the server, saying how it had ended when it ended on its own (``from_reference``:
+    """What starts a check's server (``claims_harness._running.isolation.StartServer``): the worker's end of the
+    connection, and what ends the server, saying how it had ended when it ended on its own (``from_reference``:
     :meth:`ImplementationHost.serve`)."""
     def start(output: int) -> tuple[Connection, Callable[[], str]]:
         host = implementation_host(impl, directory)

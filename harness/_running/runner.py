@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.course import find_root, load_course
-from harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
-from harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
-from harness._claims.formats import (
+from claims_harness._claims.course import find_root, load_course
+from claims_harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
+from claims_harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
+from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
     FALSIFYING_KEY,
     IN_FLOATS_NOTE,
@@ -33,19 +33,19 @@ from harness._claims.formats import (
     hint,
     visible,
 )
-from harness._claims.loading import ClaimEntry
-from harness._claims.registry import Verifier
-from harness._claims.schema import Check
-from harness._claims.scope import Dimension
-from harness._running.cache import ObservationCache, cache_key
-from harness._running.context import Context, ImplementationView
-from harness._running.executor import SeedRunner, time_limit
-from harness._running.implementation import import_implementation, reference_implementation
-from harness._running.isolation import run_isolated
-from harness._running.processes import supported as isolation_supported
-from harness._running.reaching import REACHED_KEY, recording
-from harness._running.remote import connect, in_process, not_implemented_yet, server_starter
-from harness._running.sharpness import perturbations
+from claims_harness._claims.loading import ClaimEntry
+from claims_harness._claims.registry import Verifier
+from claims_harness._claims.schema import Check
+from claims_harness._claims.scope import Dimension
+from claims_harness._running.cache import ObservationCache, cache_key
+from claims_harness._running.context import Context, ImplementationView
+from claims_harness._running.executor import SeedRunner, time_limit
+from claims_harness._running.implementation import import_implementation, reference_implementation
+from claims_harness._running.isolation import run_isolated
+from claims_harness._running.processes import supported as isolation_supported
+from claims_harness._running.reaching import REACHED_KEY, recording
+from claims_harness._running.remote import connect, in_process, not_implemented_yet, server_starter
+from claims_harness._running.sharpness import perturbations
 
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 # The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).
@@ -73,7 +73,7 @@ class RunOptions:
     skipped (the run reports that error once), and those that need no implementation still run.
     ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``). ``scope`` is
     the course's scope dimensions (``[tool.claims.scope]``; by default the course of the working directory's),
-    which what a check's examples reach is recorded along (``harness.reach``); without them nothing is recorded.
+    which what a check's examples reach is recorded along (``claims_harness.reach``); without them nothing is recorded.
     ``in_process`` calls the implementation in the verifier's process (through the same messages of data), for the
     course's own mutants only (``claims mutants``: mutmut records what a check reaches in the process that calls it);
     any other implementation runs in a process of its own. ``directory`` is where the implementation is looked for
@@ -306,8 +306,8 @@ def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: Run
 def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
                         limit: float) -> dict[str, Any]:
     """The verifier's observations, computed in a supervised worker forked from this process
-    (``harness._running.isolation``), which reaches the implementation, if the verifier calls it, through a server of
-    its own in the implementation's process (``harness._running.remote``)."""
+    (``claims_harness._running.isolation``), which reaches the implementation, if the verifier calls it, through a
+    server of its own in the implementation's process (``claims_harness._running.remote``)."""
     observe = partial(_observe_plain, entry, index, verifier, options, seed, limit)
     server = server_starter(options.impl, options.directory, options.from_reference) \
         if verifier.uses and not options.in_process else None
@@ -380,7 +380,8 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         observed = {**observed, IN_FLOATS_KEY: True}
     if REACHED_KEY in observed:
         raise VerifierError(f"verifier '{verifier.name}' reports '{REACHED_KEY}', the name under which the harness "
-                            "carries what its examples reached (harness.reach); report that value under another name")
+                            "carries what its examples reached (claims_harness.reach); report that value under another "
+                            "name")
     return {**observed, REACHED_KEY: reached}
 
 

@@ -1,19 +1,19 @@
 """The implementation under test in a process of its own: it answers calls that arrive as data, with data.
 
-The judge's verifiers never share a process with the implementation (``harness._running.remote`` is
+The judge's verifiers never share a process with the implementation (``claims_harness._running.remote`` is
 their side). The implementation's process is a *host* (:func:`host_main`): forked from the judge,
-contained (``harness._running.sandbox``: a PID and a mount namespace where the machine allows it,
+contained (``claims_harness._running.sandbox``: a PID and a mount namespace where the machine allows it,
 the project read-only, no capabilities), it imports the implementation once and forks, for each
 check that calls it, a *server* that answers that check's calls (:class:`ImplementationServer`)
 until the check ends, when the host kills it and whatever it started. Requests and answers are
-messages of ``harness._running.wire``: a call names a function and carries its arguments as data;
+messages of ``claims_harness._running.wire``: a call names a function and carries its arguments as data;
 the answer is the result as data (an object that is not data, an environment say, stays here and a
-:class:`~harness._running.wire.Handle` to it crosses), or the exception as its type's name, message
+:class:`~claims_harness._running.wire.Handle` to it crosses), or the exception as its type's name, message
 and traceback text.
 
 What the contract asks of a result is checked here, where the function ran: an argument changed
 in place, a result that only pretends to be data, a float narrower than float64, a keyword the
-function does not take, the framework it is written in (``harness._running.frameworks``).
+function does not take, the framework it is written in (``claims_harness._running.frameworks``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError, ImplementationError, Unsupported
-from harness._running import sandbox
-from harness._running.frameworks import call_implementation, computes_in_torch, torch_gradient
-from harness._running.implementation import import_implementation, is_stub, provenance, raised_in
-from harness._running.processes import leave_the_judge, limit_memory, redirect_output
-from harness._running.wire import Handle, NotData, Record, decode, encode
+from claims_harness._claims.course import ENGINE
+from claims_harness._claims.errors import ClaimsError, ImplementationError, Unsupported
+from claims_harness._running import sandbox
+from claims_harness._running.frameworks import call_implementation, computes_in_torch, torch_gradient
+from claims_harness._running.implementation import import_implementation, is_stub, provenance, raised_in
+from claims_harness._running.processes import leave_the_judge, limit_memory, redirect_output
+from claims_harness._running.wire import Handle, NotData, Record, decode, encode
 
 # What a check may ask of its server (``ImplementationServer``'s methods of these names, with a leading underscore).
 REQUESTS = frozenset({"describe", "call", "attribute", "assign", "gradient", "figure", "drawing", "provenance"})
@@ -387,8 +388,8 @@ class ImplementationServer:
         return found
 
     def _provenance(self, functions: list[str], reference: str) -> dict[str, Any]:
-        """Where each of ``functions`` the implementation offers is defined (``harness._running.implementation``), as
-        the fields of its :class:`Provenance`."""
+        """Where each of ``functions`` the implementation offers is defined
+        (``claims_harness._running.implementation``), as the fields of its :class:`Provenance`."""
         try:
             imported = import_implementation(reference) if reference != self.module.__name__ else self.module
         except ClaimsError:  # without the reference, only the modules' names can tell
@@ -507,7 +508,7 @@ def describe_error(error: BaseException, implementation: str) -> dict[str, Any]:
     kind = type(error)
     builtin = next((base.__name__ for base in kind.__mro__ if base.__name__ in BUILTIN_ERRORS
                     and getattr(builtins, base.__name__) is base), "RuntimeError")
-    harness = kind.__name__ if kind.__module__.startswith("harness.") and kind.__name__ in HARNESS_ERRORS else None
+    harness = kind.__name__ if kind.__module__.startswith(f"{ENGINE}.") and kind.__name__ in HARNESS_ERRORS else None
     attributes = {key: value for key, value in vars(error).items() if isinstance(value, str | int | float | bool)} \
         if harness else {}
     return {"type": f"{kind.__module__}.{kind.__qualname__}", "builtin": builtin, "harness": harness,

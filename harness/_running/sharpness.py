@@ -27,7 +27,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from harness._claims.expect import INEQUALITIES, Condition, Expectation, as_list, compare_condition
+from claims_harness._claims.expect import INEQUALITIES, Condition, Expectation, as_list, compare_condition
 
 KILLED, SURVIVED, EXPLAINED = "killed", "survived", "explained"
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness._claims.errors import ClaimsError
+from claims_harness._claims.errors import ClaimsError
 
 # NumPy's bit generators, whose state a generator crosses as.
 GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")

@@ -8,7 +8,7 @@ gone, and which blocks and numbers of the text no statement holds. The text itse
 copied into the project: what is stored is fingerprints, sketches (b-bit MinHash values) and the
 numbers and formulas a statement holds, which are facts.
 
-May import: ``harness._claims`` and this package (never the runner, the reports, the plugin or the
+May import: ``claims_harness._claims`` and this package (never the runner, the reports, the plugin or the
 implementation). Its modules, each importing only those above it:
 
 - ``document``: reading a configured text (bounded, UTF-8, no control characters), steps and
@@ -19,8 +19,8 @@ implementation). Its modules, each importing only those above it:
   the claim files, line by line, so that each shows in the diff;
 - ``summary``: the text's state as a run reports it.
 
-The annotated page (``claims_text.html``) is a report: ``harness._reporting.text_page``; the
-``claims text`` subcommands are ``harness._authoring.text``.
+The annotated page (``claims_text.html``) is a report: ``claims_harness._reporting.text_page``; the
+``claims text`` subcommands are ``claims_harness._authoring.text``.
 
 The format of anchors and the rules of review are in ``docs/text.md``.
 """

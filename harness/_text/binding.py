@@ -11,7 +11,7 @@ cross-reference, the threshold of a definition) says why in the statement's ``no
 So a changed number of the text is caught twice: the block's drift makes the statement
 ``changed``, and the new number, once held, is bound to nothing until the claim expects it; ``claims
 text review`` stamps it only when it is bound and the checks that compare it ran after the change
-and passed (``harness._authoring.text``).
+and passed (``claims_harness._authoring.text``).
 
 Formulas a statement holds are bound to its covering claims as a whole: no single expected value
 states a formula. Written by hand, not taken from a library: what is needed is the few lines that
@@ -28,9 +28,9 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from harness._claims.expect import Expectation
-from harness._claims.loading import Catalogue, ClaimEntry
-from harness._text.stamps import parse_hold
+from claims_harness._claims.expect import Expectation
+from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._text.stamps import parse_hold
 
 _MINUS = "-−–"  # hyphen-minus, the minus sign, and the dash some texts print for it
 _SUPERSCRIPTS = {character: str(digit) for digit, character in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")}

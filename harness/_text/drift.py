@@ -31,11 +31,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness._claims.errors import ClaimsError
-from harness._claims.loading import Catalogue
-from harness._claims.schema import Anchor
-from harness._text.document import FORMULA, NORMALISATION, SKETCH, Block, Document, similarity
-from harness._text.stamps import is_reviewed, parse_hold
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.loading import Catalogue
+from claims_harness._claims.schema import Anchor
+from claims_harness._text.document import FORMULA, NORMALISATION, SKETCH, Block, Document, similarity
+from claims_harness._text.stamps import is_reviewed, parse_hold
 
 STATUSES = ("unchanged", "moved", "relocated", "reworded", "changed", "ambiguous", "orphaned", "unreviewed")
 STATUS_DESCRIPTIONS = {
@@ -102,7 +102,7 @@ class TextState:
     unheld: list[tuple[Block, str, int]]
     steps_not_in_text: list[str]
     items: dict[str, dict[str, int]] = field(default_factory=dict)  # numbers / formulas: total, held, marked, unheld
-    unbound: list[str] = field(default_factory=list)  # held numbers no check states (harness._text.binding)
+    unbound: list[str] = field(default_factory=list)  # held numbers no check states (claims_harness._text.binding)
 
     @property
     def clean(self) -> bool:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from harness._claims.course import write_atomically
-from harness._claims.errors import ClaimsError
-from harness._claims.schema import Anchor, Mark, Statement
+from claims_harness._claims.course import write_atomically
+from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.schema import Anchor, Mark, Statement
 
 STAMP = "r1"
 # libyaml when PyYAML has it: these edits parse the whole file twice (to find the lines, then to check the result).

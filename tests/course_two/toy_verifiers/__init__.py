@@ -2,8 +2,8 @@
 
 from fractions import Fraction
 
-from harness import Context, NoParams, check_property, reach, verifier
-from harness import strategies as st
+from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import strategies as st
 
 
 class Terms(NoParams):
