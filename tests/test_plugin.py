@@ -779,3 +779,16 @@ def test_outside_a_course_pytest_runs_as_without_the_package(tmp_path):
     refused = pytest_in_foreign("--claims-impl", "student_rl")
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout + refused.stderr
     assert "--claims-impl: " in refused.stderr and "is not inside a course" in refused.stderr
+
+
+def test_the_package_installs_no_generic_import_name(tmp_path):
+    """Installed, the package adds one import name, the engine's, which no other project takes: a foreign project's
+    own ``harness``, ``impl``, ``verifiers`` or ``zoo`` is its own (the course's packages are imported from the course
+    root, not installed)."""
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    code = ("import importlib.util\n"
+            "print(sorted(name for name in ('claims_harness', 'harness', 'impl', 'verifiers', 'zoo', 'examples') "
+            "if importlib.util.find_spec(name) is not None))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environment, capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.split() == ["['claims_harness']"]
