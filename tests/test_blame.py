@@ -124,3 +124,52 @@ def test_a_sample_outside_the_support_is_the_implementations_fault_when_the_chec
     assert "fix the support or the sampler" not in str(raised.value)
     with pytest.raises(SupportViolation, match="fix the support or the sampler"):
         _context(()).mean_estimate([0.5, 3.0], (0.0, 1.0))
+
+
+def _payload(claim_id: str, kind: str, uses: list[str], blamed: list[str], status: str = "failed") -> dict:
+    return {"claim": {"id": claim_id}, "check": {"kind": kind, "status": status, "uses": uses, "blamed": blamed}}
+
+
+def test_a_failed_experiment_blames_what_the_runs_other_checks_blamed_in_its_headline_and_the_scoreboard():
+    """An experiment is not run again per function: of its functions, it blames those another failed check of the run
+    found wrong on their own, in the report's headline (culprits) as in the scoreboard; all of them when none was."""
+    from claims_harness._claims.formats import culprits
+    from claims_harness._reporting.report import _check_row, blame_experiments_as_the_run
+
+    payloads = [_payload("identity", "property", ["rloo", "centred"], ["rloo"]),
+                _payload("training", "experiment", ["rloo", "centred", "loss"], [])]
+    rows = [_check_row(payload["check"]) for payload in payloads]
+    blame_experiments_as_the_run(rows)
+    assert culprits(rows[1]) == ["rloo"]
+    board = {row["function"]: row for row in function_scoreboard(payloads)}
+    assert (board["rloo"]["failed"], board["centred"][USED_BY_FAILING], board["loss"][USED_BY_FAILING]) == (2, 2, 1)
+
+    alone = [_check_row(_payload("training", "experiment", ["rloo", "loss"], [])["check"])]
+    blame_experiments_as_the_run(alone)
+    assert culprits(alone[0]) == ["rloo", "loss"]
+
+
+# Only action_values is wrong, and in a way the verifier trips on rather than compares (a third column of Q): the
+# error names no function, so each is run alone to find the one with which the check still goes wrong.
+WRONG_SHAPE = """
+import numpy as np
+from impl import *  # noqa: F403
+from impl import tabular as _reference
+
+__claims_reference_fallback__ = True
+
+
+def action_values(P, R, V, gamma):
+    Q = _reference.action_values(P, R, V, gamma)
+    return np.concatenate([Q, Q[:, :1]], axis=1)
+"""
+
+
+def test_an_error_that_names_no_function_is_blamed_on_the_function_it_follows(tmp_path):
+    (tmp_path / "student_module.py").write_text(WRONG_SHAPE, encoding="utf-8")
+    payload = _run(tmp_path, "student_module", "value-iteration-two-states", "tabular.value_iteration_two_states")
+    assert payload["check"]["status"] == "error", payload["check"]
+    assert payload["check"]["error_in"] == ["action_values"], payload["check"]
+    rows = {row["function"]: row for row in function_scoreboard([payload])}
+    assert rows["action_values"]["failed"] == 1
+    assert rows["value_iteration"]["failed"] == rows["greedy_policy"]["failed"] == 0

@@ -29,6 +29,7 @@ from claims_harness._claims.formats import (
     PARTIAL_FLAG,
     UNCOVERED,
     USED_BY_FAILING,
+    culprits,
     judgement_line,
     library_versions,
 )
@@ -138,6 +139,7 @@ def build_results(payloads: list[dict[str, Any]], lessons: list[dict[str, Any]],
             row["problems"].extend(payload["problems"])
         if "check" in payload:
             row["checks"].append(_check_row(payload["check"], stubs))
+    blame_experiments_as_the_run([check for row in claims.values() for check in row["checks"]])
     for row in claims.values():
         row["status"] = _claim_status(row)
     rows = list(claims.values())
@@ -419,14 +421,9 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
     stubs = found_stubs(payloads)
     checks = [(payload, _check_row(payload["check"], stubs)) for payload in payloads
               if payload.get("check") is not None]
-    blamed_by_others = {function for _, check in checks if check["status"] == "failed" and check["kind"] != "experiment"
-                        for function in check["blamed"] or check["uses"] or []}
+    blame_experiments_as_the_run([check for _, check in checks])
     for payload, check in checks:
-        blamed = check["error_in"]
-        if check["status"] == "failed":
-            blamed = check["blamed"] or check["uses"] or []
-            if check["kind"] == "experiment":
-                blamed = [function for function in blamed if function in blamed_by_others] or blamed
+        blamed = culprits(check) if check["status"] in ("failed", "error") else []
         for function in check["uses"] or []:
             status = check["status"]
             if status == NOT_JUDGED:
@@ -447,6 +444,19 @@ def function_scoreboard(payloads: list[dict[str, Any]], given: Sequence[str] = (
                                               if _claim_status_for_function(statuses) == "failed")})
     # The function with the most failing claims, the likeliest culprit, comes first.
     return sorted(rows, key=lambda row: (row["given"], not row["implemented"], -row["failed"]))
+
+
+def blame_experiments_as_the_run(checks: list[dict[str, Any]]) -> None:
+    """Blame each failed experiment (check rows of one run) for those of its functions that a failed check of another
+    kind blamed, if any: an experiment is not run again per function (its seeds cost too much), so what the run's
+    other checks found wrong on its own is the likeliest culprit. The headline (:func:`culprits`) and the scoreboard
+    then name the same functions."""
+    blamed_by_others = {function for check in checks if check["status"] == "failed" and check["kind"] != "experiment"
+                        for function in culprits(check)}
+    for check in checks:
+        if check["status"] == "failed" and check["kind"] == "experiment":
+            check["blamed"] = [function for function in culprits(check) if function in blamed_by_others] \
+                or check["blamed"]
 
 
 def _claim_status_for_function(statuses: list[str]) -> str:

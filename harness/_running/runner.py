@@ -39,7 +39,7 @@ from claims_harness._claims.schema import Check
 from claims_harness._claims.scope import Dimension
 from claims_harness._running.cache import ObservationCache, cache_key
 from claims_harness._running.context import Context, ImplementationView
-from claims_harness._running.executor import SeedRunner, time_limit
+from claims_harness._running.executor import CheckTimeout, SeedRunner, time_limit
 from claims_harness._running.implementation import import_implementation, reference_implementation
 from claims_harness._running.isolation import run_isolated
 from claims_harness._running.processes import supported as isolation_supported
@@ -265,18 +265,23 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
         blamed = getattr(error, "function", None)
         result.error_in = [blamed] if isinstance(blamed, str) and blamed in verifier.uses else []
+        if not result.error_in and not isinstance(error, CheckTimeout | VerifierError):
+            # An error that names no function (a wrong shape the verifier trips on): those with which the check
+            # still goes wrong when run alone, if fewer than all (a time limit is not waited out once per function).
+            alone = blamed_functions(entry, index, verifier, options, reuse_only=reuse_only)
+            result.error_in = alone if len(alone) < len(set(verifier.uses)) else []
     result.seconds = round(time.perf_counter() - started, 4)
     return result
 
 
 def blamed_functions(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, *,
                      reuse_only: bool = False) -> list[str]:
-    """Which functions of a failed check are wrong on their own: each is run alone, the check's other functions served
-    as the reference defines them, and is blamed when the check still fails. All of them when none fails alone (the
-    failure is in how they meet), and when the check is not run again: it calls one function, the run did not ask
-    (``options.blame``), is of the reference or its mutants, or it is an experiment, whose seeds cost too much to
-    run once per function
-    (the scoreboard then blames those of its functions that another check blamed, :func:`function_scoreboard`).
+    """Which functions of a failed check (or of one that erred without naming a function) are wrong on their own: each
+    is run alone, the check's other functions served as the reference defines them, and is blamed when the check
+    still does not pass. All of them when none fails alone (the failure is in how they meet), and when the check is
+    not run again: it calls one function, the run did not ask (``options.blame``), is of the reference or its
+    mutants, or it is an experiment, whose seeds cost too much to run once per function (the report then blames
+    those of its functions that another check blamed, ``report.blame_experiments_as_the_run``).
     The runs alone are cached like any check's (their key names the functions served from the reference), so a
     warm run blames as the cold one did; ``reuse_only`` asks only the cache, as :func:`reuse_check` does.
     """
