@@ -39,7 +39,7 @@ def test_the_jax_loss_module_passes_the_key_test_by_central_differences():
 
 def test_an_exact_check_of_jax_code_is_judged_by_its_float_twin():
     result = _run(EXACT_VALUE_ITERATION, "examples.jax_rl")
-    assert (result.status, result.in_floats) == ("passed", True), (result.status, result.error, result.skip_reason)
+    assert (result.status, result.in_floats) == ("passed", "twin"), (result.status, result.error, result.skip_reason)
 
 
 def test_jax_in_float32_is_told_to_switch_on_64_bit_floats(module):

@@ -301,19 +301,27 @@ def test_pytest_fails_a_package_of_stubs_unless_asked_for_a_partial_verdict(toy)
             "functions not written yet") in partial.stdout
 
 
-def test_a_module_that_declines_exact_arithmetic_is_not_judged_on_its_exact_checks(toy):
+def test_a_module_that_declines_exact_arithmetic_is_judged_on_its_exact_checks_by_replay(toy):
+    """Its exact check's calls, made to the reference in fractions, are made to it again in float64
+    (claims_harness._running.replay): the check is judged, and says how."""
     impl = implementation(toy, "toy_floats", FLOATS_ONLY)
     done = run(toy, "verify", "--claims-impl", impl, "--claims-report", "floats-report")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1].startswith(
-        "claims verify: not green: judged 3 of 4 checks (3 passed); 1 not judged: 1 declines exact arithmetic; ")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("claims verify: judged 4 of 4 checks (4 passed)")
     (row,) = results(toy / "floats-report")["claims"]
-    assert row["status"] == NOT_JUDGED
-    declined = row["checks"][3]
-    assert (declined["status"], declined["not_judged"]) == (NOT_JUDGED, "exact arithmetic")
-    assert declined["skip_reason"].startswith("needs exact arithmetic")
+    replayed = row["checks"][3]
+    assert (replayed["status"], replayed["in_floats"]) == ("passed", "replay")
+    assert [c["observed"] for c in replayed["comparisons"]] == ["all 1 within"]
     (function,) = results(toy / "floats-report")["functions"]
-    assert (function["passed"], function["declined"]) == (0, 1)  # its one claim counts as declined, never passed
+    assert (function["passed"], function["declined"]) == (1, 0)
+
+
+def test_a_module_that_declines_exact_arithmetic_fails_an_exact_check_it_gets_wrong_in_floats(toy):
+    impl = implementation(toy, "toy_floats_rounding", FLOATS_ONLY.replace("float(value)", "round(float(value), 3)"))
+    done = run(toy, "verify", "--claims-impl", impl, "--claims-report", "floats-report")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (row,) = results(toy / "floats-report")["claims"]
+    assert (row["checks"][3]["status"], row["checks"][3]["blamed"]) == ("failed", ["running_sum"])
 
 
 def test_a_function_raising_not_implemented_error_in_one_check_is_not_implemented_in_all(toy):

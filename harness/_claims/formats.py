@@ -263,10 +263,16 @@ def not_judged_line(summary: Mapping[str, Any]) -> str | None:
             "report is a partial verdict.")
 
 
-# What a check judged by its verifier's float twin says of itself
-# (claims_harness._claims.registry.verifier(in_floats=)).
-IN_FLOATS_NOTE = ("judged in float64 by the verifier's float twin: the implementation declines exact arithmetic, so "
-                  "each number is compared within the rounding bound the verifier derived")
+# What a check judged in float64 says of itself, by how: its verifier's float twin
+# (claims_harness._claims.registry.verifier(in_floats=)), or a replay of its calls (claims_harness._running.replay).
+IN_FLOATS_NOTES = {
+    "twin": ("judged in float64 by the verifier's float twin: the implementation declines exact arithmetic, so each "
+             "number is compared within the rounding bound the verifier derived"),
+    "replay": ("judged in float64 by replay: the implementation declines exact arithmetic, so each call this check "
+               "makes was made to it again in float64 and its answer compared with the reference's exact one, within "
+               "the rounding bound the call's own sensitivity gives; the statement's numbers are the reference's, "
+               "checked exactly in its report"),
+}
 
 
 # A function of a failed check that was not wrong on its own (claims_harness._running.runner.blamed_functions).

@@ -24,7 +24,7 @@ from claims_harness._claims.course import ENGINE
 from claims_harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
-    IN_FLOATS_NOTE,
+    IN_FLOATS_NOTES,
     TEXT_PAGE,
     block_anchor,
     culprits,
@@ -93,7 +93,7 @@ def render_html(results: dict[str, Any], report_dir: Path) -> str:
         harness_origin=HARNESS_ORIGIN,
         failures=[row for row in claims if row["status"] in ("failed", "error")],
         functions=results.get("functions") or [], scoreboard=scoreboard_line(results.get("functions") or []),
-        headline=headline, culprits=culprits, hint=hint, rejects_text=rejects_text, in_floats_note=IN_FLOATS_NOTE,
+        headline=headline, culprits=culprits, hint=hint, rejects_text=rejects_text, in_floats_notes=IN_FLOATS_NOTES,
         falsifying=format_falsifying, falsifying_key=FALSIFYING_KEY,
         sharpness_line=sharpness_line,
         mutation_line=mutation_line, mutation=results["summary"].get("mutation"),

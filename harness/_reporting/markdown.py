@@ -23,7 +23,7 @@ from typing import Any
 from claims_harness._claims.formats import (
     FALSIFYING_KEY,
     HARNESS_ORIGIN,
-    IN_FLOATS_NOTE,
+    IN_FLOATS_NOTES,
     NOT_JUDGED,
     UNCOVERED,
     USED_BY_FAILING,
@@ -404,7 +404,7 @@ def _render_check(check: dict[str, Any]) -> list[str]:
            f"({code(check['verifier_location'])}){uses}: {_badge(check['status'])}, seed {text(check['seed'])}, "
            f"{text(check['seconds'])} s{' (observations reused from the cache)' if check['reused'] else ''}"]
     if check.get("in_floats"):
-        out += ["", f"Note: {text(IN_FLOATS_NOTE)}."]
+        out += ["", f"Note: {text(IN_FLOATS_NOTES[check['in_floats']])}."]
     if check["rejects"]:
         out += ["", f"Rejects: {text(rejects_text(check['rejects']))}"]
     if check["comparisons"]:

@@ -63,6 +63,9 @@ def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, p
         "verifier_source": code_digest(verifier.function.__module__, (verifier.function.__name__, *(
             (verifier.in_floats.__name__,) if verifier.in_floats else ()))),
         "impl_source": code_digest(impl, verifier.uses, directory) if verifier.uses else None,
+        # Another implementation's check may be judged against the reference (replay, blame): its code counts too.
+        "reference_source": code_digest(reference_implementation(), verifier.uses)
+        if verifier.uses and impl != reference_implementation() else None,
         "harness_source": package_digest(ENGINE),
         "versions": library_versions(),
         # What the examples reached is stored classified into the course's scope values: a new vocabulary, new keys.

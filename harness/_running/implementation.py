@@ -212,3 +212,9 @@ def _in_reference(module: str) -> bool:
 def reference_implementation() -> str:
     """The course's reference implementation (``implementation`` in ``[tool.claims]``)."""
     return find_course().implementation
+
+
+def reference_directory() -> str:
+    """Where the reference implementation is imported from: the course root, never the directory a run started in
+    (which may hold a module of that name of the student's)."""
+    return str(find_course().root)

@@ -23,7 +23,7 @@ from claims_harness._claims.expect import Comparison, Declined, as_plain_observa
 from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
     FALSIFYING_KEY,
-    IN_FLOATS_NOTE,
+    IN_FLOATS_NOTES,
     PYTEST_FLAG,
     SHRINK_FLAG,
     culprits,
@@ -40,11 +40,28 @@ from claims_harness._claims.scope import Dimension
 from claims_harness._running.cache import ObservationCache, cache_key
 from claims_harness._running.context import Context, ImplementationView
 from claims_harness._running.executor import CheckTimeout, SeedRunner, time_limit
-from claims_harness._running.implementation import import_implementation, reference_implementation
+from claims_harness._running.implementation import (
+    import_implementation,
+    reference_directory,
+    reference_implementation,
+)
 from claims_harness._running.isolation import run_isolated
+from claims_harness._running.processes import CheckCrashed
 from claims_harness._running.processes import supported as isolation_supported
-from claims_harness._running.reaching import REACHED_KEY, recording
+from claims_harness._running.reaching import REACHED_KEY
+from claims_harness._running.reaching import recording as reaching
 from claims_harness._running.remote import connect, in_process, not_implemented_yet, server_starter
+from claims_harness._running.replay import (
+    CALLS_KEY,
+    REPLAY_KEY,
+    float_answers,
+    needs_bound,
+    recording,
+    replay_comparisons,
+    replayable,
+    verdicts,
+    with_bounds,
+)
 from claims_harness._running.sharpness import perturbations
 
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
@@ -144,7 +161,7 @@ class CheckResult:
     not_checked: dict[str, str] = field(default_factory=dict)  # expected key -> why it was not compared
     error_in: list[str] = field(default_factory=list)  # the one function an error is about, when it names one
     blamed: list[str] = field(default_factory=list)  # of a failed check's functions, those wrong on their own
-    in_floats: bool = False  # judged by the verifier's float twin: the implementation declines exact arithmetic
+    in_floats: str = ""  # "twin" or "replay": judged in float64, the implementation declining exact arithmetic
     sharpness: list[dict[str, Any]] = field(default_factory=list)
     reached: dict[str, dict[str, int]] = field(default_factory=dict)  # dimension -> value -> examples that reached it
     reused: bool = False
@@ -220,13 +237,19 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if observed is None and reuse_only:
             raise _MustRun
         if observed is None:
-            observed = _observe_supervised(entry, index, verifier, options, seed,
-                                           check.timeout or DEFAULT_TIMEOUT[options.profile])
+            limit = check.timeout or DEFAULT_TIMEOUT[options.profile]
+            try:
+                observed = _observe_supervised(entry, index, verifier, options, seed, limit)
+            except Inexpressible:
+                if verifier.in_floats is not None:
+                    raise
+                observed = _replayed(entry, index, verifier, options, seed, limit)
             if cache:
                 cache.store(key, observed, options.figures_dir)
         observed = dict(observed)
         result.reached = observed.pop(REACHED_KEY, None) or {}
-        result.in_floats = bool(observed.pop(IN_FLOATS_KEY, False))
+        result.in_floats = "twin" if observed.pop(IN_FLOATS_KEY, False) else ""
+        replayed = observed.pop(REPLAY_KEY, None)
         missing = [key for key in check.expect if key not in observed]
         if missing:
             raise ClaimsError(f"verifier '{verifier.name}' did not report {', '.join(map(repr, missing))}; "
@@ -236,17 +259,25 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         comparisons: list[Comparison] = []
         for key, expectation in compared.items():
             comparisons.extend(compare(key, expectation, observed[key]))
+        if replayed is not None:
+            if not all(c.passed for c in comparisons):
+                raise ClaimsError(f"the reference implementation fails this check ({_failed_keys(comparisons)}), so "
+                                  "its calls cannot judge an implementation in floats; run the check against the "
+                                  "reference and mend it first")
+            compared, comparisons, observed = {}, replay_comparisons(replayed), {}
+            result.in_floats = "replay"
+            result.blamed = [function for function, verdict in replayed.items() if verdict["wrong"]]
         result.comparisons = [asdict(c) for c in comparisons]
         result.sharpness = [record for key, expectation in compared.items()
                             for record in perturbations(key, expectation, observed[key], check.insensitive)]
         result.observed = {str(key): to_jsonable(value) for key, value in observed.items()}
-        if not compared:
+        if not comparisons and replayed is None:
             result.status = "skipped"
             result.skip_reason = "; ".join(sorted(set(result.not_checked.values())))
             result.not_judged = "optional keyword"  # every observation declined: the implementation has no such call
         else:
             result.status = "passed" if all(c.passed for c in comparisons) else "failed"
-        if result.status == "failed":
+        if result.status == "failed" and replayed is None:  # a replay blames the functions whose calls were off
             result.blamed = blamed_functions(entry, index, verifier, options, reuse_only=reuse_only)
     except (KeyboardInterrupt, _MustRun):
         raise
@@ -265,9 +296,10 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         result.error = str(error) if isinstance(error, ClaimsError) else traceback.format_exc(limit=-8)
         blamed = getattr(error, "function", None)
         result.error_in = [blamed] if isinstance(blamed, str) and blamed in verifier.uses else []
-        if not result.error_in and not isinstance(error, CheckTimeout | VerifierError):
+        if not result.error_in and not isinstance(error, CheckTimeout | CheckCrashed | VerifierError):
             # An error that names no function (a wrong shape the verifier trips on): those with which the check
-            # still goes wrong when run alone, if fewer than all (a time limit is not waited out once per function).
+            # still goes wrong when run alone, if fewer than all (a time limit, or a process killed at it, is not
+            # waited out once per function).
             alone = blamed_functions(entry, index, verifier, options, reuse_only=reuse_only)
             result.error_in = alone if len(alone) < len(set(verifier.uses)) else []
     result.seconds = round(time.perf_counter() - started, 4)
@@ -309,13 +341,20 @@ def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: Run
 
 
 def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int,
-                        limit: float) -> dict[str, Any]:
+                        limit: float, record: bool = False) -> dict[str, Any]:
     """The verifier's observations, computed in a supervised worker forked from this process
     (``claims_harness._running.isolation``), which reaches the implementation, if the verifier calls it, through a
-    server of its own in the implementation's process (``claims_harness._running.remote``)."""
-    observe = partial(_observe_plain, entry, index, verifier, options, seed, limit)
+    server of its own in the implementation's process (``claims_harness._running.remote``). With ``record``, the
+    calls it made ride along, each with its rounding bounds (``replay``)."""
+    observe = partial(_observe_plain, entry, index, verifier, options, seed, limit, record=record)
+    return _supervised(observe, entry, index, options, limit, bool(verifier.uses))
+
+
+def _supervised(observe: Any, entry: ClaimEntry, index: int, options: RunOptions, limit: float,
+                calls_implementation: bool) -> Any:
+    """``observe()``, or ``observe(connection)`` with a server of the implementation, in a supervised worker."""
     server = server_starter(options.impl, options.directory, options.from_reference) \
-        if verifier.uses and not options.in_process else None
+        if calls_implementation and not options.in_process else None
     if not (options.isolation and isolation_supported()):
         if server is None:
             return observe()
@@ -325,14 +364,51 @@ def _observe_supervised(entry: ClaimEntry, index: int, verifier: Verifier, optio
         finally:
             connection.close()
             end(False)
+    assert entry.claim is not None
     what = f"claim '{entry.id}' check {index + 1} ({entry.claim.checks[index].kind})"
     return run_isolated(observe, limit, what, server)
 
 
 def _observe_plain(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float,
-                   connection: Any = None) -> dict[str, Any]:
+                   connection: Any = None, record: bool = False) -> dict[str, Any]:
     with time_limit(limit):
-        return as_plain_observation(dict(_observe(entry, index, verifier, options, seed, limit, connection)))
+        observed = dict(_observe(entry, index, verifier, options, seed, limit, connection, record))
+    calls = {CALLS_KEY: observed.pop(CALLS_KEY)} if record else {}  # data already, named tuples kept whole
+    return {**as_plain_observation(observed), **calls}
+
+
+def _replayed(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float
+              ) -> dict[str, Any]:
+    """A check the implementation declined for its fractions, judged by replay (``claims_harness._running.replay``):
+    the reference's exact observations, its calls recorded (a process of the reference alone serves them: the
+    implementation under test has no part in what it is judged against), and the implementation's float answers to
+    those calls, judged against them (``REPLAY_KEY``)."""
+    reference = dataclasses.replace(options, impl=reference_implementation(), directory=reference_directory(),
+                                    from_reference=())
+    exact = dict(_observe_supervised(entry, index, verifier, reference, seed, limit, record=True))
+    calls = exact.pop(CALLS_KEY)
+    replayed = [call for call in calls if "not_replayed" not in call]
+    if not replayed:
+        raise Inexpressible("needs exact arithmetic: this check passes Fractions, which the implementation declines, "
+                            "and none of its calls can be made again in float64 ("
+                            + ("; ".join(sorted({call["not_replayed"] for call in calls})) or "it makes none") + ")")
+    answers = _supervised(partial(_in_worker, float_answers, options.impl, replayed, limit), entry, index, options,
+                          limit, True)
+    # Only an answer off by more than its own rounding needs its call's bound, which costs calls of the reference.
+    needed = [position for position, answer in enumerate(answers) if needs_bound(replayed[position], answer)]
+    if needed:
+        bounded = _supervised(partial(_in_worker, with_bounds, reference.impl, [replayed[i] for i in needed], limit),
+                              entry, index, reference, limit, True)
+        for position, call in zip(needed, bounded, strict=True):
+            replayed[position] = call
+    left = [call for call in calls if "not_replayed" in call]
+    return {**exact, REPLAY_KEY: verdicts([*replayed, *left], [*answers, *({} for _ in left)])}
+
+
+def _in_worker(function: Any, impl: str, calls: list[dict[str, Any]], limit: float, connection: Any) -> Any:
+    """``function(module, calls)`` with the implementation ``impl`` reached through ``connection``."""
+    with time_limit(limit):
+        return function(connect(connection, impl), calls)
 
 
 def _implementation(options: RunOptions, verifier: Verifier, connection: Any) -> Any:
@@ -346,7 +422,7 @@ def _implementation(options: RunOptions, verifier: Verifier, connection: Any) ->
 
 
 def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, seed: int, limit: float,
-             connection: Any = None) -> Mapping[str, Any]:
+             connection: Any = None, record: bool = False) -> Mapping[str, Any]:
     assert entry.claim is not None
     check = entry.claim.checks[index]
     # A verifier that uses no function of the implementation (a sympy proof, say) runs without it.
@@ -374,15 +450,21 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         shift=options.shift_in_deviations * (check.deviation or 0.0),
         shrink=options.shrink,
     )
-    try:
-        observed, reached = _observed_by(verifier.function, verifier.name, context, options)
-    except Inexpressible:
-        if verifier.in_floats is None:
-            raise
-        # The implementation declines fractions: the same statement is judged by the float twin, from the same seed.
-        observed, reached = _observed_by(verifier.in_floats, f"{verifier.name} (its float twin)",
-                                         dataclasses.replace(context, rng=np.random.default_rng(seed)), options)
-        observed = {**observed, IN_FLOATS_KEY: True}
+    if record:  # the reference serves every function: the calls are kept, to be made again in floats (replay)
+        with recording(module) as calls:
+            observed, reached = _observed_by(verifier.function, verifier.name, context, options)
+        observed = {**observed, CALLS_KEY: replayable(calls)}
+    else:
+        try:
+            observed, reached = _observed_by(verifier.function, verifier.name, context, options)
+        except Inexpressible:
+            if verifier.in_floats is None:
+                raise
+            # The implementation declines fractions: the same statement is judged by the float twin, from the same
+            # seed.
+            observed, reached = _observed_by(verifier.in_floats, f"{verifier.name} (its float twin)",
+                                             dataclasses.replace(context, rng=np.random.default_rng(seed)), options)
+            observed = {**observed, IN_FLOATS_KEY: True}
     if REACHED_KEY in observed:
         raise VerifierError(f"verifier '{verifier.name}' reports '{REACHED_KEY}', the name under which the harness "
                             "carries what its examples reached (claims_harness.reach); report that value under another "
@@ -393,7 +475,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
 def _observed_by(function: Any, name: str, context: Context, options: RunOptions) -> tuple[Mapping[str, Any], Any]:
     """What ``function`` (a verifier, or its float twin) observes, and what its examples reached."""
     try:
-        with recording(options.scope) as reached:
+        with reaching(options.scope) as reached:
             observed = function(context)
     except NotImplementedError as error:
         # A stub the verifier reached without declaring it (a function the declared ones call, say).
@@ -413,6 +495,10 @@ def _audit(options: RunOptions) -> bool:
             or options.shrink)
 
 
+def _failed_keys(comparisons: list[Comparison]) -> str:
+    return ", ".join(dict.fromkeys(c.key for c in comparisons if not c.passed))
+
+
 def alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
     """The check's false-failure rate (or ``alpha``) split evenly over the comparisons an interval decides."""
     statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
@@ -425,7 +511,7 @@ def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: Ru
     blamed = culprits(result.as_dict())
     lines = [headline(blamed, entry.where, entry.id, result.status, entry.claim.statement)]
     if result.in_floats:
-        lines.append(f"  {IN_FLOATS_NOTE}")
+        lines.append(f"  {IN_FLOATS_NOTES[result.in_floats]}")
     innocent = [name for name in result.uses if name not in blamed]
     if innocent:
         lines.append(f"  used by this check, right on their own: {', '.join(innocent)}")

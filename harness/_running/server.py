@@ -50,7 +50,8 @@ from claims_harness._running.processes import leave_the_judge, limit_memory, red
 from claims_harness._running.wire import Handle, NotData, Record, decode, encode
 
 # What a check may ask of its server (``ImplementationServer``'s methods of these names, with a leading underscore).
-REQUESTS = frozenset({"describe", "call", "attribute", "assign", "gradient", "figure", "drawing", "provenance"})
+REQUESTS = frozenset({"describe", "call", "calls", "attribute", "assign", "gradient", "figure", "drawing",
+                      "provenance"})
 # The exceptions an implementation's error is raised as on the judge's side: a builtin by its name (the most
 # specific one of its class's bases), any other as RuntimeError; the harness's own by their names.
 BUILTIN_ERRORS = frozenset(name for name, value in vars(builtins).items()
@@ -310,7 +311,9 @@ class ImplementationServer:
     """Answers one check's requests about the implementation ``module``: each a message of ``wire``, each answer one.
 
     Requests: ``("describe", names)``, ``("call", target, name, args, kwargs, guarded)`` (``target`` a Handle or
-    None for the module; ``name`` None calls the target itself), ``("attribute", target, name)``,
+    None for the module; ``name`` None calls the target itself), ``("calls", name, arguments)`` (the module's
+    function ``name`` once per ``(args, kwargs)`` of ``arguments``, each answer ``("ok", value)`` or ``("raised",
+    description)``: many calls in one message), ``("attribute", target, name)``,
     ``("assign", target, name, value)``, ``("gradient", name, args, wrt, step, held, tied)``, ``("figure", target)``
     (an SVG of a matplotlib figure), ``("drawing", target)`` (what it draws, as data),
     ``("provenance", functions, reference)``. Answers: ``("ok", value)`` or
@@ -404,6 +407,15 @@ class ImplementationServer:
             return plain(function(*args, **kwargs))  # a class built, a method of an object of the implementation's
         return call_checked(self.module.__name__, name or getattr(function, "__name__", "?"), function, args, kwargs,
                             guarded)
+
+    def _calls(self, name: str, arguments: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[str, Any]]:
+        answers = []
+        for args, kwargs in arguments:
+            try:
+                answers.append(("ok", self._call(None, name, args, kwargs, False)))
+            except Exception as error:
+                answers.append(("raised", describe_error(error, self.module.__name__)))
+        return answers
 
     def _assign(self, target: Any, name: str, value: Any) -> None:
         if target is self.module:
