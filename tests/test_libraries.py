@@ -4,8 +4,10 @@ adapter provides.
 
 Nothing may fail. What a library cannot express is a status that says so, never a failure:
 
-- a check that passes Fractions is skipped as needing exact arithmetic (both adapters declare
-  ``__claims_exact_arithmetic__ = False``: neither library has an object dtype);
+- a check that passes Fractions is judged by replay, each of its calls made again in float64 and held to the
+  reference's exact answer within its rounding bound (both adapters declare ``__claims_exact_arithmetic__ = False``:
+  neither library has an object dtype); one whose calls cannot all be made again is not judged, as needing exact
+  arithmetic;
 - a check that needs ``gae_advantages(carry=)`` throughout is skipped as an unsupported call, and the rows of the
   4.3.4 table that need it are listed as not checked (neither library carries an advantage into a buffer);
 - a result in float32 (SB3's ``RolloutBuffer`` stores and computes in it) is an error naming the dtype.
@@ -91,6 +93,8 @@ def _judge(checks: list[tuple[str, dict]], errors: tuple[str, ...] = ()) -> dict
         status = TIME_LIMIT if timed_out else check["status"]
         statuses[status] = statuses.get(status, 0) + 1
         assert check["status"] != "failed", f"{where} fails: {json.dumps(check['comparisons'])[:2000]}"
+        if check["in_floats"] == "replay" and check["status"] == "passed":
+            statuses["replayed"] = statuses.get("replayed", 0) + 1
         if status == "error":
             assert any(reason in (check["error"] or "") for reason in errors), f"{where}: {check['error']}"
         if check["status"] in ("skipped", "not judged"):  # not judged: declined (exact arithmetic, carry=)
@@ -107,7 +111,6 @@ def test_stable_baselines3_fails_nothing_and_names_its_float32():
     checks = _checks("examples.sb3_rl", functions)
     statuses = _judge(checks, errors=(FLOAT32_ERROR,))
     assert statuses.get("passed", 0) >= 30 and statuses.get("error", 0) >= 10, statuses
-    assert statuses.get("needs exact arithmetic", 0) >= 10, statuses  # streaming errs on float32 before it needs carry=
 
 
 def test_stable_baselines3_with_a_float64_buffer_fails_nothing(tmp_path):
@@ -115,8 +118,10 @@ def test_stable_baselines3_with_a_float64_buffer_fails_nothing(tmp_path):
     (tmp_path / "sb3_float64_probe.py").write_text(FLOAT64_PROBE, encoding="utf-8")
     checks = _checks("sb3_float64_probe", ["gae_advantages", "discounted_returns", "full_return_weights"],
                      pythonpath=str(tmp_path))
-    statuses = _judge(checks)
-    assert statuses.get("passed", 0) >= 20 and "error" not in statuses, statuses
+    # The probe's functions compute in float64; the adapter's n_step_advantages, which some of their checks use too
+    # (judged by replay), is still SB3's float32.
+    statuses = _judge(checks, errors=(f"examples.sb3_rl.n_step_advantages {FLOAT32_ERROR}",))
+    assert statuses.get("passed", 0) >= 20, statuses
 
 
 def test_rlax_passes_every_check_it_can_express():
@@ -127,4 +132,4 @@ def test_rlax_passes_every_check_it_can_express():
     checks = _checks("examples.rlax_rl", functions)
     statuses = _judge(checks)
     assert statuses.get("passed", 0) >= 55 and "error" not in statuses, statuses
-    assert statuses.get("needs exact arithmetic", 0) >= 20 and statuses.get("unsupported call", 0) == 1, statuses
+    assert statuses.get("replayed", 0) >= 20 and statuses.get("unsupported call", 0) >= 1, statuses

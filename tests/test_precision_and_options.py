@@ -140,10 +140,8 @@ def test_an_implementation_may_not_raise_the_harness_signal_of_an_unsupported_ca
         in result.error, result.error
 
 
-def test_a_module_that_declines_fractions_skips_exact_checks_and_still_runs_float_ones(module):
+def test_a_module_that_declines_fractions_is_judged_on_exact_checks_by_replay_and_runs_float_ones(module):
     name = module("float_only_gae", KEYWORDS_GAE + "\n__claims_exact_arithmetic__ = False\n")
     exact = _run("gae-four-events-table", "gae.four_events_table_exact", name)
-    assert exact.status == "skipped", (exact.status, exact.error)
-    assert exact.skip_reason.startswith("needs exact arithmetic: this check passes Fractions, which "
-                                        "float_only_gae.gae_advantages declines"), exact.skip_reason
+    assert (exact.status, exact.in_floats) == ("passed", "replay"), (exact.status, exact.error, exact.skip_reason)
     assert _run("gae-four-events-table", "gae.four_events_property", name).status == "passed"
