@@ -3,8 +3,8 @@
 The module imports jax, so the harness hands these functions ``jax.Array`` values in float64 (which
 is why 64-bit floats are switched on here: JAX computes in float32 by default, and the harness
 judges in float64) and reads their results back as NumPy's. The losses' gradients are taken by
-central differences, as for NumPy code; checks that pass exact Fractions are skipped as needing
-exact arithmetic (docs/implementation-contract.md). Needs ``pip install jax``.
+central differences, as for NumPy code; checks that pass exact Fractions run their float twins or are
+judged by replay, in float64 (docs/implementation-contract.md). Needs ``pip install jax``.
 
     pytest claims/ --claims-impl examples.jax_rl -k "reinforce_loss or surrogate_loss or ppo_clip_loss"
 """

@@ -39,9 +39,11 @@ r_{t+1}, its ``v_tp1[t]`` rlax's v_{t+1}):
 - ``squared_error_value_loss`` and its gradient: the mean of ``l2_loss`` (0.5 (v - target)^2).
 
 What rlax cannot take: exact arithmetic (JAX has no object dtype). The module declines Fractions
-(``__claims_exact_arithmetic__ = False``), so a check that passes them is skipped as needing exact
-arithmetic; an adapter that converted them to floats would turn an exact check into an inexact one
-without saying so. The module converts its arrays itself (``__claims_array_library__ = "numpy"``).
+(``__claims_exact_arithmetic__ = False``), so a check that passes them is judged by replay: each call
+it makes to the reference in fractions is made here again in float64 and held to the exact answer
+within that call's rounding bound; an adapter that converted them to floats itself would turn an
+exact check into an inexact one without saying so. The module converts its arrays itself
+(``__claims_array_library__ = "numpy"``).
 
     claims verify --claims-impl examples.rlax_rl --claims-report /tmp/report_rlax --no-cache -n 1 \\
         -- -k "gae_advantages or n_step_advantages or td_errors"

@@ -38,8 +38,8 @@ arrays as they are, and ``n_step_advantages``, whose sums and discounts are the 
 returns float32 too (a float64 array would carry float32's rounding without saying so). The harness
 judges in float64, so such a result is an error naming the dtype, never a semantic failure. Exact
 arithmetic is out of reach for the same reason: the module declines Fractions
-(``__claims_exact_arithmetic__ = False``), and a check that passes them is skipped as needing exact
-arithmetic, rather than rounded to float32 without a word.
+(``__claims_exact_arithmetic__ = False``), and a check that passes them is judged by replay, in float64
+(where SB3's float32 is an error naming the dtype), rather than rounded to float32 without a word.
 
 What SB3 has but cannot be adapted without rewriting it: PPO's clipped loss, its clip fraction, its
 approximate KL (k3) and its advantage normalisation are written inline in ``PPO.train()``, on

@@ -82,11 +82,17 @@ def _checks(impl: str, functions: list[str], pythonpath: str | None = None) -> l
     return [(row["id"], check) for row in rows for check in row["checks"]]
 
 
-def _judge(checks: list[tuple[str, dict]], errors: tuple[str, ...] = ()) -> dict[str, int]:
-    """Assert that no check failed, that every error names one of ``errors`` and every skip says why; return how many
-    checks had each status, and each skip reason's first words."""
+def _judge(checks: list[tuple[str, dict]], errors: tuple[str, ...] = (), diverges: tuple[str, ...] = ()
+           ) -> dict[str, int]:
+    """Assert that no check failed but those of the claims ``diverges`` (each of which must fail: a library's known
+    divergence from the contract, to be noticed when it goes), that every error names one of ``errors`` and every
+    skip says why; return how many checks had each status, and each skip reason's first words."""
     statuses: dict[str, int] = {}
+    diverged = {claim for claim, check in checks if check["status"] == "failed"}
+    assert diverged == set(diverges), (diverged, diverges)
     for claim, check in checks:
+        if claim in diverges:
+            continue
         where = f"{claim} ({check['kind']}, {check['verifier']})"
         # A training run past its smoke time limit on a busy machine says nothing of the library: counted apart.
         timed_out = check["status"] == "error" and check["kind"] == "experiment" and TIME_LIMIT in check["error"]
@@ -124,12 +130,15 @@ def test_stable_baselines3_with_a_float64_buffer_fails_nothing(tmp_path):
     assert statuses.get("passed", 0) >= 20, statuses
 
 
-def test_rlax_passes_every_check_it_can_express():
+def test_rlax_passes_every_check_it_can_express_but_its_gradient_on_the_clip_boundary():
     pytest.importorskip("rlax")
     pytest.importorskip("jax")
     functions = _provided("examples.rlax_rl")
     assert {"gae_advantages", "n_step_advantages", "td_errors", "ppo_clip_objective", "ppo_clip_loss"} <= set(functions)
     checks = _checks("examples.rlax_rl", functions)
-    statuses = _judge(checks)
+    # JAX's gradient of the clipped objective at a ratio exactly on the clip's boundary, where min's two branches
+    # tie, averages their gradients (r A / 2); the contract's, and the objective's own on both sides, is r A.
+    # Replay shows it on the boundary examples the property draws (a measure-zero point, but a wrong number).
+    statuses = _judge(checks, diverges=("clipped-objective-definition",))
     assert statuses.get("passed", 0) >= 55 and "error" not in statuses, statuses
     assert statuses.get("replayed", 0) >= 20 and statuses.get("unsupported call", 0) >= 1, statuses

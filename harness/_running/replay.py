@@ -16,7 +16,8 @@ units in the last place. The changes are measured with the reference, one input 
 (by ``STEP`` of the input, in either direction) and scaled down, which is exact for a function linear in that
 input and first-order for a smooth one; a float measurement's own rounding is far below what it measures. Where a
 number of the answer jumps rather than moves (a step, the far side of a clip: it changes as much for a step a
-thousand times smaller), the values on either side are accepted as well, a tie the rounding may break either way;
+thousand times smaller), the values on either side, and any between them, are accepted as well: a tie the rounding
+may break either way, or a gradient at a kink that averages its sides (JAX's at a clip's boundary);
 a discrete number of the answer (an integer or a boolean array: a greedy action, a clipping flag) likewise. The
 answer's own rounding to float64 is added. The bound is the call's own sensitivity, not a tolerance chosen here.
 
@@ -235,8 +236,11 @@ def _deviation(call: dict[str, Any], answer: dict[str, Any]) -> str | None:
             return f"{_shown(given)}{where} is not a number where the reference answers {_shown(exact)}"
         bound = np.asarray(call["bounds"][path], dtype=float)
         beyond = np.vectorize(lambda d, b: d > Fraction(float(b)), otypes=[bool])(exactly, bound)
-        for tie in ties:  # the far side of a jump, within the same bound
-            beyond &= ~(np.abs(np.asarray(given, dtype=float) - tie) <= bound)
+        if ties:  # at a jump: its sides, or any value between them (a gradient at a kink may average its sides)
+            sides = np.stack([np.asarray(exact, dtype=float), *ties])
+            lowest, highest = np.nanmin(sides, axis=0), np.nanmax(sides, axis=0)
+            value = np.asarray(given, dtype=float)
+            beyond &= ~((lowest - bound <= value) & (value <= highest + bound))
         if np.any(beyond):
             worst = np.unravel_index(int(np.argmax(np.where(beyond, off - bound, -np.inf))), np.shape(off)) \
                 if np.ndim(off) else ()
