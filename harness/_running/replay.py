@@ -52,7 +52,7 @@ STEP = 2.0**-26
 SMALL_STEP = STEP / 1024
 # The most input numbers of one call moved one at a time (four calls of the reference each, in float64): a call with
 # more is not replayed, and says so.
-MAX_MOVED = 1024
+MAX_MOVED = 16384
 # The most numbers the arguments of one message of calls to the reference hold.
 BATCH_NUMBERS = 1 << 20
 
@@ -120,8 +120,8 @@ def _bounded(module: Any, call: dict[str, Any]) -> dict[str, Any]:
     if len(slots) > MAX_MOVED:
         return {**call, "not_replayed": f"more than {MAX_MOVED} input numbers to move one at a time"}
     scale = (len(slots) + EXTRA_OPERATIONS) * UNIT_ROUNDOFF / STEP
-    moved = [_moved(given, slot, 1 + sign * step) for slot in slots for step in (STEP, SMALL_STEP) for sign in (1, -1)]
-    answers = _answers(module, call["function"], [given, *moved])
+    answers = _answers(module, call["function"],
+                       [given, *(_moved(given, slot, 1 + sign * STEP) for slot in slots for sign in (1, -1))])
     if answers[0] is None:
         return {**call, "not_replayed": "the reference refuses its arguments in float64"}
     base = {path: np.asarray(value, dtype=float) for path, value in _leaves(answers[0])}
@@ -129,23 +129,59 @@ def _bounded(module: Any, call: dict[str, Any]) -> dict[str, Any]:
     bounds = _own_rounding(call)
     ties: dict[str, list[Any]] = {path: [] if path in bounds or _same(value, exact[path]) else [value]
                                   for path, value in _leaves(answers[0])}  # a discrete answer in float64 already
-    for position in range(len(slots)):
-        if any(answer is None for answer in answers[1 + 4 * position:5 + 4 * position]):
-            continue  # not a real number to the function (an index, a count): it refuses it moved
-        around = [dict(_leaves(answer)) for answer in answers[1 + 4 * position:5 + 4 * position]]
+    # Not a real number to the function (an index, a count): it refuses it moved.
+    large = {position: [dict(_leaves(answer)) for answer in answers[1 + 2 * position:3 + 2 * position]]
+             for position in range(len(slots)) if _all_answered(answers[1 + 2 * position:3 + 2 * position])}
+    # A move that changes the answer as a straight line does (the two changes opposite and equal) needs no more; the
+    # others (a kink, a jump, a discrete answer that changed) are moved by the small step too, to tell them apart.
+    bent = [position for position, pair in large.items() if not _straight(pair, base, bounds)]
+    smaller = _answers(module, call["function"], [_moved(given, slots[position], 1 + sign * SMALL_STEP)
+                                                  for position in bent for sign in (1, -1)]) if bent else []
+    small = {position: [dict(_leaves(answer)) for answer in smaller[2 * i:2 * i + 2]]
+             for i, position in enumerate(bent) if _all_answered(smaller[2 * i:2 * i + 2])}
+    for position, pair in large.items():
+        if position in bent and position not in small:
+            continue
         for path in exact:
             if path not in bounds:  # a discrete number: what the inputs moved by the small step give is a tie
-                ties[path].extend(answer[path] for answer in around[2:] if not _same(answer[path], exact[path]))
+                ties[path].extend(answer[path] for answer in small.get(position, [])
+                                  if not _same(answer[path], exact[path]))
                 continue
-            large, small = (np.maximum(*(np.abs(np.asarray(answer[path], dtype=float) - base[path])
-                                         for answer in pair)) for pair in (around[:2], around[2:]))
-            noise = 64 * UNIT_ROUNDOFF * np.abs(base[path])
-            jumps = (small > large / 16) & (small > noise)
-            bounds[path] = bounds[path] + np.where(jumps, 0.0, large * scale)
+            changes = _largest_change(pair, base, path)
+            if position not in small:
+                bounds[path] = bounds[path] + changes * scale
+                continue
+            small_changes = _largest_change(small[position], base, path)
+            jumps = (small_changes > changes / 16) & (small_changes > 64 * UNIT_ROUNDOFF * np.abs(base[path]))
+            bounds[path] = bounds[path] + np.where(jumps, 0.0, changes * scale)
             if np.any(jumps):
                 ties[path].extend(np.where(jumps, np.asarray(answer[path], dtype=float), np.nan)
-                                  for answer in around[2:])
+                                  for answer in small[position])
     return {**call, "bounds": bounds, "ties": {path: found for path, found in ties.items() if found}}
+
+
+def _all_answered(answers: list[Any]) -> bool:
+    return all(answer is not None for answer in answers)
+
+
+def _largest_change(pair: list[dict[str, Any]], base: dict[str, np.ndarray], path: str) -> np.ndarray:
+    return np.maximum(*(np.abs(np.asarray(answer[path], dtype=float) - base[path]) for answer in pair))
+
+
+def _straight(pair: list[dict[str, Any]], base: dict[str, np.ndarray], numeric: Mapping[str, Any]) -> bool:
+    """Whether the answers to an input moved up and down change as a line does: every discrete number unchanged,
+    every other changed by opposite amounts (to their own rounding and a millionth of the change)."""
+    up, down = pair
+    for path, value in base.items():
+        if path not in numeric:
+            if not (_same(up[path], value) and _same(down[path], value)):
+                return False
+            continue
+        rise, fall = (np.asarray(answer[path], dtype=float) - value for answer in (up, down))
+        slack = 1e-6 * np.maximum(np.abs(rise), np.abs(fall)) + 64 * UNIT_ROUNDOFF * np.abs(value)
+        if np.any(np.abs(rise + fall) > slack):
+            return False
+    return True
 
 
 def _answers(module: Any, function: str, arguments: list[tuple[Any, Any]]) -> list[Any]:
