@@ -4,11 +4,13 @@ An implementation that cannot compute in fractions (PyTorch, JAX, ``__claims_exa
 an exact check; where the verifier has a float twin (``verifier(in_floats=...)``), the twin runs in its place on
 float64 inputs and reports each number as a :class:`claims_harness.Rounded` with the rounding bound it derived, which
 the harness compares with the same expectation. Value iteration is judged this way for PyTorch (the example module
-passes, tests/test_torch.py), and the checks that iterate tell converging from stopping early.
+passes, tests/test_torch.py), and the checks that iterate tell converging from stopping early; so is the property
+that λ keeps GAE's mean, whose one batch of every path is too large to replay.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -21,7 +23,7 @@ from claims_harness._running.processes import judge_records
 from claims_harness._running.wire import decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]
-torch = pytest.importorskip("torch")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
 
 GAUSS_SEIDEL_IN_TORCH = """
 import torch
@@ -57,6 +59,25 @@ def value_iteration(P, R, gamma, n_iterations, v_0=None):
     return V
 """
 
+GAE_IN_FLOATS = """
+import numpy as np
+from impl import *  # noqa: F403
+
+__claims_exact_arithmetic__ = False
+__claims_reference_fallback__ = True
+
+
+def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *, carry=None):
+    r_t, v_t, v_tp1 = (np.asarray(x, dtype=np.float64) for x in (r_t, v_t, v_tp1))
+    delta_t = r_t + {bootstrap} * (1 - np.asarray(terminated_t)) * v_tp1 - v_t
+    continue_t = gamma * lambda_ * (np.asarray(trace_cut_t) == 0)
+    advantage = np.zeros_like(delta_t)
+    following = np.zeros(delta_t.shape[1:]) if carry is None else np.asarray(carry, dtype=np.float64)
+    for t in reversed(range(delta_t.shape[0])):
+        advantage[t] = following = delta_t[t] + continue_t[t] * following
+    return advantage
+"""
+
 CHECKS = [("value-iteration-two-states", "tabular.value_iteration_two_states"),
           ("value-iteration-is-synchronous", "tabular.value_iteration_relabelled_two_states"),
           ("value-iteration-is-synchronous", "tabular.value_iteration_synchronous_property"),
@@ -64,12 +85,12 @@ CHECKS = [("value-iteration-two-states", "tabular.value_iteration_two_states"),
           ("bellman-operator-contracts", "tabular.value_iteration_runs_every_sweep_property")]
 
 
-def _results(directory: Path, impl: str) -> dict[str, object]:
+def _results(directory: Path, impl: str, checks: list[tuple[str, str]] = CHECKS) -> dict[str, object]:
     catalogue = load_catalogue(ROOT / "claims")
     found = {}
     sys.path.insert(0, str(directory))
     try:
-        for claim_id, verifier in CHECKS:
+        for claim_id, verifier in checks:
             entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
             index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
             found[verifier] = run_check(entry, index, catalogue.verifiers[verifier],
@@ -79,6 +100,7 @@ def _results(directory: Path, impl: str) -> dict[str, object]:
     return found
 
 
+@needs_torch
 @pytest.mark.parametrize(("source", "failing"), [
     (GAUSS_SEIDEL_IN_TORCH, {"tabular.value_iteration_relabelled_two_states",
                              "tabular.value_iteration_synchronous_property"}),
@@ -90,6 +112,16 @@ def test_an_in_place_or_early_stopping_value_iteration_in_pytorch_fails(tmp_path
     assert {name for name, result in results.items() if result.status == "failed"} == failing, \
         {name: (result.status, result.error) for name, result in results.items()}
     assert not any(result.not_judged for result in results.values())
+
+
+@pytest.mark.parametrize(("bootstrap", "status"), [("gamma", "passed"), ("gamma * lambda_", "failed")])
+def test_gae_in_floats_is_judged_by_the_twin_of_lambda_keeps_expectation(tmp_path, bootstrap, status):
+    """The property hands gae_advantages every path of an exact MDP at once, too many numbers to replay; its twin
+    hands them over in float64: a float GAE passes, one that reads λ as a second discount fails."""
+    (tmp_path / "student_gae.py").write_text(GAE_IN_FLOATS.replace("{bootstrap}", bootstrap), encoding="utf-8")
+    verifier = "lesson_week16.gae_lambda_keeps_expectation_property"
+    result = _results(tmp_path, "student_gae", [("gae-mixes-horizons", verifier)])[verifier]
+    assert (result.status, result.in_floats) == (status, "twin"), (result.status, result.error, result.skip_reason)
 
 
 @pytest.mark.parametrize(("operator", "observed", "passed"), [

@@ -161,7 +161,49 @@ def _paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizon: int
 _lambda_cases = st.tuples(_mdps((1, 3)), st.integers(2, 3), st.integers(1, 7).map(lambda k: Fraction(k, 8)))
 
 
-@verifier("lesson_week16.gae_lambda_keeps_expectation_property", kind="property", uses=("gae_advantages",))
+def _same_mean_for_every_lambda(ctx: Context, case: tuple[dict, int, Fraction], in_floats: bool) -> None:
+    """The property of :func:`gae_lambda_keeps_expectation_property` on one case; ``in_floats`` hands impl the
+    same paths as float64 arrays (γ and λ as floats: λ = k/8 is exact), for an implementation that declines
+    fractions. The bound is the same either way: a float implementation rounds the fractions it is given too."""
+    mdp, horizon, drawn_lambda = case
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    # GAE estimates over π's own paths of a stationary discounted MDP, cut after H steps and bootstrapped.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="estimated")
+    values = exact_policy_values(P, R, pi, gamma)
+    advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+    starts = list(itertools.product(range(R.shape[0]), range(R.shape[1])))
+    columns, owners = [], []
+    for start in starts:
+        for states, actions, p in _paths(P, pi, *start, horizon):
+            columns.append((states, actions))
+            owners.append((start, p))
+    numbers = float if in_floats else object
+    r = np.array([[R[s[t], a[t]] for s, a in columns] for t in range(horizon)], dtype=numbers)
+    v = np.array([[values[s[t]] for s, _ in columns] for t in range(horizon)], dtype=numbers)
+    v_next = np.array([[values[s[t + 1]] for s, _ in columns] for t in range(horizon)], dtype=numbers)
+    terminated = np.zeros(r.shape, dtype=int)
+    trace_cut = np.zeros(r.shape, dtype=int)
+    trace_cut[-1] = 1
+    magnitude = horizon * float(largest_magnitude(R.ravel()) + 2 * largest_magnitude(values))
+    bound = Fraction(rounding_bound(8 * horizon, magnitude))
+    for lambda_ in (Fraction(0), drawn_lambda, Fraction(1)):
+        given = (float(gamma), float(lambda_)) if in_floats else (gamma, lambda_)
+        estimates = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, *given)[0]
+        means = dict.fromkeys(starts, Fraction(0))
+        for (start, p), estimate in zip(owners, estimates, strict=True):
+            means[start] += p * Fraction(estimate)
+        for (s, a), mean in means.items():
+            assert abs(mean - advantages[s, a]) <= bound, (lambda_, s, a, mean, advantages[s, a])
+
+
+def gae_lambda_keeps_expectation_in_floats(ctx: Context) -> dict[str, object]:
+    """:func:`gae_lambda_keeps_expectation_property` for an implementation that declines fractions: the same
+    paths, handed over in float64, each mean within the same rounding bound."""
+    return check_property(ctx, lambda case: _same_mean_for_every_lambda(ctx, case, in_floats=True), _lambda_cases)
+
+
+@verifier("lesson_week16.gae_lambda_keeps_expectation_property", kind="property", uses=("gae_advantages",),
+          in_floats=gae_lambda_keeps_expectation_in_floats)
 def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, with the exact V^π as the critic: for λ = 0, a random λ in
     (0, 1) and λ = 1, the mean of impl's GAE estimate Â_0 over every path of H = 2 or 3 steps from
@@ -174,34 +216,4 @@ def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
     that computes in floats is judged within the rounding of H backward steps on TD errors bounded
     by max|R| + 2 max|V^π|, and the mean over the paths is taken exactly from what it returns.
     """
-
-    def same_mean_for_every_lambda(case: tuple[dict, int, Fraction]) -> None:
-        mdp, horizon, drawn_lambda = case
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        # GAE estimates over π's own paths of a stationary discounted MDP, cut after H steps and bootstrapped.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="estimated")
-        values = exact_policy_values(P, R, pi, gamma)
-        advantages = exact_action_values(P, R, values, gamma) - values[:, None]
-        starts = list(itertools.product(range(R.shape[0]), range(R.shape[1])))
-        columns, owners = [], []
-        for start in starts:
-            for states, actions, p in _paths(P, pi, *start, horizon):
-                columns.append((states, actions))
-                owners.append((start, p))
-        r = np.array([[R[s[t], a[t]] for s, a in columns] for t in range(horizon)], dtype=object)
-        v = np.array([[values[s[t]] for s, _ in columns] for t in range(horizon)], dtype=object)
-        v_next = np.array([[values[s[t + 1]] for s, _ in columns] for t in range(horizon)], dtype=object)
-        terminated = np.zeros(r.shape, dtype=int)
-        trace_cut = np.zeros(r.shape, dtype=int)
-        trace_cut[-1] = 1
-        magnitude = horizon * float(largest_magnitude(R.ravel()) + 2 * largest_magnitude(values))
-        bound = Fraction(rounding_bound(8 * horizon, magnitude))
-        for lambda_ in (Fraction(0), drawn_lambda, Fraction(1)):
-            estimates = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, lambda_)[0]
-            means = dict.fromkeys(starts, Fraction(0))
-            for (start, p), estimate in zip(owners, estimates, strict=True):
-                means[start] += p * Fraction(estimate)
-            for (s, a), mean in means.items():
-                assert abs(mean - advantages[s, a]) <= bound, (lambda_, s, a, mean, advantages[s, a])
-
-    return check_property(ctx, same_mean_for_every_lambda, _lambda_cases)
+    return check_property(ctx, lambda case: _same_mean_for_every_lambda(ctx, case, in_floats=False), _lambda_cases)
