@@ -46,7 +46,7 @@ exact check into an inexact one without saying so. The module converts its array
 (``__claims_array_library__ = "numpy"``).
 
     claims verify --claims-impl examples.rlax_rl --claims-report /tmp/report_rlax --no-cache -n 1 \\
-        -- -k "gae_advantages or n_step_advantages or td_errors"
+        -k "gae_advantages or n_step_advantages or td_errors"
 """
 
 import warnings

@@ -51,7 +51,7 @@ The module computes in NumPy (``__claims_array_library__``): the harness hands i
 makes the tensors SB3's API takes itself.
 
     claims verify --claims-impl examples.sb3_rl --claims-report /tmp/report_sb3 --no-cache -n 1 \\
-        -- -k "gae_advantages or n_step_advantages or explained_variance"
+        -k "gae_advantages or n_step_advantages or explained_variance"
 """
 
 import numpy as np

@@ -34,10 +34,9 @@ from claims_harness._reporting.report import (
     report_directory_problem,
 )
 from claims_harness._running.cache import checked_implementation
-from claims_harness._running.engine import Outcome, Part, evaluate, parts_of_file
+from claims_harness._running.engine import Outcome, Part, evaluate, keywords, parts_of_file
 from claims_harness._running.executor import shutdown_executors
 from claims_harness._running.processes import CheckCrashed, interrupt_on_termination
-from claims_harness._running.progress import progress_dir
 from claims_harness._running.property import rewrite_asserts_in
 from claims_harness._running.remote import check_implementation, close_hosts
 from claims_harness._session import (
@@ -46,7 +45,6 @@ from claims_harness._session import (
     PROVENANCE,
     UNIMPORTABLE,
     UNIMPORTABLE_INPUT,
-    CheckCounter,
     Evidence,
     ReportWriter,
     catalogue_of,
@@ -90,8 +88,6 @@ def pytest_configure(config: pytest.Config) -> None:
         if staging is not None:
             claim_staging(staging)
         config.pluginmanager.register(ReportWriter(Path(report_dir), config, evidence), "claims-report")
-    if progress_dir():
-        config.pluginmanager.register(CheckCounter(progress_dir()), "claims-progress")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -273,8 +269,7 @@ class PartItem(pytest.Item):
             self.add_marker(check.kind)
             self.add_marker("claim")
             uses = catalogue.verifiers[check.verifier].uses
-            # -k selects by the claim's other names (a syllabus's test) and by the functions a check exercises.
-            self.extra_keyword_matches.update([*entry.claim.aliases, *uses])
+            self.extra_keyword_matches.update(keywords(part, catalogue))  # what -k selects by, as claims verify's
             self.user_properties += [("functions", ",".join(uses)), ("verifier", check.verifier),
                                      ("aliases", ",".join(entry.claim.aliases))]
 

@@ -4,8 +4,8 @@ The session's state lives in pytest's stash: the run's options (fixed in ``pytes
 anything imports the implementation), the catalogue of each claims directory, the implementation's
 provenance, and why it could not be imported. In the controlling process, :class:`Evidence` gathers
 every item's evidence (from pytest-xdist's workers too) and prints the student's function table,
-:class:`ReportWriter` writes ``reports/`` from this run's evidence alone, and :class:`CheckCounter`
-keeps ``claims verify``'s status line. The hooks and the collection tree are ``claims_harness._pytest_hooks``'s.
+:class:`ReportWriter` writes ``reports/`` from this run's evidence alone. The hooks and the collection
+tree are ``claims_harness._pytest_hooks``'s.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ import pytest
 
 from claims_harness._claims.course import find_root, load_course
 from claims_harness._claims.errors import ClaimsError
-from claims_harness._claims.formats import USED_BY_FAILING, scoreboard_line
 from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._reporting.report import (
     NOT_JUDGED,
@@ -35,10 +33,10 @@ from claims_harness._reporting.report import (
     staging_dir_for,
     write_reports,
 )
+from claims_harness._reporting.terminal import scoreboard_failed, scoreboard_lines
 from claims_harness._running.engine import Part, every_part, never_reported, parts_of_file
 from claims_harness._running.executor import default_workers
 from claims_harness._running.implementation import Provenance, reference_implementation
-from claims_harness._running.progress import CHECKS_RECORD, progress_dir, write_record
 from claims_harness._running.runner import RunOptions, resolve_options
 from claims_harness._text.summary import text_overrides, text_report
 
@@ -68,7 +66,6 @@ def _options_asked_for(config: pytest.Config) -> RunOptions:
         cache_dir=config.getoption("claims_cache"),
         scheduler=config.getoption("claims_scheduler") or os.environ.get("CLAIMS_SCHEDULER") or None,
         workers=default_workers(_xdist_workers(config), config.getoption("claims_workers")),
-        progress_dir=progress_dir(),
         allow_reference=config.getoption("claims_allow_reference"),
         # A debugger must stop in the process it talks to: --pdb and --trace run checks in this one.
         isolation=not (config.getoption("usepdb", False) or config.getoption("trace", False)),
@@ -150,24 +147,13 @@ class Evidence:
 
     @staticmethod
     def _scoreboard(writer: Any, rows: list[dict[str, Any]], impl: str) -> None:
-        if not rows:
+        lines = scoreboard_lines(rows)
+        if not lines:
             return
         writer.section(f"functions of {impl}")
-        writer.line(scoreboard_line(rows), bold=True, red=any(row["failed"] for row in rows if not row["given"]))
-        # Only the functions under test get a row: the stubs and the reference's are one line each.
-        tested = [row for row in rows if row["implemented"] and not row["given"]]
-        if tested:
-            width = max(len("function"), *(len(row["function"]) for row in tested))
-            writer.line(f"{'function':<{width}}  claims  passed  failed  used by a failing check  not implemented  "
-                        "declined  not run")
-            for row in tested:
-                writer.line(f"{row['function']:<{width}}  {row['claims']:>6}  {row['passed']:>6}  {row['failed']:>6}  "
-                            f"{row[USED_BY_FAILING]:>23}  {row['not implemented']:>15}  {row['declined']:>8}  "
-                            f"{row['not run']:>7}")
-        for label, names in (("not implemented yet", [row["function"] for row in rows if not row["implemented"]]),
-                             ("the reference's, taken as given", [row["function"] for row in rows if row["given"]])):
-            if names:
-                writer.line(textwrap.fill(f"{label} ({len(names)}): {', '.join(names)}", 100, subsequent_indent="  "))
+        writer.line(lines[0], bold=True, red=scoreboard_failed(rows))
+        for line in lines[1:]:
+            writer.line(line)
 
 
 def given_functions(config: pytest.Config) -> tuple[str, ...]:
@@ -256,26 +242,3 @@ class ReportWriter:
             if names in parts:
                 found[nodeid] = (parts[names], catalogue)
         return found
-
-
-class CheckCounter:
-    """Writes how many checks are done of how many, in the controlling process, for ``claims verify``'s status line."""
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self.record: dict[str, Any] = {"done": 0, "total": None, "started": time.time()}
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._write(total=len(session.items))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._write(total=len(ids))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            self._write(done=self.record["done"] + 1)
-
-    def _write(self, **changes: Any) -> None:
-        self.record.update(changes)
-        write_record(self.directory, CHECKS_RECORD, self.record)

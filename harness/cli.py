@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from claims_harness._authoring import text as text_commands
-from claims_harness._claims.course import RESULTS_FILE, Course, find_course, packages_of, write_atomically
+from claims_harness._claims.course import RESULTS_FILE, Course, find_course, write_atomically
 from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
 from claims_harness._claims.loading import load_catalogue
-from claims_harness._claims.registry import registered
+from claims_harness._claims.registry import packages_of, registered
 from claims_harness._claims.schema import KINDS, json_schema_text
 from claims_harness._claims.sources import registry_section
 from claims_harness._running.implementation import reference_implementation
@@ -51,7 +51,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"smoke (fast) or full (the release artifact) (default: $CLAIMS_PROFILE or "
                              f"{DEFAULT_PROFILE}, as everywhere)")
     verify.add_argument("--claims-seed", type=int, help="global seed (default: $CLAIMS_SEED or 0)")
-    verify.add_argument("-n", "--numprocesses", help="run checks in parallel with pytest-xdist, e.g. 'auto'")
+    verify.add_argument("-n", "--numprocesses", help="run checks on this many processes at once, or 'auto' (one per "
+                                                     "core)")
+    verify.add_argument("--claims-workers", dest="workers", type=int, default=None, metavar="N",
+                        help="processes of the local pool for experiments' seeds; 1 runs them in the check's own "
+                             "process (default: $CLAIMS_WORKERS, else the cores divided by the -n lanes)")
+    verify.add_argument("-k", dest="selected", default="", metavar="EXPRESSION",
+                        help="only the checks whose names match, as pytest's -k reads it: words (parts of a claim's "
+                             "id, a kind, a verifier, a function) with and, or, not, e.g. -k \"gae_advantages or "
+                             "(baselines and not experiment)\"")
     verify.add_argument("--claims-scheduler", "--scheduler", dest="scheduler",
                         default=os.environ.get("CLAIMS_SCHEDULER"), metavar="ADDRESS",
                         help="run experiments' seeds on this Dask scheduler, e.g. tcp://host:8786 "
@@ -67,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--claims-text", "--text", dest="text", action="append", default=[], metavar="NAME=PATH",
                         help="read the course text's document NAME from PATH (a revised copy) for the report and the "
                              "gate (repeatable)")
-    verify.add_argument("pytest_args", nargs="*", help="extra pytest arguments after '--', e.g. -- -x")
 
     commands.add_parser("lint", help="validate every claim file without running checks")
     commands.add_parser("list", help="print every claim: id, step, kinds of its checks")
@@ -124,9 +131,15 @@ def main(argv: list[str] | None = None) -> int:
 
     text_commands.add_parser(commands)
 
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["verify"] and "--" in given:
+        print(f"claims verify: it starts no pytest, so it takes no pytest arguments after '--' (given: "
+              f"{' '.join(given[given.index('--') + 1:])}): select checks with -k EXPRESSION, or run "
+              "'pytest claims/' with pytest's options (it writes the same report)", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if args.command == "verify":
-        _warn_of_old_spellings(sys.argv[1:] if argv is None else argv)
+        _warn_of_old_spellings(given)
     try:
         args.course = find_course(args.claims_dir)
         args.claims_dir = (args.claims_dir or args.course.claims).resolve()
@@ -151,8 +164,7 @@ _OLD_SPELLINGS = {"--impl": "--claims-impl", "--out": "--claims-report", "--prof
 
 def _warn_of_old_spellings(argv: list[str]) -> None:
     """One line on stderr for each option given in its old spelling, naming the one to use."""
-    own = argv[:argv.index("--")] if "--" in argv else argv
-    for option in dict.fromkeys(token.partition("=")[0] for token in own):
+    for option in dict.fromkeys(token.partition("=")[0] for token in argv):
         if option in _OLD_SPELLINGS:
             print(f"claims verify: warning: {option} is the old spelling of {_OLD_SPELLINGS[option]} (the pytest "
                   f"plugin's, and the one to use); it still works", file=sys.stderr)

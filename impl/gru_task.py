@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -94,8 +94,7 @@ def evaluate_reward(params: dict, samples_per_prompt: int, max_tokens: int, rng:
 def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, group_size: int = 4,
                      ppo_epochs: int = 4, epsilon: float = 0.2, learning_rate: float = 0.01,
                      hidden_size: int = 24, max_tokens: int = 5, eval_every: int = 10,
-                     eval_samples_per_prompt: int = 8, ops: Any = None,
-                     progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                     eval_samples_per_prompt: int = 8, ops: Any = None) -> dict[str, Any]:
     """Train the GRU policy on the task with RLOO advantages and clipped PPO epochs.
 
     Each iteration samples ``group_size`` answers for each of ``prompts_per_batch`` prompts,
@@ -109,8 +108,6 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
       eval_every: iterations between evaluations with :func:`evaluate_reward`.
       ops: where the building blocks (GRU, sampling, mask, RLOO, objective, Adam) come from: the
         implementation under test, so that its bugs show in training (default: this package).
-      progress: called as ``progress(iterations_done, iterations)`` after each iteration, if given
-        (the harness shows it while a long run trains); it does not change the run.
 
     Returns:
       ``{"eval_iterations", "eval_reward", "batch_reward", "truncated_fraction"}``, lists per
@@ -150,8 +147,6 @@ def train_gru_policy(seed: int, iterations: int, prompts_per_batch: int = 16, gr
             params, adam = ops.adam_update(params, {k: -g for k, g in grads.items()}, adam, learning_rate)
         history["batch_reward"].append(float(rewards.mean()))
         history["truncated_fraction"].append(float(truncated.mean()))
-        if progress is not None:
-            progress(iteration + 1, iterations)
     return history
 
 

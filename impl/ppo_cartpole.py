@@ -13,7 +13,6 @@ implementation under test), so a claim about this run tests whichever implementa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,8 +160,7 @@ def _minibatch_loss_grad(ops: Any, params: dict[str, np.ndarray], config: PPOCon
     return grads, {"loss": float(loss), "value_loss": float(value_loss), "entropy": float(entropy)}
 
 
-def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callable[[int, int], None] | None = None
-                       ) -> PPORun:
+def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any) -> PPORun:
     """Train PPO on CartPole-v1 dynamics from ``seed``; every building block is taken from ``ops``.
 
     Args:
@@ -172,8 +170,6 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callabl
       ops: the implementation to build the loop from: the ``impl`` package, or a module or view
         offering the same functions (``VectorCartPole``, ``actor_critic_*``, ``gae_advantages``,
         the PPO functions, ``adam_*``, ``clip_by_global_norm``, ``kl_k3``...).
-      progress: called as ``progress(iterations_done, n_iterations)`` after each iteration, if given
-        (the harness shows it while a long run trains); it does not change the run.
 
     Returns:
       the run's :class:`PPORun`.
@@ -276,8 +272,6 @@ def train_ppo_cartpole(config: PPOConfig, seed: int, ops: Any, progress: Callabl
         }
         for name, value in row.items():
             diagnostics[name].append(value)
-        if progress is not None:
-            progress(iteration + 1, config.n_iterations)
         if solved_at_env_steps is None and eval_return >= config.solved_return:
             solved_at_env_steps, solved_at_seconds = env_steps, seconds
             if config.stop_when_solved:

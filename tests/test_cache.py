@@ -1,22 +1,25 @@
-"""Incremental re-verification: what the cache reuses, what invalidates it, and `claims verify` without pytest."""
+"""Incremental re-verification: what the cache reuses, what invalidates it, and `claims verify`'s report, which is
+pytest's."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
 import re
 import shutil
+import subprocess
 import sys
-import types
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import pythonpath
 from test_loading import claim, claim_file, claims_dir
 
-from claims_harness import _verify, load_catalogue
+from claims_harness import load_catalogue
 from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from claims_harness._running import cache as _cache
 from claims_harness._running.engine import evaluate, every_part
@@ -72,33 +75,44 @@ def _reports(directory: Path) -> tuple[dict, str]:
     return _without_timings(results), markdown
 
 
-def test_report_without_pytest_equals_the_one_pytest_writes_from_the_same_cache(tmp_path, monkeypatch, capsys):
+def _without_reuse(report: tuple[dict, str]) -> tuple[dict, str]:
+    results, markdown = report
+    for row in results["claims"]:
+        for check in row["checks"]:
+            check.pop("reused")
+    return results, markdown.replace(" (observations reused from the cache)", "")
+
+
+def test_a_report_from_the_cache_equals_the_one_its_checks_give_on_two_lanes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
 
     # The unknown source is an error.
     assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "warm"]) == 1
-    assert "pytest not started" in capsys.readouterr().out
-    # Any extra pytest argument makes pytest run; every observation is reused there too.
-    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "pytest", "--", "-q"]) == 1
-    assert "pytest not started" not in capsys.readouterr().out
+    assert "ran 0 checks" in capsys.readouterr().out
+    lanes = ["--claims-report", "lanes", "--no-cache", "-n", "2"]
+    assert claims_main(["verify", "--claims-profile", "smoke", *lanes]) == 1
+    assert "ran 2 checks" in capsys.readouterr().out
 
-    warm, pytest_run = _reports(tmp_path / "warm"), _reports(tmp_path / "pytest")
-    assert warm == pytest_run
+    warm, lanes = _reports(tmp_path / "warm"), _reports(tmp_path / "lanes")
     checks = [check for row in warm[0]["claims"] for check in row["checks"]]
     assert [check["reused"] for check in checks] == [True, True]
     assert "(observations reused from the cache)" in warm[1]
+    assert _without_reuse(warm) == _without_reuse(lanes)
     assert [row["status"] for row in warm[0]["claims"]] == ["passed", "passed", "error"]
 
 
-def test_checks_run_without_pytest_give_the_report_pytest_gives(tmp_path, monkeypatch, capsys):
-    """With nothing cached, the checks run in the command's own workers; pytest, asked to run them all, agrees."""
+def test_claims_verify_and_pytest_write_the_same_report(tmp_path, monkeypatch, capsys):
+    """`claims verify` starts no pytest; `pytest claims/`, the way to pytest's own options, writes the same report."""
     monkeypatch.chdir(tmp_path)
     _project(tmp_path)
     assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "here"]) == 1
-    assert "ran 2 checks here" in capsys.readouterr().out
-    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "pytest", "--no-cache"]) == 1
-    assert "pytest not started" not in capsys.readouterr().out
+    assert "ran 2 checks" in capsys.readouterr().out
+    finished = subprocess.run([sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider",
+                               "--claims-profile", "smoke", "--claims-report", "pytest"],
+                              cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": pythonpath()})
+    assert finished.returncode == 1, finished.stdout[-2000:] + finished.stderr[-2000:]
 
     here, pytest_run = _reports(tmp_path / "here"), _reports(tmp_path / "pytest")
     assert here == pytest_run
@@ -114,16 +128,31 @@ def test_a_student_package_in_the_working_directory_is_reused_without_pytest(tmp
 
     # The unknown source is an error.
     assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "first"]) == 1
-    assert "ran 2 checks here" in capsys.readouterr().out
+    assert "ran 2 checks" in capsys.readouterr().out
     assert claims_main(["verify", "--claims-impl", "student_copy", "--claims-report", "again"]) == 1
     out = capsys.readouterr().out
-    assert "no check had to run" in out
+    assert "ran 0 checks" in out
     checks = [check for row in json.loads((tmp_path / "again" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
               for check in row["checks"]]
     assert [check["reused"] for check in checks] == [True, True]
 
 
-def test_an_edited_expected_number_is_compared_anew_without_pytest(tmp_path, monkeypatch, capsys):
+def test_checks_waiting_for_stubs_are_cached_like_any_other(tmp_path, monkeypatch, capsys):
+    """A student's exercises start as stubs: a second run with no edit runs none of the checks waiting for them."""
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path)
+    assert claims_main(["exercises", "stubs"]) == 0
+    verify = ["verify", "--claims-impl", "stubs", "--claims-report", "mine", "--claims-partial"]
+    assert claims_main(verify) == 1  # the unknown source is an error
+    assert "ran 2 checks; 1 of 3 results failed, 2 skipped" in capsys.readouterr().out
+    assert claims_main(verify) == 1
+    assert "ran 0 checks; 1 of 3 results failed, 2 skipped" in capsys.readouterr().out
+    checks = [check for row in json.loads((tmp_path / "mine" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
+              for check in row["checks"]]
+    assert [(check["reused"], bool(check["not_implemented"])) for check in checks] == [(True, True), (True, True)]
+
+
+def test_an_edited_expected_number_is_compared_anew_without_running_the_check(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_every_check(_project(tmp_path))
     (tmp_path / "claims" / "a.yaml").write_text(claim_file(claim("bernoulli-gradient", expect="gradient: 0.274")),
@@ -132,7 +161,7 @@ def test_an_edited_expected_number_is_compared_anew_without_pytest(tmp_path, mon
 
     assert claims_main(["verify", "--claims-profile", "smoke"]) == 1
     out = capsys.readouterr().out
-    assert "pytest not started" in out
+    assert "ran 0 checks" in out
     assert "FAILED gradient: expected 0.274" in out
     (row,) = json.loads((tmp_path / "reports" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"]
     assert (row["status"], row["checks"][0]["reused"]) == ("failed", True)
@@ -259,47 +288,31 @@ def test_an_edit_no_check_can_reach_reruns_nothing(tmp_path, monkeypatch, file, 
 
 
 
-def test_a_package_in_the_course_root_that_pytest_would_import_instead_means_pytest_runs(tmp_path, monkeypatch,
-                                                                                        capsys):
+def test_a_process_that_imported_another_copy_of_the_verifiers_judges_with_the_courses_own(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """The verifiers are the judge's own code: a course with a copy of its own, run from a process that imported
+    another copy (this project's), is judged with its own, and the process keeps the copy it had."""
     monkeypatch.chdir(tmp_path)
-    _run_every_check(_project(tmp_path))
-    # The verifiers are the judge's own code: a package of theirs that pytest would import first is pytest's to run.
-    (tmp_path / "verifiers").mkdir()
-    (tmp_path / "verifiers" / "__init__.py").write_text("", encoding="utf-8")
-    claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "shadowed"])
-    assert "pytest not started" not in capsys.readouterr().out
+    _project(tmp_path)
+    import verifiers
+    from verifiers import bernoulli
 
-
-def _parts(*kinds: str) -> list:
-    return [types.SimpleNamespace(entry=types.SimpleNamespace(id=f"c{n}", claim=types.SimpleNamespace(
-        checks=[types.SimpleNamespace(kind=kind)])), index=0) for n, kind in enumerate(kinds)]
-
-
-@pytest.mark.parametrize(("numprocesses", "kinds", "timed", "here"), [
-    ("2", ("exact", "property", "symbolic"), {}, True),  # about 3 s of checks: quicker than starting pytest
-    ("2", ("exact",) * 10, {}, True),  # about 10 s: still quicker than pytest's start and two workers
-    ("2", ("exact",) * 20, {}, False),  # about 20 s: two workers are quicker
-    ("auto", ("exact",) * 200, {}, False),
-    ("2", ("experiment",), {}, False),  # an experiment never timed is assumed long
-    ("2", ("experiment",), {("c0", 0): 0.5}, True),  # unless the last report timed it
-    ("1", ("exact",) * 200, {}, True),  # one worker: pytest would run them one by one too
-    (None, ("experiment",) * 20, {}, True),
-])
-def test_the_checks_left_to_run_start_pytest_only_when_its_workers_are_quicker(tmp_path, numprocesses, kinds, timed,
-                                                                              here):
-    rows = {}
-    for (claim_id, index), seconds in timed.items():
-        rows.setdefault(claim_id, []).insert(index, {"seconds": seconds, "reused": False})
-    (tmp_path / RESULTS_FILE).write_text(json.dumps({"claims": [{"id": claim_id, "checks": checks}
-                                                                 for claim_id, checks in rows.items()]}))
-    args = types.SimpleNamespace(numprocesses=numprocesses, out=tmp_path)
-    assert _verify._quicker_here(args, _parts(*kinds)) is here
+    shutil.copytree(Path(verifiers.__file__).parent, tmp_path / "verifiers")
+    source = tmp_path / "verifiers" / "bernoulli.py"
+    # The course's copy observes a wrong gradient: only its own copy can make the check fail.
+    text = source.read_text(encoding="utf-8")
+    assert text.count('"gradient": gradient,') == 1
+    source.write_text(text.replace('"gradient": gradient,', '"gradient": 2 * gradient,'), encoding="utf-8")
+    assert claims_main(["verify", "--claims-profile", "smoke", "--claims-report", "own", "-k", "gradient"]) == 1
+    assert sys.modules["verifiers"] is verifiers and sys.modules["verifiers.bernoulli"] is bernoulli
+    row = json.loads((tmp_path / "own" / RESULTS_FILE).read_text(encoding="utf-8"))["claims"][0]
+    assert (row["id"], row["status"]) == ("bernoulli-gradient", "failed")
 
 
 @pytest.mark.parametrize(("spelling", "warned"), [
     (["--claims-impl", "no_such_student_module", "--claims-report", "mine"], []),
     (["--impl", "no_such_student_module", "--out", "mine"], ["--impl", "--out"]),  # the old spellings: a warning each
-    (["--impl=no_such_student_module", "--claims-report", "mine", "--", "--out"], ["--impl"]),  # not pytest's own
+    (["--impl=no_such_student_module", "--claims-report", "mine"], ["--impl"]),
 ])
 def test_claims_verify_speaks_the_plugins_vocabulary(tmp_path, monkeypatch, capsys, spelling, warned):
     monkeypatch.chdir(tmp_path)

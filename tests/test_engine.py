@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -226,20 +227,7 @@ def test_the_report_directory_is_replaced_in_one_step_and_keeps_what_the_run_doe
         assert out.stat().st_ino != replaced
 
 
-# --------------------------------------------------------------------------- claims verify: this run's report only
-
-
-def test_verify_never_announces_an_old_report_as_this_runs(project, monkeypatch, capsys):
-    monkeypatch.chdir(project.path)
-    write(project, claim_file(claim("ok")))
-    assert claims_main(["verify", "--no-cache"]) == 0
-    old = (project.path / "reports" / "claims.json").read_bytes()
-    capsys.readouterr()
-    status = claims_main(["verify", "--no-cache", "--", "--no-such-pytest-option"])
-    out, err = capsys.readouterr()
-    assert status != 0
-    assert "reports written" not in out + err and "pytest wrote no report" in err
-    assert (project.path / "reports" / "claims.json").read_bytes() == old
+# --------------------------------------------------------------------------- claims verify
 
 
 def test_verify_survives_an_implementation_that_exits_on_import(project, monkeypatch, capsys):
@@ -259,9 +247,70 @@ def test_a_partial_run_leaves_the_registry_alone(project, monkeypatch):
     sources = (project.path / "Module_4_Sources.md").read_text(encoding="utf-8")
     assert "`second`" in sources
     write(project, claim_file(claim("first"), claim("second"), claim("third")))
-    claims_main(["verify", "--no-cache", "--", "-k", "first"])
+    claims_main(["verify", "--no-cache", "-k", "first"])
     assert (project.path / "Module_4_Sources.md").read_text(encoding="utf-8") == sources
     assert results(project.path / "reports")["run"]["selection"] != "all"
+
+
+@pytest.mark.parametrize(("expression", "ids"), [
+    ("first", ["first"]),
+    ("first or third", ["first", "third"]),
+    ("not (first or third)", ["second"]),
+    ("FIRST and exact", ["first"]),  # any case; a word matches the check's kind too
+    ("first and experiment", None),
+    ("first or", "a word missing at the end"),
+    ("(first", "a '(' that is not closed"),
+    ("first third", "'third' where the expression should end"),
+])
+def test_claims_verify_selects_checks_as_pytests_k_does(project, monkeypatch, capsys, expression, ids):
+    monkeypatch.chdir(project.path)
+    write(project, claim_file(claim("first"), claim("second"), claim("third")))
+    status = claims_main(["verify", "--no-cache", "--claims-report", "picked", "-k", expression])
+    if isinstance(ids, list):
+        assert [row["id"] for row in results(project.path / "picked")["claims"]] == ids
+        assert results(project.path / "picked")["run"]["selection"] == f"{len(ids)} of 3 checks selected"
+        return
+    assert status == 2
+    error = capsys.readouterr().err
+    assert ("matches no check of the 3" if ids is None else ids) in error and "-k" in error
+    assert not (project.path / "picked").exists()
+
+
+def test_a_lane_that_dies_costs_only_the_part_it_was_running(project, monkeypatch):
+    """The driver's lanes are forked processes: one that dies (here, in the middle of the second claim's check) costs
+    that part an error row saying so; the others are evaluated, by the lane that took its place too."""
+    from claims_harness import load_catalogue
+    from claims_harness._running import driver
+    from claims_harness._running.engine import every_part
+    from claims_harness._running.runner import RunOptions
+
+    monkeypatch.chdir(project.path)
+    write(project, claim_file(claim("first"), claim("second"), claim("third"), claim("fourth")))
+    catalogue = load_catalogue(project.path / "claims")
+    real = driver.evaluate
+
+    def evaluate(part, catalogue, options, *, reuse_only=False):
+        if not reuse_only and part.entry.id == "second":
+            os._exit(3)
+        return real(part, catalogue, options, reuse_only=reuse_only)
+
+    monkeypatch.setattr(driver, "evaluate", evaluate)
+    said: list[str] = []
+    run = driver.drive(every_part(catalogue), catalogue, RunOptions(profile="smoke", cache_dir=None), 2, {},
+                       said.append)
+    statuses = {key.split("::")[1]: outcome.status for key, outcome in run.outcomes.items()}
+    assert statuses == {"first": "passed", "second": "error", "third": "passed", "fourth": "passed"}, said
+    (died,) = [outcome.message for key, outcome in run.outcomes.items() if "second" in key]
+    assert "the process running it died (exit status 3)" in died
+    assert len(said) == 4 and not run.interrupted
+
+
+def test_claims_verify_refuses_pytest_arguments_and_names_what_to_use(project, monkeypatch, capsys):
+    monkeypatch.chdir(project.path)
+    write(project, claim_file(claim("first")))
+    assert claims_main(["verify", "--", "-x"]) == 2
+    error = capsys.readouterr().err
+    assert "(given: -x)" in error and "-k EXPRESSION" in error and "pytest claims/" in error
 
 
 def test_verify_from_a_subdirectory_writes_into_the_course(project, monkeypatch):

@@ -139,8 +139,8 @@ def test_the_implementation_view_is_never_pickled_and_a_worker_without_the_modul
     view = view_of(impl, ("gae_advantages",), "test.executor", "a-claim")
     with pytest.raises(claims_harness.VerifierError, match="use the run.impl it receives"):
         pickle.dumps(view)
-    task = SeedTask(pickle.dumps((_where, ())), 4, "no_such_impl", (), "test.executor", "a-claim", None, None, None,
-                    str(PROJECT))
+    task = SeedTask(pickle.dumps((_where, ())), 4, "no_such_impl", (), "test.executor", "a-claim", None, None,
+                    directory=str(PROJECT))
     with pytest.raises(ClaimsError, match="the worker running seed 4 cannot reach the implementation 'no_such_impl'"):
         run_seed(task)
 

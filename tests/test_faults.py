@@ -307,8 +307,7 @@ def test_the_implementation_cannot_reach_what_the_judge_has_open(project, tmp_pa
 @pytest.mark.parametrize("command", [
     ("-m", "pytest", "claims", *PLUGINS_OFF),
     ("-m", "claims_harness.cli", "verify"),  # the checks left to run, in the command's own workers
-    # through pytest, which the command must not leave running
-    ("-m", "claims_harness.cli", "verify", "--", *PLUGINS_OFF),
+    ("-m", "claims_harness.cli", "verify", "-n", "2"),  # on two lanes, which the command must not leave running
 ])
 def test_sigterm_ends_the_run_as_ctrl_c_does_and_leaves_no_process_behind(project, tmp_path, command):
     """What CI and job schedulers send: the report is labelled interrupted, and every process of the run (the hung

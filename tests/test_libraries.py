@@ -74,7 +74,7 @@ def _checks(impl: str, functions: list[str], pythonpath: str | None = None) -> l
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (pythonpath, env.get("PYTHONPATH"))))
     with tempfile.TemporaryDirectory(prefix="claims-libraries-") as report:
         command = [sys.executable, "-m", "claims_harness.cli", "verify", "--claims-impl", impl, "--claims-report",
-                   report, "--claims-profile", "smoke", "--no-cache", "-n", "1", "--", "-k", " or ".join(functions)]
+                   report, "--claims-profile", "smoke", "--no-cache", "-n", "1", "-k", " or ".join(functions)]
         finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         results = Path(report) / "claims.json"
         assert results.is_file(), finished.stdout[-3000:] + finished.stderr[-3000:]

@@ -356,7 +356,7 @@ def test_a_report_directory_that_cannot_be_one_is_refused_before_any_check_runs(
     (tmp_path / "a file").write_text("not a directory", encoding="utf-8")
     out = {"a file": tmp_path / "a file", "under a file": tmp_path / "a file" / "reports",
            "/dev/null": Path(os.devnull)}
-    assert claims_main(["verify", "--claims-report", str(out[where]), "--", "-k", "no-such-claim"]) == 2
+    assert claims_main(["verify", "--claims-report", str(out[where]), "-k", "no-such-claim"]) == 2
     error = capsys.readouterr().err
     assert "is not a directory" in error and "no check run, no report written" in error
     assert (tmp_path / "a file").read_text(encoding="utf-8") == "not a directory"

@@ -376,7 +376,7 @@ def _reach_ppo_run(impl: Any, run: Any, final_returns: np.ndarray | None = None)
 def _train_ppo(run: SeedRun, total_env_steps: int, eval_every: int) -> object:
     """One seed's PPO run with the implementation's default hyperparameters, wherever the seed runs."""
     config = run.impl.PPOConfig(total_env_steps=total_env_steps, eval_every=eval_every)
-    return run.call_reporting(run.impl.train_ppo_cartpole, config, run.seed, run.impl)
+    return run.impl.train_ppo_cartpole(config, run.seed, run.impl)
 
 
 def _train_and_evaluate(run: SeedRun, total_env_steps: int, eval_every: int, final_eval_episodes: int,
@@ -384,7 +384,7 @@ def _train_and_evaluate(run: SeedRun, total_env_steps: int, eval_every: int, fin
     """One seed's PPO run (the default hyperparameters but ``changes``) and the returns of its final
     greedy policy over ``final_eval_episodes`` episodes, by the verifiers' own evaluation."""
     config = run.impl.PPOConfig(total_env_steps=total_env_steps, eval_every=eval_every, **changes)
-    trained = run.call_reporting(run.impl.train_ppo_cartpole, config, run.seed, run.impl)
+    trained = run.impl.train_ppo_cartpole(config, run.seed, run.impl)
     return trained, greedy_returns(run.impl, trained.params, final_eval_episodes, run.seed)
 
 

@@ -259,11 +259,11 @@ def _reach_training(params: _Protocol) -> None:
 
 def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, list]:
     """One seed's GRU training run, wherever the seed runs."""
-    return run.call_reporting(run.impl.train_gru_policy, run.seed, iterations,
-                              prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
-                              ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
-                              learning_rate=params.learning_rate, hidden_size=params.hidden_size,
-                              max_tokens=params.max_tokens, eval_every=params.eval_every, ops=run.impl)
+    return run.impl.train_gru_policy(run.seed, iterations,
+                                     prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
+                                     ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
+                                     learning_rate=params.learning_rate, hidden_size=params.hidden_size,
+                                     max_tokens=params.max_tokens, eval_every=params.eval_every, ops=run.impl)
 
 
 @verifier("gru.training_experiment", kind="experiment",
@@ -415,12 +415,12 @@ class SeedSpread(_Protocol):
 
 def _train_gru_evaluated_at_ends(run: SeedRun, iterations: int, params: SeedSpread) -> dict[str, list]:
     """One seed's run with evaluations only of the untrained and of the trained policy."""
-    return run.call_reporting(run.impl.train_gru_policy, run.seed, iterations,
-                              prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
-                              ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
-                              learning_rate=params.learning_rate, hidden_size=params.hidden_size,
-                              max_tokens=params.max_tokens, eval_every=iterations,
-                              eval_samples_per_prompt=params.eval_samples_per_prompt, ops=run.impl)
+    return run.impl.train_gru_policy(run.seed, iterations,
+                                     prompts_per_batch=params.prompts_per_batch, group_size=params.group_size,
+                                     ppo_epochs=params.ppo_epochs, epsilon=params.epsilon,
+                                     learning_rate=params.learning_rate, hidden_size=params.hidden_size,
+                                     max_tokens=params.max_tokens, eval_every=iterations,
+                                     eval_samples_per_prompt=params.eval_samples_per_prompt, ops=run.impl)
 
 
 @verifier("gru.seed_spread_experiment", kind="experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS),

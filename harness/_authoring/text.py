@@ -355,7 +355,7 @@ def _fresh_checks(key: str, block: Block, holds: list[str], catalogue: Catalogue
     seen = ((results.get("text") or {}).get("statements") or {}).get(key) or {}
     names = " or ".join(entry.id for entry in covering)
     if seen.get("fingerprint") != block.fingerprint:
-        return (f"the results are of a run before the text changed: run 'claims verify --no-cache -- -k \"{names}\"' "
+        return (f"the results are of a run before the text changed: run 'claims verify --no-cache -k \"{names}\"' "
                 "(after updating what the claims expect), then review again")
     rows = {row["id"]: row for row in results.get("claims", [])}
     failing = [entry.id for entry in covering if rows.get(entry.id, {}).get("status") != "passed"]
@@ -366,7 +366,7 @@ def _fresh_checks(key: str, block: Block, holds: list[str], catalogue: Catalogue
                     if index < len(rows[claim]["checks"]) and rows[claim]["checks"][index].get("reused"))
     if reused:
         return (f"the checks that compare its numbers ({', '.join(reused)}) reused observations made before the "
-                f"change: run 'claims verify --no-cache -- -k \"{names}\"', then review again")
+                f"change: run 'claims verify --no-cache -k \"{names}\"', then review again")
     return None
 
 

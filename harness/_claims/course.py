@@ -14,14 +14,12 @@ the course is imported.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,7 +193,8 @@ def load_course(root: Path) -> Course:
 def use_packages_of(course: Course) -> None:
     """Put ``course``'s root on the import path, unless it is there already: its implementation and verifier packages
     are imported from it by name, not installed where another project's names could collide with them. It stays
-    there, for the implementation's process to import the reference from (:func:`packages_of` for a while only).
+    there, for the implementation's process to import the reference from (for a while only:
+    ``claims_harness._claims.registry.packages_of``).
 
     Last on the path: a module beside them (a student's ``yaml.py`` in the course root) must not shadow a library the
     judge imports; the implementation's own process puts the directory it starts in first (``server.host_main``).
@@ -203,19 +202,6 @@ def use_packages_of(course: Course) -> None:
     root = str(course.root)
     if root not in sys.path:
         sys.path.append(root)
-
-
-@contextlib.contextmanager
-def packages_of(course: Course) -> Iterator[None]:
-    """:func:`use_packages_of` for the block (a command called in a longer-lived process): the import path is left as
-    it was found, whatever put the course root on it inside."""
-    root, there = str(course.root), str(course.root) in sys.path
-    use_packages_of(course)
-    try:
-        yield
-    finally:
-        if not there and root in sys.path:
-            sys.path.remove(root)
 
 
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

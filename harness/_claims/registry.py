@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import inspect
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from claims_harness._claims.course import find_course, use_packages_of
+from claims_harness._claims.course import Course, find_course, use_packages_of
 from claims_harness._claims.errors import RegistryError, did_you_mean
 from claims_harness._claims.schema import KINDS
 
@@ -89,6 +94,53 @@ def verifier(
 
 def _identity(function: Callable[..., Any]) -> tuple[str, str, int]:
     return function.__module__, function.__qualname__, function.__code__.co_firstlineno
+
+
+@contextlib.contextmanager
+def packages_of(course: Course) -> Iterator[None]:
+    """:func:`use_packages_of` for the block (a command called in a longer-lived process), the course's verifier
+    package imported from the course root: not a package of that name found earlier on the import path, nor a copy
+    imported before (a program that ran another course), so that neither the checks nor the cache keys come from
+    another copy. The import path, the modules and the registry are left as they were found."""
+    root, there = str(course.root), str(course.root) in sys.path
+    use_packages_of(course)
+    package = course.verifiers
+    local = next((path for path in (course.root / package / "__init__.py", course.root / f"{package}.py")
+                  if path.is_file()), None)
+    imported = getattr(sys.modules.get(package), "__file__", None)
+    if local is None or (imported is not None and Path(imported).resolve() == local.resolve()):
+        finder, aside = None, {}
+    else:
+        finder = _FromCourse(package, root)
+        sys.meta_path.insert(0, finder)
+        aside = {name: sys.modules.pop(name) for name in list(sys.modules) if _within(name, package)}
+    saved = dict(_REGISTRY)
+    try:
+        yield
+    finally:
+        if not there and root in sys.path:
+            sys.path.remove(root)
+        if finder is not None:
+            sys.meta_path.remove(finder)
+            for name in [name for name in sys.modules if _within(name, package)]:
+                del sys.modules[name]
+            sys.modules.update(aside)
+            _REGISTRY.clear()
+            _REGISTRY.update(saved)
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+class _FromCourse(importlib.abc.MetaPathFinder):
+    """Finds ``package`` in the course root alone (its submodules then come from its own ``__path__``)."""
+
+    def __init__(self, package: str, root: str):
+        self.package, self.root = package, root
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        return importlib.machinery.PathFinder.find_spec(name, [self.root]) if name == self.package else None
 
 
 def registered(package: str | None = None) -> Mapping[str, Verifier]:

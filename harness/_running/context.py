@@ -239,8 +239,7 @@ class Context:
         """``[function(run, *args) for each seed]``, the seeds run as independent tasks, maybe in parallel.
 
         ``run`` is a :class:`claims_harness.SeedRun`: ``run.impl`` (the implementation, imported where the
-        seed runs), ``run.seed``, and ``run.call_reporting(loop, ...)``, which passes a training
-        loop a ``progress`` callback if it takes one. Tasks go to a local process pool or to
+        seed runs) and ``run.seed``. Tasks go to a local process pool or to
         Dask workers, so ``function`` must be defined at the top level of an importable module
         and ``args`` and the results must pickle; each seed's result must depend only on the seed
         and ``args`` (not on ``ctx.rng``), which makes it the same whichever executor ran it.

@@ -95,6 +95,16 @@ def every_part(catalogue: Catalogue) -> list[Part]:
     return [part for file in catalogue.files for part in parts_of_file(catalogue, file)]
 
 
+def keywords(part: Part, catalogue: Catalogue) -> list[str]:
+    """What ``-k`` matches a part by: its file's and node names, and for a check its kind, its verifier, the
+    functions it uses and the claim's other names (a syllabus's test)."""
+    names = [part.file, *part.names]
+    if part.index is not None and part.entry is not None and part.entry.claim is not None:
+        check = part.entry.claim.checks[part.index]
+        names += [check.kind, check.verifier, *catalogue.verifiers[check.verifier].uses, *part.entry.claim.aliases]
+    return names
+
+
 def evaluate(part: Part, catalogue: Catalogue, options: RunOptions, *, reuse_only: bool = False) -> Outcome | None:
     """The part's evidence; with ``reuse_only``, None when its verifier would have to run."""
     if part.index is None:

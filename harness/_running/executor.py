@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
 import multiprocessing
 import os
 import pickle
@@ -33,7 +32,6 @@ from claims_harness._claims.errors import ClaimsError, VerifierError
 from claims_harness._claims.formats import library_versions
 from claims_harness._running.context import ImplementationView
 from claims_harness._running.processes import in_worker
-from claims_harness._running.progress import SeedProgress
 from claims_harness._running.remote import implementation_here
 
 
@@ -74,14 +72,16 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def default_workers(xdist_workers: int, asked: int | None = None) -> int:
+def default_workers(checking_processes: int, asked: int | None = None) -> int:
     """Processes per checking process for experiment seeds: ``asked`` (``--claims-workers``), else
-    ``$CLAIMS_WORKERS``, else the cores left to it by the other pytest-xdist workers.
+    ``$CLAIMS_WORKERS``, else the cores left to it by the other checking processes (``claims verify``'s
+    lanes, pytest-xdist's workers).
 
-    With xdist on every core already (``-n 2`` on 2 cores) this is 1, i.e. the seeds run in the
-    checking process: a pool per xdist worker would add processes but no core (docs/performance.md).
+    With a checking process on every core already (``-n 2`` on 2 cores) this is 1, i.e. the seeds run in the
+    checking process: a pool per checking process would add processes but no core (docs/performance.md).
     """
-    return asked or int(os.environ.get("CLAIMS_WORKERS", "0")) or max(1, available_cores() // max(1, xdist_workers))
+    return (asked or int(os.environ.get("CLAIMS_WORKERS", "0"))
+            or max(1, available_cores() // max(1, checking_processes)))
 
 
 class SeedRun:
@@ -91,31 +91,11 @@ class SeedRun:
       impl: the implementation under test, narrowed to the verifier's declared functions, reached from
         the process that runs this seed (it runs in a process of its own).
       seed: this run's seed.
-      progress: ``progress(iterations_done, iterations)``, shown in ``claims verify``'s status line.
     """
 
-    def __init__(self, impl: ImplementationView, seed: int, progress: Callable[[int, int], None]):
+    def __init__(self, impl: ImplementationView, seed: int):
         self.impl = impl
         self.seed = seed
-        self.progress = progress
-
-    def call_reporting(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``function(*args, **kwargs)``, with ``progress=`` (iteration, iterations) if it accepts that argument.
-
-        A training loop that takes a progress callback shows its iteration in ``claims verify``;
-        an implementation's loop without one runs all the same.
-        """
-        if _accepts_progress(function):
-            kwargs["progress"] = self.progress
-        return function(*args, **kwargs)
-
-
-def _accepts_progress(function: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):  # a builtin or an odd callable: call it as declared
-        return False
-    return any(parameter.name == "progress" for parameter in parameters)
 
 
 @dataclass(frozen=True)
@@ -135,7 +115,6 @@ class SeedTask:
     claim_id: str
     deadline: float | None
     time_limit: float | None
-    progress_dir: str | None
     directory: str
     sys_path: tuple[str, ...] | None = None
 
@@ -157,14 +136,10 @@ def run_seed(task: SeedTask) -> Any:
         raise ClaimsError(f"the worker running seed {task.seed} cannot reach the implementation '{task.impl}' "
                           f"({error})") from None
     view = ImplementationView(reached, task.uses, task.verifier, task.claim_id)
-    progress = SeedProgress(task.progress_dir, task.claim_id, task.seed)
     limit = (time_limit(task.deadline - time.time(), task.time_limit) if task.deadline is not None
              else contextlib.nullcontext())
-    try:
-        with limit:
-            return function(SeedRun(view, task.seed, progress), *args)
-    finally:
-        progress.close()
+    with limit:
+        return function(SeedRun(view, task.seed), *args)
 
 
 @dataclass(frozen=True)
@@ -186,13 +161,12 @@ class SeedRunner:
     workers: int = 1
     deadline: float | None = None
     time_limit: float | None = None
-    progress_dir: str | None = None
 
     def map(self, function: Callable[..., Any], seeds: Sequence[int], args: tuple[Any, ...]) -> list[Any]:
         """``function(run, *args)`` for each seed, in the order of ``seeds``; see ``Context.map_seeds``."""
         payload = _payload(function, args, self.verifier)
         tasks = [SeedTask(payload, int(seed), self.impl, self.uses, self.verifier, self.claim_id, self.deadline,
-                          self.time_limit, self.progress_dir, self.directory) for seed in seeds]
+                          self.time_limit, self.directory) for seed in seeds]
         size = min(self.workers, len(tasks))
         executor = _executor(self.scheduler, size)
         if executor is None:

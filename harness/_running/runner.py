@@ -67,6 +67,9 @@ from claims_harness._running.sharpness import perturbations
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 # The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).
 IN_FLOATS_KEY = "__judged_in_floats__"
+# The observation of a check that met functions not written yet: cached like any other, so that a run with no edit
+# does not run again every check waiting for a stub (the key covers the code of the functions it reaches).
+NOT_IMPLEMENTED_KEY = "__not_implemented_yet__"
 
 
 def course_scope() -> tuple[Dimension, ...]:
@@ -79,15 +82,14 @@ def course_scope() -> tuple[Dimension, ...]:
 class RunOptions:
     """How a run is configured: the implementation under test, the profile, the global seed.
 
-    ``scheduler`` and ``workers`` say where experiments' seeds run (a Dask scheduler's address;
-    processes of the local pool, 1 for none), ``progress_dir`` where progress records go; none of
-    the three changes a result, so none is part of the cache key. Nor does ``allow_reference``
-    (``--claims-allow-reference``: the implementation may take functions it does not define from the
-    reference), which only lets the run start and goes into every reproduce command. ``isolation``
-    off runs verifiers in the checking process (for ``--pdb``); ``staging_dir`` is where this run's
-    report and figures are written before they replace the report directory's. ``unimportable`` is why
-    the implementation could not be imported at the start of the run: the checks that call it are then
-    skipped (the run reports that error once), and those that need no implementation still run.
+    ``scheduler`` and ``workers`` say where experiments' seeds run (a Dask scheduler's address; processes of the
+    local pool, 1 for none); neither changes a result, so neither is part of the cache key. Nor does
+    ``allow_reference`` (``--claims-allow-reference``: the implementation may take functions it does not define from
+    the reference), which only lets the run start and goes into every reproduce command. ``isolation`` off runs
+    verifiers in the checking process (for ``--pdb``); ``staging_dir`` is where this run's report and figures are
+    written before they replace the report directory's. ``unimportable`` is why the implementation could not be
+    imported at the start of the run: the checks that call it are then skipped (the run reports that error once),
+    and those that need no implementation still run.
     ``shrink`` shrinks a failing property's input in the smoke profile too (``--claims-shrink``). ``scope`` is
     the course's scope dimensions (``[tool.claims.scope]``; by default the course of the working directory's),
     which what a check's examples reach is recorded along (``claims_harness.reach``); without them nothing is recorded.
@@ -111,7 +113,6 @@ class RunOptions:
     check_seed: int | None = None
     scheduler: str | None = None
     workers: int = 1
-    progress_dir: str | None = None
     allow_reference: bool = False
     isolation: bool = True
     staging_dir: str | None = None
@@ -239,13 +240,18 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if observed is None:
             limit = check.timeout or DEFAULT_TIMEOUT[options.profile]
             try:
-                observed = _observe_supervised(entry, index, verifier, options, seed, limit)
-            except Inexpressible:
-                if verifier.in_floats is not None:
-                    raise
-                observed = _replayed(entry, index, verifier, options, seed, limit)
+                try:
+                    observed = _observe_supervised(entry, index, verifier, options, seed, limit)
+                except Inexpressible:
+                    if verifier.in_floats is not None:
+                        raise
+                    observed = _replayed(entry, index, verifier, options, seed, limit)
+            except NotImplementedYet as error:
+                observed = {NOT_IMPLEMENTED_KEY: list(error.functions)}
             if cache:
                 cache.store(key, observed, options.figures_dir)
+        if NOT_IMPLEMENTED_KEY in observed:
+            raise NotImplementedYet(observed[NOT_IMPLEMENTED_KEY])
         observed = dict(observed)
         result.reached = observed.pop(REACHED_KEY, None) or {}
         result.in_floats = "twin" if observed.pop(IN_FLOATS_KEY, False) else ""
@@ -459,7 +465,7 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
         deviation=check.deviation,
         figures_dir=options.figures_dir,
         seed_runner=SeedRunner(options.impl, options.directory, tuple(verifier.uses), verifier.name, entry.id,
-                               options.scheduler, options.workers, time.time() + limit, limit, options.progress_dir),
+                               options.scheduler, options.workers, time.time() + limit, limit),
         shift=options.shift_in_deviations * (check.deviation or 0.0),
         shrink=options.shrink,
     )
