@@ -305,6 +305,13 @@ def test_a_lane_that_dies_costs_only_the_part_it_was_running(project, monkeypatc
     assert len(said) == 4 and not run.interrupted
 
 
+def test_claims_verify_with_no_claim_files_says_so_and_writes_nothing(project, monkeypatch, capsys):
+    monkeypatch.chdir(project.path)
+    assert claims_main(["verify", "--no-cache"]) == 2
+    assert "no claim files, so nothing to verify" in capsys.readouterr().err
+    assert not (project.path / "reports").exists()
+
+
 def test_claims_verify_refuses_pytest_arguments_and_names_what_to_use(project, monkeypatch, capsys):
     monkeypatch.chdir(project.path)
     write(project, claim_file(claim("first")))

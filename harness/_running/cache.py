@@ -8,7 +8,7 @@ implementation functions it uses (:func:`code_digest`: those functions and whate
 not the whole package, so that editing one function re-runs only the checks that call it), the
 harness's own source and the versions of the numerical libraries. Sources are found and read
 without importing them, so ``claims verify`` can compute keys, and reuse every observation,
-without starting pytest.
+before anything imports the implementation.
 
 The reach of a function is computed here by hand from the syntax tree: no library answers "which
 top-level definitions of these local files can this function's result depend on" without

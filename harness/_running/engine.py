@@ -2,8 +2,8 @@
 
 A run is a list of :class:`Part`: one per check of every usable claim, one per claim that cannot
 be used, one per claim file with problems of its own. The pytest plugin makes an item of each
-part and asks :func:`evaluate` for its evidence while the item runs; ``claims verify``, when every
-observation is cached, asks :func:`evaluate` the same with ``reuse_only`` and never starts pytest;
+part and asks :func:`evaluate` for its evidence while the item runs; ``claims verify`` asks it the
+same, first with ``reuse_only`` (``claims_harness._running.driver``), and never starts pytest;
 the report writer fills in :func:`never_reported` for a part whose item was selected but whose
 evidence never arrived. Nothing else builds a part or its evidence, so the two ways of running
 give the same rows, and a row can go missing from no report.
