@@ -34,6 +34,7 @@ from claims_harness._reporting.report import (
     report_directory_problem,
 )
 from claims_harness._running.cache import checked_implementation
+from claims_harness._running.driver import last_seconds, longest_first
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, parts_of_file
 from claims_harness._running.executor import shutdown_executors
 from claims_harness._running.processes import CheckCrashed, interrupt_on_termination
@@ -124,33 +125,23 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):
-        items[:] = _longest_first(items)
+        items[:] = _longest_first(items, config)
     # After -k and -m: whatever is selected, a run whose implementation does not import has this one error.
     why = why_unimportable(config)
     if why:
         items.insert(0, ImplementationImport.from_parent(session, name="claims-implementation", why=why))
 
 
-# The kinds whose checks take longest, longest first (experiments train for up to a minute, properties
-# for seconds, the other kinds for about one).
-_LONGEST_KINDS = ("experiment", "property")
-
-
-def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The items with the longest kinds of check first, each kind in collection order.
-
-    pytest-xdist hands out items in collection order. The longest experiments come late in the
-    claim files, so the worker that draws one last keeps the run waiting while the other worker
-    idles; handing the longest out first (longest-processing-time-first scheduling) evens the
-    workers out. Every worker sorts alike, as xdist requires identical collections; a serial run
-    keeps file and claim order.
-    """
-
-    def rank(item: pytest.Item) -> int:
-        return next((index for index, kind in enumerate(_LONGEST_KINDS) if item.get_closest_marker(kind)),
-                    len(_LONGEST_KINDS))
-
-    return sorted(items, key=rank)
+def _longest_first(items: list[pytest.Item], config: pytest.Config) -> list[pytest.Item]:
+    """The items in the run driver's order (``claims_harness._running.driver.longest_first``: the longest expected
+    first, by the seconds of the last report in --claims-report, else by kind). Every pytest-xdist worker reads
+    the same report before any is written, so every worker sorts alike, as xdist requires; a serial run keeps
+    file and claim order."""
+    report_dir = config.getoption("claims_report")
+    seconds = last_seconds(Path(report_dir)) if report_dir else {}
+    parts = longest_first([item.part for item in items if isinstance(item, PartItem)], seconds)
+    order = {part.key: number for number, part in enumerate(parts)}
+    return sorted(items, key=lambda item: order.get(item.part.key, -1) if isinstance(item, PartItem) else -1)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

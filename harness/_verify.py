@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, i
         write_reports,
     )
     from claims_harness._reporting.terminal import scoreboard_lines
-    from claims_harness._running.driver import drive, last_seconds, selected
+    from claims_harness._running.driver import drive, lanes_asked, last_seconds, selected
     from claims_harness._running.engine import every_part, never_reported
     from claims_harness._text.summary import text_report
 
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, i
         raise ClaimsError(f"{args.claims_dir}: no claim files, so nothing to verify; 'claims new' "
                           "writes a claim")
     parts = selected(every, catalogue, args.selected)
-    lanes = _lanes(args.numprocesses)
+    lanes = lanes_asked(args.numprocesses)
     run_id = uuid.uuid4().hex[:12]
     staging = staging_dir_for(args.out, run_id)
     options = resolve_options(args.impl, args.profile, args.claims_seed, report_dir=str(args.out),
@@ -129,18 +129,6 @@ def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, i
     print(f"claims verify: ran {counted(run.ran, 'check')}; "
           f"{len(failures)} of {len(parts)} results failed" + (f", {skipped} skipped" if skipped else ""))
     return results, 2 if run.interrupted else 1 if failures else 0
-
-
-def _lanes(asked: str | None) -> int:
-    """How many lanes ``-n`` asks for: a number, or 'auto' (every core); 1 without it."""
-    if asked is None:
-        return 1
-    if asked in ("auto", "logical"):
-        return os.cpu_count() or 1
-    try:
-        return max(1, int(asked))
-    except ValueError:
-        raise ClaimsError(f"-n {asked!r} is not a number of processes: give a number, e.g. -n 2, or -n auto") from None
 
 
 def _kept_apart(directory: Path, impl: str, profile: str) -> str | None:

@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
     audit.add_argument("--claims-impl", "--impl", dest="impl", default=None,
                        help="implementation module under test (default: the reference)")
-    audit.add_argument("-k", dest="selected", default="", help="only claims whose id contains this text")
+    audit.add_argument("-k", dest="selected", default="", metavar="EXPRESSION",
+                       help="only the checks this selects, as claims verify -k does")
+    audit.add_argument("-n", "--numprocesses", help="run checks on this many processes at once, or 'auto'")
     audit.add_argument("--write", type=Path, help="also write the table to this Markdown file")
     new = commands.add_parser("new", help="append a claim skeleton and a verifier stub (asks for what is missing)")
     new.add_argument("--step", help="where the text says it: one of the course's steps")
@@ -280,9 +282,10 @@ def _verifiers(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from claims_harness._power.audit import audit, render
+    from claims_harness._running.driver import lanes_asked
 
     rows = audit(load_catalogue(args.claims_dir), args.runs, args.alpha, args.impl or reference_implementation(),
-                 args.selected)
+                 args.selected, lanes_asked(args.numprocesses))
     table = render(rows, args.runs, args.alpha)
     print(table)
     if args.write:
@@ -331,17 +334,14 @@ def _exercises(args: argparse.Namespace) -> int:
 def _sharpness(args: argparse.Namespace) -> int:
     """Perturb every expected number of every cached check; print the score and the survivors (_running.sharpness)."""
     from claims_harness._reporting.report import build_results, lessons_of
-    from claims_harness._running.engine import evaluate, every_part
+    from claims_harness._running.driver import reused
+    from claims_harness._running.engine import every_part
 
     catalogue = load_catalogue(args.claims_dir)
     options = resolve_options(None, args.profile, args.claims_seed, cache_dir=str(args.course.cache))
-    outcomes, uncached = [], 0
-    for part in every_part(catalogue):
-        outcome = evaluate(part, catalogue, options, reuse_only=True)
-        if outcome is None:
-            uncached += 1
-        else:
-            outcomes.append(outcome)
+    cached = reused(every_part(catalogue), catalogue, options)
+    outcomes = [outcome for outcome in cached.values() if outcome is not None]
+    uncached = len(cached) - len(outcomes)
     checks = sum(1 for part in every_part(catalogue) if part.index is not None)
     if uncached == checks:
         print(f"claims sharpness: no observation of the {options.profile} profile is cached in {args.course.cache}/; "

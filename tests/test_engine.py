@@ -305,6 +305,22 @@ def test_a_lane_that_dies_costs_only_the_part_it_was_running(project, monkeypatc
     assert len(said) == 4 and not run.interrupted
 
 
+def test_claims_audit_runs_both_series_of_the_selected_checks_on_the_drivers_lanes(monkeypatch):
+    """The audit's runs go through the run driver: both series of each selected Monte Carlo check, on two lanes,
+    the null series at the (here tiny) alpha asked for, the shifted one detecting the stated deviation."""
+    from claims_harness import load_catalogue
+    from claims_harness._power.audit import audit
+    from claims_harness._running.implementation import reference_implementation
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    rows = audit(load_catalogue(root / "claims"), 2, 1e-6, reference_implementation(),
+                 "score-function-estimator-unbiased and montecarlo", lanes=2)
+    (row,) = rows
+    assert row.node.endswith("::score-function-estimator-unbiased::montecarlo") and row.runs == 2
+    assert (row.errors, row.false_failures) == (0, 0) and row.detections >= 1, row
+
+
 def test_claims_verify_with_no_claim_files_says_so_and_writes_nothing(project, monkeypatch, capsys):
     monkeypatch.chdir(project.path)
     assert claims_main(["verify", "--no-cache"]) == 2

@@ -196,22 +196,24 @@ def supervised_task(kind: str) -> str:
     return kind
 
 
-def test_the_supervisor_runs_several_workers_and_says_how_each_ended():
-    """The one supervisor of workers (checks, mutants): answers, raises, dies and hangs, two at a time."""
-    from claims_harness._running.isolation import TIMED_OUT, run_each_isolated
+@pytest.mark.parametrize("fresh", [False, True], ids=["lanes kept", "a fresh lane each"])
+def test_the_lanes_run_several_tasks_and_say_how_each_ended(fresh):
+    """The one scheduler of many tasks (checks, audit runs, mutants): answers, raises, dies and hangs, on two
+    lanes; a lane that dies or hangs costs only its task, and its children end with it."""
+    from claims_harness._running.driver import TIMED_OUT, on_lanes
 
+    kinds = ["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child", "answers"]
     started = time.monotonic()
-    order: list[int] = []
-    ended = run_each_isolated(["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child"],
-                              supervised_task, lambda kind: 1.0 if kind == "hangs" else 60.0, workers=2,
-                              done=lambda number, _: order.append(number))
+    ended = {}
+    on_lanes(len(kinds), lambda number: supervised_task(kinds[number]), 2, ended.__setitem__,
+             limit_of=lambda number: 1.0 if kinds[number] == "hangs" else 60.0, fresh=fresh)
     assert time.monotonic() - started < 30
-    assert ended[0].answer.value == "answers" and ended[4].answer.value == "answers"
-    assert "ValueError: no" in ended[1].answer.error
-    assert (ended[2].answer, ended[2].exit) == (None, "exit status 3, e.g. os._exit(3) in the implementation")
-    assert (ended[3].answer, ended[3].exit) == (None, TIMED_OUT)
-    assert (ended[5].answer, ended[5].exit) == (None, "exit status 4, e.g. os._exit(4) in the implementation")
-    assert sorted(order) == [0, 1, 2, 3, 4, 5]
+    assert sorted(ended) == list(range(len(kinds)))
+    assert [ended[number].value for number in (0, 4, 6)] == ["answers"] * 3
+    assert ended[1].value is None and "ValueError: no" in ended[1].why and not ended[1].died
+    assert (ended[2].value, ended[2].why, ended[2].died) == (None, "exit status 3", True)
+    assert (ended[3].value, ended[3].why, ended[3].died) == (None, TIMED_OUT, True)
+    assert (ended[5].value, ended[5].why, ended[5].died) == (None, "exit status 4", True)
 
 
 def calls_leave_one_out(impl: str, connection) -> list:

@@ -635,10 +635,13 @@ def test_collect_only_of_the_real_claims_matches_their_yaml(project):
     assert collected(project) == real_node_ids()
 
 
-def test_xdist_workers_take_the_longest_kinds_first_each_in_claim_order(project):
+def test_xdist_workers_take_the_longest_first_as_the_driver_orders_them(project):
+    """Without a last report, by kind (experiments, then properties, each in claim order); with one, by the seconds
+    it gives each check."""
     project.copy_real()
     items, _ = project.pytester.inline_genitems("claims", "-p", "no:cacheprovider")
-    ordered = _longest_first(items)
+    config = items[0].config
+    ordered = _longest_first(items, config)
     assert sorted(item.nodeid for item in ordered) == sorted(item.nodeid for item in items)
     kinds = [item.nodeid.split("::")[-1].split("-")[0] for item in ordered]
     experiments, properties = kinds.count("experiment"), kinds.count("property")
@@ -648,6 +651,14 @@ def test_xdist_workers_take_the_longest_kinds_first_each_in_claim_order(project)
     assert not {"experiment", "property"} & set(kinds[experiments + properties:])
     rest = [item for item in items if item in ordered[experiments + properties:]]
     assert ordered[experiments + properties:] == rest
+
+    last = project.pytester.path / "last"
+    last.mkdir()
+    slowest = items[-1]  # an exact check or so, timed here as the slowest of all
+    rows = [{"id": slowest.part.entry.id, "checks": [{"seconds": 0.0}] * slowest.part.index + [{"seconds": 99.0}]}]
+    (last / "claims.json").write_text(json.dumps({"claims": rows}), encoding="utf-8")
+    config.option.claims_report = str(last)
+    assert _longest_first(items, config)[0] is slowest
 
 
 def test_repeated_kind_gets_numbered_item_names(project):

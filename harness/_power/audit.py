@@ -19,7 +19,8 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from claims_harness._claims.loading import Catalogue
-from claims_harness._running.engine import evaluate, every_part
+from claims_harness._running.driver import evaluate_each, selected
+from claims_harness._running.engine import every_part
 from claims_harness._running.runner import RunOptions
 
 CONFIDENCE = 0.95
@@ -60,31 +61,34 @@ def _bounds(successes: int, trials: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def audit(catalogue: Catalogue, runs: int, alpha: float, impl: str, selected: str = "") -> list[AuditRow]:
-    rows = []
-    for part in every_part(catalogue):
-        entry, index = part.entry, part.index
-        if index is None or (selected and selected not in entry.id):
-            continue
-        check, name = entry.claim.checks[index], part.names[-1]
-        if check.kind != "montecarlo":
-            continue
-        entropy = int(np.random.SeedSequence().entropy)
-        seeds = np.random.SeedSequence(entropy).generate_state(2 * runs, dtype=np.uint64)
-        statuses = {"null": [], "shifted": []}
+def audit(catalogue: Catalogue, runs: int, alpha: float, impl: str, expression: str = "", lanes: int = 1
+          ) -> list[AuditRow]:
+    """Both series of every Monte Carlo check ``expression`` selects (as ``claims verify -k`` reads it), run on
+    ``lanes`` processes by the run driver."""
+    parts = [part for part in selected(every_part(catalogue), catalogue, expression) if part.index is not None
+             and part.entry.claim.checks[part.index].kind == "montecarlo"]
+    entropies, tasks = [], []
+    for _ in parts:
+        entropies.append(int(np.random.SeedSequence().entropy))
+        seeds = np.random.SeedSequence(entropies[-1]).generate_state(2 * runs, dtype=np.uint64)
         for run in range(runs):
             null = RunOptions(impl=impl, alpha=alpha, check_seed=int(seeds[2 * run] >> 1))
             shifted = RunOptions(impl=impl, shift_in_deviations=1.0, check_seed=int(seeds[2 * run + 1] >> 1))
-            statuses["null"].append(evaluate(part, catalogue, null).status)
-            statuses["shifted"].append(evaluate(part, catalogue, shifted).status)
-        false_failures = statuses["null"].count("failed")
-        detections = statuses["shifted"].count("failed")
-        errors = sum(status == "error" for series in statuses.values() for status in series)
+            tasks += [null, shifted]
+    statuses: list[str] = [""] * len(tasks)
+    evaluate_each([(parts[number // (2 * runs)], options) for number, options in enumerate(tasks)], catalogue,
+                  lanes, lambda number, outcome: statuses.__setitem__(number, outcome.status))
+    rows = []
+    for number, (part, entropy) in enumerate(zip(parts, entropies, strict=True)):
+        series = statuses[2 * runs * number:2 * runs * (number + 1)]
+        null, shifted = series[0::2], series[1::2]
+        check = part.entry.claim.checks[part.index]
+        false_failures, detections = null.count("failed"), shifted.count("failed")
         rows.append(AuditRow(
-            node=f"{entry.file}::{entry.id}::{name}", runs=runs, alpha=alpha, false_failures=false_failures,
-            false_failure_upper=_bounds(false_failures, runs)[1], beta=check.beta,
+            node=f"{part.entry.file}::{part.entry.id}::{part.names[-1]}", runs=runs, alpha=alpha,
+            false_failures=false_failures, false_failure_upper=_bounds(false_failures, runs)[1], beta=check.beta,
             deviation=check.deviation or 0.0, detections=detections, power_lower=_bounds(detections, runs)[0],
-            entropy=entropy, errors=errors))
+            entropy=entropy, errors=series.count("error")))
     return rows
 
 

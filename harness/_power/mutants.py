@@ -13,14 +13,15 @@ validates every claim file again. So this module drives the run itself:
 
 1. the trampolined copy of the reference is written as a package of its own (the reference's name
    with ``_mutants`` appended), so the reference itself stays loaded and unchanged;
-2. every check of the smoke profile that calls the implementation runs once in this process, with
-   mutmut's call recording on: which functions each check reaches, at any depth, and how long it
+2. every check of the smoke profile that calls the implementation runs once, with mutmut's call
+   recording on, on a lane of the run driver's of its own (``claims_harness._running.driver.on_lanes``,
+   a process forked from this one): which functions each check reaches, at any depth, and how long it
    takes; a check that is not green on the unmutated copy is reported and leaves the run (it would
    "kill" every mutant);
-3. each mutant runs in a worker forked from this one by the checks' own supervisor (claims, verifiers
-   and implementation already loaded), with only the checks that reach its function, fastest first,
-   stopping at the first red one. A mutant that runs past ten times its checks' recorded time (plus a
-   constant) is killed by the supervisor and counts as caught, as in mutmut: the claims noticed that it never finished.
+3. each mutant runs on a fresh lane (claims, verifiers and implementation already loaded), with only
+   the checks that reach its function, fastest first, stopping at the first red one. A mutant that runs
+   past ten times its checks' recorded time (plus a constant) is killed with its lane and counts as
+   caught, as in mutmut: the claims noticed that it never finished.
 
 Both steps keep what they found in the course's cache directory (``mutants/``), keyed on what the
 answer depends on: the check's own cache key (its claim, params, seed, verifier sources, the
@@ -52,8 +53,9 @@ from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
 from claims_harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
 from claims_harness._running.cache import cache_key
+from claims_harness._running.driver import LaneEnd, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
-from claims_harness._running.isolation import TIMED_OUT, Ended, run_each_isolated
+from claims_harness._running.processes import TIMED_OUT
 from claims_harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
@@ -257,29 +259,28 @@ def measure_baseline(parts: Sequence[Part], catalogue: Catalogue, options: RunOp
                 baseline.not_green[label] = found["why"]
     parts = [part for part in parts if not found_before[check_label(part)]]
 
-    def child(part: Part) -> str:
+    def child(number: int) -> dict[str, Any]:
         from mutmut.mutation.trampoline import set_mutant_under_test
         from mutmut.state import state
 
         set_mutant_under_test("stats")
-        outcome = evaluate(part, catalogue, options)
+        outcome = evaluate(parts[number], catalogue, options)
         why = "" if outcome.status == "passed" else f"{outcome.status}: {outcome.message}"
-        return json.dumps({"reached": sorted(state()._stats), "why": why.strip()[:500]})
+        return {"reached": sorted(state()._stats), "why": why.strip()[:500]}
+
+    def done(number: int, ended: LaneEnd) -> None:
+        label = check_label(parts[number])
+        baseline.seconds[label] = ended.seconds
+        if ended.value is None:
+            baseline.not_green[label] = f"the check's process ended without an answer ({ended.why.strip()[:500]})"
+            return
+        baseline.reached[label] = set(ended.value["reached"])
+        if ended.value["why"]:
+            baseline.not_green[label] = ended.value["why"]
+        cache.store("baseline-" + keys[label], {**ended.value, "seconds": ended.seconds})
 
     limit = 2 * DEFAULT_TIMEOUT[options.profile]
-    for part, ended in zip(parts, run_each_isolated(parts, child, lambda part: limit, workers), strict=True):
-        label = check_label(part)
-        baseline.seconds[label] = ended.seconds
-        answer = ended.answer.value if ended.answer is not None else None
-        if not answer:
-            why = ended.exit or (ended.answer.error or str(ended.answer.exception) if ended.answer else "")
-            baseline.not_green[label] = f"the check's process ended without an answer ({why.strip()[:500]})"
-            continue
-        found = json.loads(answer)
-        baseline.reached[label] = set(found["reached"])
-        if found["why"]:
-            baseline.not_green[label] = found["why"]
-        cache.store("baseline-" + keys[label], {**found, "seconds": ended.seconds})
+    on_lanes(len(parts), child, workers, done, limit_of=lambda number: limit, fresh=True)
     return baseline
 
 
@@ -311,42 +312,47 @@ def run_mutants(mutants: Sequence[Mutant], parts: Sequence[Part], baseline: Base
         else:
             results[number] = MutantResult(mutant, NOT_REACHED)
 
-    def limit_of(task: tuple[int, Mutant, list[Part]]) -> float:
-        return TIME_FACTOR * sum(baseline.seconds[check_label(part)] for part in task[2]) + TIME_CONSTANT
+    def limit_of(number: int) -> float:
+        return TIME_FACTOR * sum(baseline.seconds[check_label(part)] for part in queued[number][2]) + TIME_CONSTANT
 
-    def child(task: tuple[int, Mutant, list[Part]]) -> str:
+    def child(number: int) -> str:
         from mutmut.mutation.trampoline import set_mutant_under_test
 
-        set_mutant_under_test(task[1].name)
-        for part in task[2]:
+        set_mutant_under_test(queued[number][1].name)
+        for part in queued[number][2]:
             # Every selected check passed on the unmutated copy: any other verdict (a skip too) is the mutant's doing.
             if evaluate(part, catalogue, options).status != "passed":
                 return check_label(part)
         return ""
 
-    def done(number: int, ended: Ended) -> None:
+    def done(number: int, ended: LaneEnd) -> None:
         task_number, mutant, selected = queued[number]
-        answered = ended.answer is not None and ended.answer.error is None and ended.answer.exception is None
-        killed_by, seconds = ended.answer.value if answered else "", ended.seconds
-        if answered and not killed_by:
+        killed_by, seconds = ended.value or "", ended.seconds
+        if ended.value == "":
             result = MutantResult(mutant, SURVIVED, checks=len(selected), seconds=seconds)
-        elif ended.exit == TIMED_OUT:
+        elif ended.why == TIMED_OUT:
             result = MutantResult(mutant, TIMEOUT, checks=len(selected), seconds=seconds,
-                                  reason=f"ran past {limit_of(queued[number]):.0f} s ({TIME_FACTOR:g} times its "
+                                  reason=f"ran past {limit_of(number):.0f} s ({TIME_FACTOR:g} times its "
                                          f"checks' time, plus {TIME_CONSTANT:g} s)")
         else:  # a red check, or a process the mutant crashed: either way the claims saw it
-            result = MutantResult(mutant, KILLED, killed_by or f"the process ended ({ended.exit or 'raised'})",
+            result = MutantResult(mutant, KILLED, killed_by or f"the process ended ({_first_line(ended.why)})",
                                   len(selected), seconds)
         results[task_number] = result
-        if ended.exit != TIMED_OUT:  # a timeout may be the machine's load: the next run tries again
+        if ended.why != TIMED_OUT:  # a timeout may be the machine's load: the next run tries again
             cache.store(_mutant_key(mutant, [check_label(part) for part in selected], keys),
                         {"status": result.status, "killed_by": result.killed_by, "seconds": result.seconds,
                          "reason": result.reason})
         if progress:
             progress(result, len(results), len(mutants))
 
-    run_each_isolated(queued, child, limit_of, workers, done)
+    on_lanes(len(queued), child, workers, done, limit_of=limit_of, fresh=True)
     return [results[number] for number in range(len(mutants))]
+
+
+def _first_line(why: str) -> str:
+    """How a mutant's process ended, in a line: its exit, or the last line of what it raised."""
+    lines = why.strip().splitlines()
+    return lines[-1] if lines else "raised"
 
 
 def load_reviewed(path: Path) -> dict[str, dict[str, Any]]:

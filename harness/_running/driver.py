@@ -17,26 +17,40 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import re
 import signal
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import Any
 
 from claims_harness._claims.course import RESULTS_FILE
 from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, never_reported
-from claims_harness._running.processes import describe_exit, interrupt_on_termination, quiet_stdio
+from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is named with the lanes
+    TIMED_OUT,
+    describe_exit,
+    die_with_parent,
+    interrupt_on_termination,
+    kill_group,
+    limit_memory,
+    quiet_stdio,
+    redirect_output,
+)
 from claims_harness._running.remote import close_hosts
 from claims_harness._running.runner import RunOptions
 
-# A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s).
-UNTIMED_SECONDS = {"experiment": 30.0}
+# A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s, the
+# properties' a few seconds, the others about one).
+UNTIMED_SECONDS = {"experiment": 30.0, "property": 3.0}
 # How long an ended lane has to leave before it is killed.
 _LEAVE_SECONDS = 10.0
 
@@ -61,6 +75,38 @@ def last_seconds(report_dir: Path) -> dict[tuple[str, int], float]:
         return {}
 
 
+def lanes_asked(asked: str | None) -> int:
+    """How many lanes ``-n`` asks for: a number, or 'auto' (every core); 1 without it."""
+    if asked is None:
+        return 1
+    if asked in ("auto", "logical"):
+        return os.cpu_count() or 1
+    try:
+        return max(1, int(asked))
+    except ValueError:
+        raise ClaimsError(f"-n {asked!r} is not a number of processes: give a number, e.g. -n 2, or -n auto") from None
+
+
+def expected_seconds(part: Part, seconds: dict[tuple[str, int], float]) -> float:
+    """How long ``part`` is expected to take: what ``seconds`` (the last report's) gives it, else its kind's guess."""
+    if part.entry is None or part.entry.claim is None or part.index is None:
+        return 0.0
+    kind = part.entry.claim.checks[part.index].kind
+    return seconds.get((part.entry.id, part.index), UNTIMED_SECONDS.get(kind, 1.0))
+
+
+def longest_first(parts: Sequence[Part], seconds: dict[tuple[str, int], float]) -> list[Part]:
+    """``parts``, the longest expected first, those expected alike in their order: handing the longest out first
+    (longest-processing-time-first scheduling) evens the lanes out, where the long experiments late in the claim
+    files would keep the run waiting on one lane while the others idle."""
+    return sorted(parts, key=partial(expected_seconds, seconds=seconds), reverse=True)
+
+
+def reused(parts: Sequence[Part], catalogue: Catalogue, options: RunOptions) -> dict[str, Outcome | None]:
+    """Each part's outcome as the cache holds it (None: not cached), in this process; nothing runs."""
+    return {part.key: evaluate(part, catalogue, options, reuse_only=True) for part in parts}
+
+
 def drive(parts: Sequence[Part], catalogue: Catalogue, options: RunOptions, lanes: int,
           seconds: dict[tuple[str, int], float], said: Callable[[str], None]) -> Run:
     """Each part's outcome: reused where the cache holds it, else evaluated, longest first, on ``lanes`` processes.
@@ -68,32 +114,55 @@ def drive(parts: Sequence[Part], catalogue: Catalogue, options: RunOptions, lane
     ``said`` is told one line per part evaluated (never per skipped check), with what is left and an estimate of
     the time it takes, from ``seconds`` (the last report's) and the lanes.
     """
-    outcomes: dict[str, Outcome | None] = {part.key: evaluate(part, catalogue, options, reuse_only=True)
-                                           for part in parts}
+    outcomes = reused(parts, catalogue, options)
+    to_run = longest_first([part for part in parts if outcomes[part.key] is None], seconds)
+    progress = _Progress(to_run, partial(expected_seconds, seconds=seconds), max(1, min(lanes, len(to_run))), said)
 
-    def expected(part: Part) -> float:
-        if part.entry is None or part.entry.claim is None or part.index is None:
-            return 0.0
-        kind = part.entry.claim.checks[part.index].kind
-        return seconds.get((part.entry.id, part.index), UNTIMED_SECONDS.get(kind, 1.0))
+    def ended(number: int, outcome: Outcome) -> None:
+        outcomes[to_run[number].key] = outcome
+        progress.ended(to_run[number], outcome)
 
-    to_run = sorted((part for part in parts if outcomes[part.key] is None), key=expected, reverse=True)
-    progress = _Progress(to_run, expected, max(1, min(lanes, len(to_run))), said)
-    undo = interrupt_on_termination()
     try:
-        if progress.lanes == 1:
-            for part in to_run:
-                progress.started(part)
-                outcomes[part.key] = evaluate(part, catalogue, options)
-                progress.ended(part, outcomes[part.key])
-        else:
-            _on_lanes(to_run, catalogue, options, progress, outcomes)
+        evaluate_each([(part, options) for part in to_run], catalogue, progress.lanes, ended,
+                      lambda number: progress.started(to_run[number]))
     except KeyboardInterrupt:
         return Run(outcomes, len(to_run), interrupted=True)
+    return Run(outcomes, len(to_run))
+
+
+def evaluate_each(tasks: Sequence[tuple[Part, RunOptions]], catalogue: Catalogue, lanes: int,
+                  ended: Callable[[int, Outcome], None], started: Callable[[int], None] = lambda number: None
+                  ) -> None:
+    """Evaluate each (part, options) in turn: in this process with one lane, else on ``lanes`` lanes (a lane that
+    dies costs only its task, an error row saying how it died). ``started``/``ended`` are told each task's number
+    as it starts and ends. Ctrl-C or SIGTERM raises KeyboardInterrupt here, the lanes, their checks' workers and
+    the implementation's hosts ended."""
+    undo = interrupt_on_termination()
+    try:
+        if lanes == 1:
+            for number, (part, options) in enumerate(tasks):
+                started(number)
+                ended(number, evaluate(part, catalogue, options))
+            return
+
+        def work(number: int) -> list[Any]:
+            outcome = evaluate(tasks[number][0], catalogue, tasks[number][1])
+            return [outcome.evidence, outcome.status, outcome.message]
+
+        def done(number: int, end: LaneEnd) -> None:
+            if end.value is not None:
+                ended(number, Outcome(*end.value))
+                return
+            # The lane runs no code of the implementation's: its own death is not blamed on it.
+            part, options = tasks[number]
+            why = "its result never reached the report: " + (
+                f"the process running it died ({end.why})" if end.died else f"evaluating it raised\n{end.why}")
+            ended(number, Outcome(never_reported(part, catalogue, options, why), "error", why))
+
+        on_lanes(len(tasks), work, lanes, done, started)
     finally:
         undo()
         close_hosts()
-    return Run(outcomes, len(to_run))
 
 
 class _Progress:
@@ -110,18 +179,17 @@ class _Progress:
     def started(self, part: Part) -> None:
         self.running[part.key] = time.monotonic()
 
-    def ended(self, part: Part, outcome: Outcome | None) -> None:
+    def ended(self, part: Part, outcome: Outcome) -> None:
         self.running.pop(part.key, None)
         self.left.pop(part.key, None)
-        status = outcome.status if outcome is not None else "error"
-        if status == "skipped":
+        if outcome.status == "skipped":
             return
         done = self.total - len(self.left)
         now = time.monotonic()
         # What is still expected of the running parts, then of the queue, spread over the lanes.
         remaining = sum(max(0.0, self.left[key] - (now - began)) for key, began in self.running.items())
         remaining += sum(seconds for key, seconds in self.left.items() if key not in self.running)
-        line = f"claims verify: [{done}/{self.total}] {part.key} {status}"
+        line = f"claims verify: [{done}/{self.total}] {part.key} {outcome.status}"
         if self.left:
             line += f" | about {_clock(remaining / self.lanes)} left"
             if len(self.left) == len(self.running):  # the queue is empty: say what the wait is for
@@ -134,84 +202,113 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{seconds:02d}"
 
 
-def _on_lanes(to_run: list[Part], catalogue: Catalogue, options: RunOptions, progress: _Progress,
-              outcomes: dict[str, Outcome | None]) -> None:
-    """Evaluate ``to_run`` on ``progress.lanes`` forked processes, the next part to whichever lane is free."""
-    waiting = list(reversed(range(len(to_run))))
-    lanes: dict[Connection, _Lane] = {}
+@dataclass(frozen=True)
+class LaneEnd:
+    """How a task ended on a lane: what ``work`` returned (JSON), or (``value`` None) why there is none: the
+    traceback of what it raised, or (``died``) how its lane ended: an exit status, a signal, :data:`TIMED_OUT`."""
+
+    value: Any
+    why: str
+    seconds: float
+    died: bool = False
+
+
+def on_lanes(count: int, work: Callable[[int], Any], lanes: int, done: Callable[[int, LaneEnd], None],
+             started: Callable[[int], None] = lambda number: None, *,
+             limit_of: Callable[[int], float] | None = None, fresh: bool = False) -> None:
+    """``work(number)`` for each number below ``count``, in that order, on ``lanes`` processes forked from this
+    one, the next task to whichever lane is free: the one scheduler of many tasks (checks, audit runs, mutants).
+
+    A lane is a process group of its own, killed with this process. ``work`` returns JSON-ready data; ``done``
+    is called as each task ends, in the order they end. A lane that dies, or that is still on a task
+    ``limit_of(number)`` seconds after it began, is killed with all it started and the task's end says so; a new
+    lane takes the tasks left. A lane's address space is limited as a check's worker's is. With ``fresh`` each lane
+    runs one task only, its output discarded (what a task leaves behind, a mutant's trampoline state, reaches no
+    other task).
+    """
+    waiting = list(reversed(range(count)))
+    running: dict[Connection, _Lane] = {}
     try:
-        while waiting or any(lane.number is not None for lane in lanes.values()):
-            while waiting and len(lanes) < progress.lanes:
-                lane = _Lane(to_run, catalogue, options)
-                lanes[lane.connection] = lane
-            for lane in list(lanes.values()):
+        while waiting or any(lane.number is not None for lane in running.values()):
+            while waiting and len(running) < lanes:
+                lane = _Lane(work, quiet=fresh)
+                running[lane.connection] = lane
+            for lane in list(running.values()):
                 if lane.number is None and waiting:
-                    if not lane.give(waiting[-1]):  # it died idle: a new lane takes the part
-                        del lanes[lane.connection]
+                    number = waiting[-1]
+                    if not lane.give(number, limit_of(number) if limit_of else None):
+                        del running[lane.connection]  # it died idle: a new lane takes the task
                         lane.end()
                         continue
-                    progress.started(to_run[waiting.pop()])
-            owners = {handle: lane for lane in lanes.values() for handle in (lane.connection, lane.process.sentinel)}
-            for ready in wait(list(owners)):
-                lane = owners[ready]
-                if lane.connection not in lanes or lane.number is None:  # ended already, by its other handle
+                    started(waiting.pop())
+            owners = {handle: lane for lane in running.values() for handle in (lane.connection, lane.process.sentinel)}
+            deadline = min((lane.deadline for lane in running.values() if lane.number is not None), default=math.inf)
+            ready = wait(list(owners), timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
+            for lane in list(running.values()):
+                # What a lane started holds its handles open: that it exited is asked too.
+                if lane.number is None or not (lane.connection in ready or lane.process.sentinel in ready
+                                               or time.monotonic() > lane.deadline or not lane.process.is_alive()):
                     continue
-                number = lane.number
-                part = to_run[number]
-                outcome = lane.answer()
-                if outcome is None:  # the lane died: this part is its only loss
-                    del lanes[lane.connection]
-                    outcome = lane.death(part, catalogue, options)
-                outcomes[part.key] = outcome
-                progress.ended(part, outcome)
+                number, end = lane.number, lane.answer()
+                if end is None or fresh:
+                    del running[lane.connection]
+                    end = end or lane.death()
+                    lane.end()
+                done(number, end)
     finally:
-        for lane in lanes.values():
+        for lane in running.values():
             lane.end()
 
 
 class _Lane:
-    """One lane: a process forked from this one that evaluates the parts it is given, one at a time."""
+    """One lane: a process forked from this one that runs ``work`` on the task numbers it is given, one at a
+    time."""
 
-    def __init__(self, parts: list[Part], catalogue: Catalogue, options: RunOptions):
+    def __init__(self, work: Callable[[int], Any], quiet: bool):
         self.connection, theirs = multiprocessing.Pipe(duplex=True)
         self.number: int | None = None
+        self.began = self.deadline = math.inf
         with quiet_stdio():
             # Not a daemon: the checks it runs fork workers, whose seeds may run in a pool of their own.
-            self.process = multiprocessing.get_context("fork").Process(
-                target=_lane_main, args=(parts, catalogue, options, theirs))
+            self.process = multiprocessing.get_context("fork").Process(target=_lane_main, args=(work, theirs, quiet))
             self.process.start()
         theirs.close()
 
-    def give(self, number: int) -> bool:
-        """Send it part ``number``; False when it is gone."""
+    def give(self, number: int, limit: float | None) -> bool:
+        """Send it task ``number``, to be done within ``limit`` seconds (None: no limit); False when it is gone."""
         try:
             self.connection.send_bytes(json.dumps(number).encode())
         except OSError:
             return False
-        self.number = number
+        self.number, self.began = number, time.monotonic()
+        self.deadline = math.inf if limit is None else self.began + limit
         return True
 
-    def answer(self) -> Outcome | None:
-        """The outcome of the part given, or None when the lane died first."""
+    def answer(self) -> LaneEnd | None:
+        """How the task given ended, or None when the lane died or ran past the limit before answering."""
         try:
-            number, evidence, status, message = json.loads(self.connection.recv_bytes())
+            if not self.connection.poll(0):
+                return None
+            number, value, error = json.loads(self.connection.recv_bytes())
         except (EOFError, OSError, ValueError):
             return None
         assert number == self.number, (number, self.number)
         self.number = None
-        return Outcome(evidence, status, message)
+        return LaneEnd(value, error, time.monotonic() - self.began)
 
-    def death(self, part: Part, catalogue: Catalogue, options: RunOptions) -> Outcome:
+    def death(self) -> LaneEnd:
+        """The end of a task whose lane died, or was still on it past its limit (the lane is then killed)."""
+        seconds = time.monotonic() - self.began
+        if time.monotonic() > self.deadline and self.process.is_alive():
+            kill_group(self.process)
+            return LaneEnd(None, TIMED_OUT, seconds, died=True)
         self.process.join(5)
-        self.end()
         code = self.process.exitcode
-        # The lane runs no code of the implementation's: an exit status of its own is not blamed on it.
         how = f"exit status {code}" if code is not None and code > 0 else describe_exit(code)
-        why = f"its result never reached the report: the process running it died ({how})"
-        return Outcome(never_reported(part, catalogue, options, why), "error", why)
+        return LaneEnd(None, how, seconds, died=True)
 
     def end(self) -> None:
-        """Ask the lane to leave, then end it: its checks' workers and its host end with it."""
+        """Ask the lane to leave, then end it: everything it started ends with it."""
         if self.process.is_alive():
             if self.number is None:
                 with contextlib.suppress(OSError):
@@ -219,17 +316,23 @@ class _Lane:
             else:  # busy: interrupted, as Ctrl-C would (it ends the check's worker and its server on the way out)
                 os.kill(self.process.pid, signal.SIGTERM)
             self.process.join(_LEAVE_SECONDS)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join()
+        kill_group(self.process)
         self.connection.close()
 
 
-def _lane_main(parts: list[Part], catalogue: Catalogue, options: RunOptions, connection: Connection) -> None:
+def _lane_main(work: Callable[[int], Any], connection: Connection, quiet: bool) -> None:
+    os.setpgrp()
+    die_with_parent()
+    limit_memory()
+    if quiet:
+        redirect_output(os.open(os.devnull, os.O_WRONLY))
     try:
         while (number := json.loads(connection.recv_bytes())) is not None:
-            outcome = evaluate(parts[number], catalogue, options)
-            connection.send_bytes(json.dumps([number, outcome.evidence, outcome.status, outcome.message]).encode())
+            try:
+                value, error = work(number), ""
+            except Exception:  # the task's end, not the lane's
+                value, error = None, traceback.format_exc(limit=-8)
+            connection.send_bytes(json.dumps([number, value, error]).encode())
     except (KeyboardInterrupt, EOFError, OSError):
         pass
     finally:

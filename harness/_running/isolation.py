@@ -17,7 +17,7 @@ the worker, and whatever it started with it. The next check gets a new worker an
 The answer is data (``claims_harness._running.wire``). No library does this for one call with a result
 (``concurrent.futures`` cannot kill a hung task, a broken pool takes every pending task with it, and
 multiprocessing's forkserver would import the claims and verifiers anew in its server), hence this
-module.
+module. Many tasks on several processes are the run driver's (``claims_harness._running.driver.on_lanes``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import multiprocessing
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection, wait
@@ -33,6 +33,7 @@ from typing import Any
 
 from claims_harness._claims.errors import ClaimsError
 from claims_harness._running.processes import (
+    TIMED_OUT,
     Answer,
     CheckCrashed,
     Process,
@@ -69,7 +70,7 @@ def run_isolated(call: Callable[..., Any], limit: float, what: str, server: Star
       ClaimsError: ``call`` raised: the same ClaimsError, or one holding the worker's traceback of any other error.
     """
     grace = min(max(limit, GRACE_SECONDS[0]), GRACE_SECONDS[1])
-    (ended,) = run_each_isolated([call], _call, lambda task: limit + grace, workers=1, server=server)
+    ended = _supervised(call, limit + grace, server)
     tail = (f"; the implementation's process {ended.server_exit}" if ended.server_exit else "") + \
         (f"; its last output:\n{ended.output}" if ended.output else "")
     if ended.answer is None and ended.exit == TIMED_OUT:
@@ -91,11 +92,6 @@ def run_isolated(call: Callable[..., Any], limit: float, what: str, server: Star
     return ended.answer.value
 
 
-def _call(task: Callable[..., Any], *connection: Connection) -> Any:
-    return task(*connection)
-
-
-TIMED_OUT = "killed past its time limit"
 _UNREADABLE = "the worker's answer cannot be read back"
 
 
@@ -111,41 +107,21 @@ class Ended:
     server_exit: str = ""
 
 
-def run_each_isolated(tasks: Sequence[Any], call: Callable[..., Any], limit_of: Callable[[Any], float],
-                      workers: int, done: Callable[[int, Ended], None] | None = None,
-                      server: StartServer | None = None) -> list[Ended]:
-    """``call(task)`` for each task (``call(task, connection)`` with ``server``: a server of the implementation's for
-    each), each in a worker of its own forked from this process, ``workers`` at a time: how each ended.
-
-    The one supervisor of worker processes: a check's (through :func:`run_isolated`) and the mutants'.
-    A worker still running ``limit_of(task)`` seconds after it started is killed (``exit`` is
-    :data:`TIMED_OUT`); one that dies without answering has ``exit`` naming its exit status or signal.
-    ``done(number, ended)`` is called as each ends, in the order they end.
-    """
-    ended: dict[int, Ended] = {}
-    waiting = list(reversed(range(len(tasks))))
-    running: dict[int, _Worker] = {}
+def _supervised(call: Callable[..., Any], limit: float, server: StartServer | None) -> Ended:
+    """``call()`` (``call(connection)`` with ``server``) in a worker forked from this process, and how it ended: its
+    answer, or ``exit`` naming its exit status or signal, or :data:`TIMED_OUT` when it was still running ``limit``
+    seconds after it started and so was killed."""
+    worker = _Worker(call, limit, server)
     try:
-        while waiting or running:
-            while waiting and len(running) < workers:
-                number = waiting.pop()
-                running[number] = _Worker(partial(call, tasks[number]), limit_of(tasks[number]), server)
-            deadline = min(worker.deadline for worker in running.values())
-            handles = [handle for worker in running.values() for handle in (worker.reader, worker.process.sentinel)
-                       if handle is not None]
-            ready = wait(handles, timeout=max(0.0, min(deadline - time.monotonic(), 1.0)))
-            for number, worker in list(running.items()):
-                # A worker's own children (a seed pool) hold its answer pipe open: that it exited is asked too.
-                if worker.reader in ready or worker.process.sentinel in ready or time.monotonic() > worker.deadline \
-                        or not worker.process.is_alive():
-                    ended[number] = worker.end()
-                    del running[number]
-                    if done:
-                        done(number, ended[number])
-    finally:
-        for worker in running.values():
-            worker.end()
-    return [ended[number] for number in range(len(tasks))]
+        while True:
+            # A worker's own children (a seed pool) hold its answer pipe open: that it exited is asked too.
+            ready = wait([worker.reader, worker.process.sentinel],
+                         timeout=max(0.0, min(worker.deadline - time.monotonic(), 1.0)))
+            if ready or time.monotonic() > worker.deadline or not worker.process.is_alive():
+                return worker.end()
+    except BaseException:
+        worker.end()
+        raise
 
 
 class _Worker:

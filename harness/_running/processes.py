@@ -31,6 +31,9 @@ from claims_harness._claims.course import ENGINE
 from claims_harness._claims.errors import ClaimsError
 from claims_harness._running.wire import NotData, decode, encode
 
+# How a process is said to have ended when it was killed for running past its time limit.
+TIMED_OUT = "killed past its time limit"
+
 # The worker's address space: half the machine's memory, so that a runaway allocation fails in the
 # worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
 _MEMORY_FRACTION = 0.5
@@ -127,7 +130,7 @@ def start_apart(output: int, judges: frozenset[int], keep: frozenset[int]) -> No
     """Begin a forked process's life apart from the judge: a process group of its own (a kill reaches all it
     starts), killed with its parent, and :func:`leave_the_judge`."""
     os.setpgrp()
-    _die_with_parent()
+    die_with_parent()
     leave_the_judge(output, judges, keep)
 
 
@@ -181,7 +184,7 @@ def open_descriptors() -> frozenset[int]:
         return frozenset()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Have the kernel kill this worker when the process that started it dies, however it dies (Linux only):
     a supervisor killed outright (SIGKILL, the OOM killer) must not leave a hung check running for ever."""
     try:
