@@ -19,27 +19,28 @@ package is installed in, and outside a course that must cost next to nothing.
 import importlib
 from typing import Any
 
-# Each public name, and the module it is defined in ("stats" and "strategies" are the modules themselves).
+# Each public name, and the module it is defined in ("errors", "stats" and "strategies" are the modules themselves).
 _DEFINED_IN = {
     "Catalogue": "claims_harness._claims.loading",
     "CheckResult": "claims_harness._running.runner",
     "ClaimEntry": "claims_harness._claims.loading",
-    "ClaimsError": "claims_harness._claims.errors",
+    "ClaimsError": "claims_harness.errors",
     "Context": "claims_harness._running.context",
     "Declined": "claims_harness._claims.expect",
-    "ImplementationError": "claims_harness._claims.errors",
+    "ImplementationError": "claims_harness.errors",
     "ImplementationView": "claims_harness._running.context",
     "MeanEstimate": "claims_harness.stats",
     "NoParams": "claims_harness._claims.registry",
-    "Problem": "claims_harness._claims.errors",
-    "RegistryError": "claims_harness._claims.errors",
+    "Problem": "claims_harness.errors",
+    "RegistryError": "claims_harness.errors",
     "RunOptions": "claims_harness._running.runner",
     "SeedRun": "claims_harness._running.executor",
-    "Unsupported": "claims_harness._claims.errors",
-    "VerifierError": "claims_harness._claims.errors",
+    "Unsupported": "claims_harness.errors",
+    "VerifierError": "claims_harness.errors",
     "assume": "claims_harness._running.property",
     "check_names": "claims_harness._running.runner",
     "check_property": "claims_harness._running.property",
+    "errors": "claims_harness.errors",
     "load_catalogue": "claims_harness._claims.loading",
     "lookup": "claims_harness._claims.registry",
     "Rounded": "claims_harness._claims.expect",
@@ -86,6 +87,7 @@ __all__ = [
     "assume",
     "check_names",
     "check_property",
+    "errors",
     "load_catalogue",
     "lookup",
     "reach",

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from claims_harness._claims.course import find_root, load_course, use_packages_of
-from claims_harness._claims.errors import ClaimsError, UnimportableImplementation
 from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.schema import KIND_DESCRIPTIONS
 from claims_harness._reporting.report import (
@@ -37,7 +36,7 @@ from claims_harness._running.cache import checked_implementation
 from claims_harness._running.driver import last_seconds, longest_first
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, parts_of_file
 from claims_harness._running.executor import shutdown_executors
-from claims_harness._running.processes import CheckCrashed, interrupt_on_termination
+from claims_harness._running.processes import interrupt_on_termination
 from claims_harness._running.property import rewrite_asserts_in
 from claims_harness._running.remote import check_implementation, close_hosts
 from claims_harness._session import (
@@ -54,6 +53,7 @@ from claims_harness._session import (
     run_options,
     why_unimportable,
 )
+from claims_harness.errors import CheckCrashed, ClaimsError, UnimportableImplementation
 
 _UNDO_TERMINATION = pytest.StashKey[Callable[[], None]]()
 

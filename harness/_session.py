@@ -20,11 +20,9 @@ from typing import Any
 import pytest
 
 from claims_harness._claims.course import find_root, load_course
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._reporting.report import (
     NOT_JUDGED,
-    ReportNotWritten,
     checks_summary,
     function_scoreboard,
     judged_verdict,
@@ -39,6 +37,7 @@ from claims_harness._running.executor import default_workers
 from claims_harness._running.implementation import Provenance, reference_implementation
 from claims_harness._running.runner import RunOptions, resolve_options
 from claims_harness._text.summary import text_overrides, text_report
+from claims_harness.errors import ClaimsError, ReportNotWritten
 
 PAYLOAD = "claims_result"
 CATALOGUES = pytest.StashKey[dict[Path, Catalogue]]()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -15,10 +14,10 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from claims_harness._claims.course import RESULTS_FILE, Course, write_atomically
-from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.course import Course, write_atomically
 from claims_harness._claims.formats import counted
 from claims_harness._claims.loading import Catalogue, load_catalogue
+from claims_harness._claims.results_file import results_if_readable
 from claims_harness._claims.sources import render_registry, with_registry
 from claims_harness._running.cache import checked_implementation
 from claims_harness._running.executor import default_workers
@@ -26,6 +25,7 @@ from claims_harness._running.implementation import reference_implementation
 from claims_harness._running.remote import check_implementation
 from claims_harness._running.runner import resolve_options
 from claims_harness._text.summary import text_overrides
+from claims_harness.errors import ClaimsError
 
 
 def verify_command(args: argparse.Namespace) -> int:
@@ -76,7 +76,6 @@ def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, i
     """The selected checks reused or run (``claims_harness._running.driver``), the reports written, the failures
     and the student's scoreboard printed: the results and the exit status so far (results None: no report)."""
     from claims_harness._reporting.report import (
-        ReportNotWritten,
         claim_staging,
         function_scoreboard,
         lessons_of,
@@ -88,6 +87,7 @@ def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, i
     from claims_harness._running.driver import drive, lanes_asked, last_seconds, selected
     from claims_harness._running.engine import every_part, never_reported
     from claims_harness._text.summary import text_report
+    from claims_harness.errors import ReportNotWritten
 
     started = time.time()
     every = every_part(catalogue)
@@ -136,9 +136,9 @@ def _kept_apart(directory: Path, impl: str, profile: str) -> str | None:
     of another profile or implementation (the committed release report, say, which a smoke run or a student's
     implementation would overwrite); None when the run is of the same kind, or there is no report there."""
     try:
-        run = json.loads((directory / RESULTS_FILE).read_text(encoding="utf-8"))["run"]
+        run = (results_if_readable(directory) or {})["run"]
         kept = (str(run["impl"]), str(run["profile"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
     if kept == (impl, profile):
         return None

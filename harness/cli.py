@@ -16,16 +16,17 @@ import time
 from pathlib import Path
 
 from claims_harness._authoring import text as text_commands
-from claims_harness._claims.course import RESULTS_FILE, Course, find_course, write_atomically
-from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.course import Course, find_course, write_atomically
 from claims_harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
 from claims_harness._claims.loading import load_catalogue
 from claims_harness._claims.registry import packages_of, registered
+from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, json_schema_text
 from claims_harness._claims.sources import registry_section
 from claims_harness._running.implementation import reference_implementation
 from claims_harness._running.runner import check_names, resolve_options
 from claims_harness._verify import registry_of, survivor_line, verify_command
+from claims_harness.errors import ClaimsError, ResultsUnreadable
 
 SCHEMA_FILE = "schema.json"
 
@@ -188,8 +189,12 @@ def _lint(args: argparse.Namespace) -> int:
     sources_file = course.sources
     problems += [f"{sources_file.name}:{source.line}: source '{key}' is cited by no claim; cite it where it backs a "
                  "claim, or remove it" for key, source in catalogue.sources.items() if key not in cited]
-    results_file = course.reports / RESULTS_FILE
-    results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else None
+    results = None
+    if (course.reports / RESULTS_FILE).exists():
+        try:
+            results = read_results(course.reports)
+        except ResultsUnreadable as error:
+            problems.append(str(error))
     problems += binding_problems(catalogue)
     shortfalls = scope_shortfalls(results or {})
     problems += [f"{line} (from {course.reports.name}/{RESULTS_FILE})" for line, explained in shortfalls
@@ -226,10 +231,9 @@ def _scope(args: argparse.Namespace) -> int:
 
     path = args.results or args.course.reports / RESULTS_FILE
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        print(f"claims scope: cannot read {path} ({error}); run 'claims verify' first, or pass --results",
-              file=sys.stderr)
+        results = read_results(path)
+    except ResultsUnreadable as error:
+        print(f"claims scope: {error}, or pass --results", file=sys.stderr)
         return 2
     vocabulary = results.get("scope_dimensions", [])
     shown = {dimension["name"]: {value["name"]: value["shown"] for value in dimension["values"]}

@@ -25,13 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import ClaimsError
+from claims_harness.errors import SampleSizeError, SupportViolation
 
 __all__ = [
     "METHODS",
     "MeanEstimate",
-    "SampleSizeError",
-    "SupportViolation",
     "detectable_deviation",
     "empirical_bernstein_halfwidth",
     "hoeffding_halfwidth",
@@ -42,32 +40,6 @@ __all__ = [
 METHODS: tuple[str, ...] = ("hoeffding", "empirical-bernstein")
 
 _LARGEST_EXACT_N = 2**53
-
-
-class SupportViolation(ClaimsError, ValueError):
-    """A sample lies outside the support the caller declared for the variable.
-
-    The intervals in this module are only valid if every sample lies in the stated
-    support, so a violation means the verifier's premise is wrong, not that the
-    sample was unlucky.
-    """
-
-
-class SampleSizeError(ClaimsError, ValueError):
-    """The sample size that detects ``deviation`` at (alpha, beta) exceeds what the caller can draw.
-
-    Raised before any sample is drawn; the message names the size, the memory it would take
-    (eight bytes a sample, the least a float64 sample takes) and the inputs that led to it.
-    """
-
-    def __init__(self, needed: float, limit: int, alpha: float, beta: float, deviation: float, width: float):
-        self.needed, self.limit = needed, limit
-        self.alpha, self.beta, self.deviation, self.width = alpha, beta, deviation, width
-        super().__init__(
-            f"detecting a deviation of {deviation!r} over a support of width {width!r} at alpha {alpha!r} and beta "
-            f"{beta!r} takes n = {needed:.4g} samples ({_bytes(8 * needed)} at eight bytes a sample), more than the "
-            f"{limit:,} that can be drawn; state a larger deviation (n grows as 1/deviation^2; alpha and beta enter "
-            "only through their logarithms)")
 
 
 @dataclass(frozen=True)
@@ -324,14 +296,6 @@ def min_samples(alpha: float, beta: float, deviation: float, width: float, limit
     while detectable_deviation(n, alpha, beta, width) > deviation:
         n += 1
     return n
-
-
-def _bytes(count: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if count < 1024 or unit == "PiB":
-            return f"{count:.4g} {unit}"
-        count /= 1024
-    raise AssertionError("unreachable")
 
 
 def _log_over(numerator: float, rate: float) -> float:

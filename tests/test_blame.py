@@ -116,7 +116,7 @@ def test_a_sample_outside_the_support_is_the_implementations_fault_when_the_chec
     """The Monte Carlo guard speaks to whoever can fix it: the student when the samples come from their functions,
     the claim's author when the verifier calls none."""
     from claims_harness import ImplementationError
-    from claims_harness.stats import SupportViolation
+    from claims_harness.errors import SupportViolation
 
     with pytest.raises(ImplementationError, match=r"when bernoulli_logit_score is right, so what the implementation "
                                                   r"returned is out of it") as raised:

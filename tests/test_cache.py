@@ -372,7 +372,8 @@ def test_nothing_but_data_is_read_back_from_a_worker_or_the_cache(tmp_path, caps
     (claims_harness._running.wire)."""
     from claims_harness import ClaimsError
     from claims_harness._running.isolation import run_isolated
-    from claims_harness._running.wire import NotData, decode
+    from claims_harness._running.wire import decode
+    from claims_harness.errors import NotData
 
     value = {"array": np.arange(3.0), "exact": Fraction(1, 3), "flag": np.bool_(True), "items": (1, [2.5, "x"])}
     back = decode(encode(value))

@@ -220,7 +220,7 @@ class Environment:
 
 
 def test_a_value_that_only_pretends_to_be_a_number_or_an_array_of_numbers_is_refused():
-    from claims_harness._running.server import NotPlainData
+    from claims_harness.errors import NotPlainData
 
     for pretender in (AlwaysEqual(), [1.0, AlwaysEqual()], {"advantages": AlwaysEqual()},
                       np.array([AlwaysEqual(), AlwaysEqual()], dtype=object), np.array(["a", "b"], dtype=object)):

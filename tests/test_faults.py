@@ -152,7 +152,7 @@ def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives
 def test_a_worker_is_killed_together_with_what_it_started(project):
     """The supervisor kills the worker's process group: nothing it started outlives the check."""
     from claims_harness._running.isolation import run_isolated
-    from claims_harness._running.processes import CheckCrashed
+    from claims_harness.errors import CheckCrashed
 
     pid_file = project.path / "child.pid"
 
@@ -227,8 +227,8 @@ def test_a_host_that_cannot_import_or_dies_is_a_check_error_and_the_next_host_wo
     """The implementation's host, from the judge's side: its death while importing, or while a check's server
     answers, is that check's error naming the exit status; the next check gets a new host."""
     from claims_harness._running.isolation import run_isolated
-    from claims_harness._running.processes import CheckCrashed
     from claims_harness._running.remote import close_hosts, implementation_host, server_starter
+    from claims_harness.errors import CheckCrashed
 
     monkeypatch.syspath_prepend(str(FIXTURES))
     directory = str(FIXTURES)

@@ -22,11 +22,12 @@ import pytest
 from test_hostile import CORPUS, MANIFEST, PLUGINS_OFF, corpus_bytes, make_claims_dir, valid_claim_file
 
 from claims_harness import ClaimsError, RegistryError, load_catalogue, stats, verifier
-from claims_harness._claims.expect import ExpectationError, compare, parse_expectation
+from claims_harness._claims.expect import compare, parse_expectation
 from claims_harness._claims.registry import registered
 from claims_harness._claims.schema import KINDS, check_formula
 from claims_harness._running.context import MAX_SAMPLES, Context
 from claims_harness.cli import main as claims_main
+from claims_harness.errors import ExpectationError
 
 PROJECT = Path(__file__).resolve().parents[1]
 BIG = 10**309  # 310 digits: beyond float range, within the 400-digit limit on literals

@@ -376,7 +376,8 @@ def test_a_committed_markdown_that_is_not_its_json_rendering_is_named(tmp_path, 
     assert "the committed claims_report.md is not the rendering of the claims.json beside it" in \
         compare_snapshots(before, Snapshot(committed))
     assert compare_snapshots(snapshot(tmp_path / "nowhere"), Snapshot(committed)) == [
-        f"nothing to compare with: there was no {RESULTS_FILE} in {tmp_path / 'nowhere'}"]
+        f"nothing to compare with: there is no {RESULTS_FILE} in {tmp_path / 'nowhere'}: run 'claims verify' to "
+        "write one"]
 
 
 # --------------------------------------------------------------------------- the command

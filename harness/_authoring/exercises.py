@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.formats import PARTIAL_FLAG
 from claims_harness._claims.loading import Catalogue
 from claims_harness._running.implementation import contract_functions
+from claims_harness.errors import ClaimsError
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 

@@ -15,16 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.course import RESULTS_FILE
-from claims_harness._claims.errors import ClaimsError, did_you_mean
 from claims_harness._claims.formats import visible
 from claims_harness._claims.loading import Catalogue, StatementEntry, load_catalogue
+from claims_harness._claims.results_file import RESULTS_FILE, results_if_readable
 from claims_harness._claims.schema import Anchor, Mark
 from claims_harness._text.binding import bindings_of, value_of
 from claims_harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
 from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
 from claims_harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
 from claims_harness._text.summary import text_overrides, text_state
+from claims_harness.errors import ClaimsError, did_you_mean
 
 
 def add_parser(commands: Any) -> None:
@@ -318,11 +318,7 @@ def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
 
 
 def _results(args: argparse.Namespace, catalogue: Catalogue) -> dict[str, Any] | None:
-    path = args.results or catalogue.course.reports / RESULTS_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return results_if_readable(args.results or catalogue.course.reports)
 
 
 def _fresh_checks(key: str, block: Block, holds: list[str], catalogue: Catalogue, results: dict[str, Any] | None

@@ -24,16 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.scope import Dimension, parse_dimensions
+from claims_harness.errors import ClaimsError
 
 # The engine's import name (its folder is harness/): what the cache digests, what templates load from, whose
 # exceptions cross from the implementation's process.
 ENGINE = __name__.partition(".")[0]
 CONFIG_FILE = "pyproject.toml"
 TABLE = "claims"
-# The results document every run writes into the report directory, beside the Markdown and HTML made from it.
-RESULTS_FILE = "claims.json"
 
 _FIELDS = {
     "title": "the text's title, as the reports print it",

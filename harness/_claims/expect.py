@@ -28,22 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import did_you_mean
 from claims_harness._claims.formats import format_interval
+from claims_harness.errors import ExpectationError, did_you_mean
 from claims_harness.stats import MeanEstimate
 
 _LARGEST_EXPONENT = 400
 _LARGEST_FLOAT = Fraction(sys.float_info.max)
 INEQUALITIES = ("differs_from", "less_than", "greater_than", "at_least", "at_most")
 OPERATORS = ("approx", "exact", *INEQUALITIES)
-
-
-class ExpectationError(ValueError):
-    """An ``expect`` entry that cannot be read; ``path`` locates it below ``expect``."""
-
-    def __init__(self, message: str, path: tuple[str | int, ...] = ()):
-        super().__init__(message)
-        self.path = path
 
 
 class FloatLiteral(float):
@@ -284,7 +276,7 @@ def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Compa
 @dataclass(frozen=True)
 class Declined:
     """An observation the implementation could not give, because it declines the call that gives it
-    (:class:`~claims_harness._claims.errors.Unsupported`): the row is reported as not checked, never compared."""
+    (:class:`~claims_harness.errors.Unsupported`): the row is reported as not checked, never compared."""
 
     reason: str
 

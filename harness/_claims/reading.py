@@ -27,6 +27,7 @@ import yaml
 
 from claims_harness._claims.expect import FloatLiteral
 from claims_harness._claims.formats import visible
+from claims_harness.errors import Unreadable, UnsafeYaml
 
 MAX_FILE_BYTES = 1 << 20
 
@@ -39,13 +40,6 @@ def display_name(path: Path, root: Path) -> str:
         name = path.as_posix()
     # A name that is not UTF-8 arrives with its bytes as lone surrogates; write them as \xNN.
     return visible(os.fsencode(name).decode("utf-8", "backslashreplace"))
-
-
-class Unreadable(Exception):
-    def __init__(self, message: str, hint: str):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 _FILE_TYPES = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
@@ -179,15 +173,6 @@ def _character(character: str) -> str:
     what = "a lone surrogate" if 0xD800 <= code <= 0xDFFF else "a control character" if code < 0xA0 else \
         "a non-character"
     return f"U+{code:04X} ({what})"
-
-
-class UnsafeYaml(Exception):
-    def __init__(self, message: str, line: int | None, node: yaml.Node | None = None, hint: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.node = node
-        self.hint = hint
 
 
 class _Events:

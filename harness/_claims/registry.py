@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from claims_harness._claims.course import Course, find_course, use_packages_of
-from claims_harness._claims.errors import RegistryError, did_you_mean
 from claims_harness._claims.schema import KINDS
+from claims_harness.errors import RegistryError, did_you_mean
 
 
 class NoParams(BaseModel):

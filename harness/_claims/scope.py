@@ -29,7 +29,7 @@ from fractions import Fraction
 from numbers import Real
 from typing import Any
 
-from claims_harness._claims.errors import ClaimsError, did_you_mean
+from claims_harness.errors import ClaimsError, did_you_mean
 
 # The conditions a value of a dimension may state, as ``expect`` names them; the symbol each prints as.
 CONDITIONS = {"exact": "=", "less_than": "<", "greater_than": ">", "at_least": "≥", "at_most": "≤"}

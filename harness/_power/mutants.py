@@ -49,7 +49,6 @@ from typing import Any
 import yaml
 
 from claims_harness._claims.course import Course, write_atomically
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
 from claims_harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
 from claims_harness._running.cache import cache_key
@@ -57,6 +56,7 @@ from claims_harness._running.driver import LaneEnd, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
 from claims_harness._running.processes import TIMED_OUT
 from claims_harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
+from claims_harness.errors import ClaimsError
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
 PACKAGE_SUFFIX = "_mutants"

@@ -36,11 +36,13 @@ from typing import Any
 from jinja2 import UndefinedError
 
 from claims_harness._claims.formats import is_interval, visible
+from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._reporting.html import HTML_FILE, render_html
 from claims_harness._reporting.markdown import render_markdown
-from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, git
+from claims_harness._reporting.report import MARKDOWN_FILE, git
 from claims_harness._text.drift import CLEAN
 from claims_harness._text.summary import problems as text_problems
+from claims_harness.errors import ResultsUnreadable
 
 # What the run was asked to do; the rest of ``run`` (id, started, seconds, revision, versions, completeness)
 # says where and when it ran, or is judged on its own (an incomplete run never passes).
@@ -81,13 +83,10 @@ class Snapshot:
 
 def snapshot(directory: Path) -> Snapshot:
     """Read a report directory now: before a run overwrites it, or after."""
-    results_file = directory / RESULTS_FILE
-    if not results_file.is_file():
-        return Snapshot(None, f"there was no {RESULTS_FILE} in {directory}")
     try:
-        results = json.loads(results_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        return Snapshot(None, f"{results_file} cannot be read ({error})")
+        results = read_results(directory)
+    except ResultsUnreadable as error:
+        return Snapshot(None, str(error))
     unrendered = []
     # The HTML inlines the figures beside it: rendered from this directory, before a run replaces them.
     for name, render in ((MARKDOWN_FILE, render_markdown), (HTML_FILE, lambda r: render_html(r, directory))):

@@ -21,8 +21,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.course import ENGINE, RESULTS_FILE, Course, configures_course, find_course, load_course
-from claims_harness._claims.errors import ClaimsError
+from claims_harness._claims.course import ENGINE, Course, configures_course, find_course, load_course
 from claims_harness._claims.formats import (
     NOT_JUDGED,
     NOT_JUDGED_REASONS,
@@ -34,7 +33,8 @@ from claims_harness._claims.formats import (
     library_versions,
 )
 from claims_harness._claims.loading import Catalogue, ClaimEntry
-from claims_harness._claims.reading import Unreadable, read_claim_file
+from claims_harness._claims.reading import read_claim_file
+from claims_harness._claims.results_file import RESULTS_FILE, results_text
 from claims_harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from claims_harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
 from claims_harness._reporting.html import HTML_FILE, render_html
@@ -44,6 +44,7 @@ from claims_harness._running.cache import package_digest
 from claims_harness._running.runner import RunOptions
 from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 from claims_harness._text.summary import TextReport
+from claims_harness.errors import ClaimsError, ReportNotWritten, Unreadable
 
 STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")
 MARKDOWN_FILE = "claims_report.md"
@@ -558,7 +559,7 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     try:
         directory.mkdir(parents=True, exist_ok=True)
         staging.mkdir(parents=True, exist_ok=True)
-        texts = {RESULTS_FILE: json.dumps(results, indent=2, ensure_ascii=False) + "\n",
+        texts = {RESULTS_FILE: results_text(results),
                  MARKDOWN_FILE: render_markdown(results), HTML_FILE: render_html(results, staging)}
         if text is not None and text.state is not None:
             texts[PAGE_FILE] = render_page(text.state, text.catalogue, results)
@@ -574,17 +575,13 @@ def write_reports(directory: Path, payloads: list[dict[str, Any]], lessons: list
     return results
 
 
-class ReportNotWritten(ClaimsError):
-    """The reports could not be written at the end of a run; the message says where its results were kept."""
-
-
 def _kept_somewhere(results: dict[str, Any]) -> str:
     """The results, written where this process can write (the temporary directory): the file, or why none."""
     handle, name = tempfile.mkstemp(prefix=f"claims-results-{results['run'].get('id') or os.getpid()}-",
                                     suffix=".json")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+            file.write(results_text(results))
     except OSError as error:
         return f"no file either ({error})"
     return name

@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from claims_harness._claims.course import ENGINE, write_atomically
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.formats import figure_paths, library_versions
 from claims_harness._claims.loading import ClaimEntry
 from claims_harness._claims.registry import Verifier
 from claims_harness._claims.scope import Dimension
 from claims_harness._running.implementation import reference_implementation
 from claims_harness._running.processes import judge_records
-from claims_harness._running.wire import NotData, decode, encode
+from claims_harness._running.wire import decode, encode
+from claims_harness.errors import ClaimsError, NotData
 
 # A kept summary is this module's reading of a file: another version of this module reads it anew.
 _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode()

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 import claims_harness.stats as stats
-from claims_harness._claims.errors import ClaimsError, ImplementationError, VerifierError
+from claims_harness.errors import ClaimsError, ImplementationError, VerifierError
 
 # The most samples a Monte Carlo check may draw. A verifier holds several float64 values a sample
 # (a group of answers, a gradient per logit), so at 2**24 samples it already holds a few GiB; the

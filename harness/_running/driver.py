@@ -31,9 +31,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.course import RESULTS_FILE
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
+from claims_harness._claims.results_file import check_seconds, results_if_readable
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, never_reported
 from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is named with the lanes
     TIMED_OUT,
@@ -47,6 +46,7 @@ from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is nam
 )
 from claims_harness._running.remote import close_hosts
 from claims_harness._running.runner import RunOptions
+from claims_harness.errors import ClaimsError
 
 # A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s, the
 # properties' a few seconds, the others about one).
@@ -67,12 +67,7 @@ class Run:
 def last_seconds(report_dir: Path) -> dict[tuple[str, int], float]:
     """(claim, check index) -> the seconds the results file in ``report_dir`` gives the check (a reused one's are
     those of the run that made it); empty without a readable file."""
-    try:
-        results = json.loads((report_dir / RESULTS_FILE).read_text(encoding="utf-8"))
-        return {(row["id"], index): float(check["seconds"]) for row in results["claims"]
-                for index, check in enumerate(row["checks"])}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    return check_seconds(results_if_readable(report_dir))
 
 
 def lanes_asked(asked: str | None) -> int:

@@ -28,15 +28,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from claims_harness._claims.course import find_course
-from claims_harness._claims.errors import ClaimsError, VerifierError
 from claims_harness._claims.formats import library_versions
 from claims_harness._running.context import ImplementationView
 from claims_harness._running.processes import in_worker
 from claims_harness._running.remote import implementation_here
-
-
-class CheckTimeout(ClaimsError):
-    """A check ran past its time limit."""
+from claims_harness.errors import CheckTimeout, ClaimsError, VerifierError
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ and what it returns comes back as NumPy arrays and Python numbers, so every clai
 it provides runs against it. The verifiers compute in float64; a result in a narrower float, from
 any library, NumPy's included, or on another device is an error naming the function and the dtype,
 not a semantic failure. Exact arithmetic (object arrays of Fractions) has no tensor form: such a
-check reports that it needs it (:class:`~claims_harness._claims.errors.Inexpressible`), it does not fail,
+check reports that it needs it (:class:`~claims_harness.errors.Inexpressible`), it does not fail,
 and is counted as not judged. A declaration is a hint, never a way out of a check: a function said
 to be PyTorch's that answers Fractions in NumPy is judged exactly, and one said to be NumPy's that
 answers tensors for tensors is PyTorch code (:func:`computes_in_torch`). A PyTorch loss's gradient
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import ImplementationError, Inexpressible, Unsupported
+from claims_harness.errors import ImplementationError, Inexpressible, Unsupported
 
 ATTRIBUTE = "__claims_array_library__"
 # A NumPy module that cannot compute in Fractions (an adapter of a float library) says so with False.

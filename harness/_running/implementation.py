@@ -25,9 +25,9 @@ from types import CodeType, ModuleType
 from typing import Any
 
 from claims_harness._claims.course import find_course
-from claims_harness._claims.errors import ImplementationError, UnimportableImplementation
 from claims_harness._claims.formats import FALLBACK_ATTRIBUTE
 from claims_harness._running.frameworks import INSTALL_HINT
+from claims_harness.errors import ImplementationError, UnimportableImplementation
 
 
 def import_implementation(name: str) -> ModuleType:

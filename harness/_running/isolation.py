@@ -31,11 +31,9 @@ from functools import partial
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._running.processes import (
     TIMED_OUT,
     Answer,
-    CheckCrashed,
     Process,
     describe_exit,
     kill_group,
@@ -43,7 +41,7 @@ from claims_harness._running.processes import (
     quiet_stdio,
     serve,
 )
-from claims_harness._running.wire import NotData
+from claims_harness.errors import CheckCrashed, ClaimsError, NotData
 
 # What starts a check's server, given the descriptor its output goes to: the worker's end of the connection, and
 # what ends the server and says how it had ended, when that was on its own ('' else); it is told whether the worker

@@ -28,8 +28,8 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from claims_harness._claims.course import ENGINE
-from claims_harness._claims.errors import ClaimsError
-from claims_harness._running.wire import NotData, decode, encode
+from claims_harness._running.wire import decode, encode
+from claims_harness.errors import ClaimsError, NotData
 
 # How a process is said to have ended when it was killed for running past its time limit.
 TIMED_OUT = "killed past its time limit"
@@ -37,10 +37,6 @@ TIMED_OUT = "killed past its time limit"
 # The worker's address space: half the machine's memory, so that a runaway allocation fails in the
 # worker (MemoryError, an error row) instead of swapping the machine or calling the OOM killer.
 _MEMORY_FRACTION = 0.5
-
-
-class CheckCrashed(ClaimsError):
-    """The process running a check died, or was killed for running past the check's time limit."""
 
 
 @dataclass(frozen=True)

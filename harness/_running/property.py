@@ -22,13 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import ClaimsError, VerifierError
 from claims_harness._claims.formats import FALSIFYING_KEY, format_falsifying
 from claims_harness._running import reaching
 from claims_harness._running.context import Call, CallRecord, Context, record_calls
 from claims_harness._running.draws import CannotDraw, Rejected, draw
-from claims_harness._running.executor import CheckTimeout
-from claims_harness._running.processes import CheckCrashed
+from claims_harness.errors import CheckCrashed, CheckTimeout, ClaimsError, VerifierError
 from claims_harness.strategies import SearchStrategy, as_hypothesis, is_hypothesis_strategy
 
 EXAMPLES = {"smoke": 200, "full": 2000}

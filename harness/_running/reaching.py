@@ -13,8 +13,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from claims_harness._claims.errors import ClaimsError, VerifierError, did_you_mean
 from claims_harness._claims.scope import Dimension
+from claims_harness.errors import ClaimsError, VerifierError, did_you_mean
 
 # The observation under which a check's reached values travel (a verifier may not report it itself).
 REACHED_KEY = "scope_reached"

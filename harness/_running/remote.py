@@ -26,19 +26,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from claims_harness._claims import errors
+from claims_harness import errors
 from claims_harness._claims.course import find_root, load_course
-from claims_harness._claims.errors import ClaimsError, ImplementationError, NotImplementedYet
 from claims_harness._claims.formats import PYTEST_FLAG
 from claims_harness._running.implementation import Provenance, contract_functions, reference_implementation
-from claims_harness._running.processes import (
-    CheckCrashed,
-    ForkedProcess,
-    describe_exit,
-    kill_group,
-    open_descriptors,
-    quiet_stdio,
-)
+from claims_harness._running.processes import ForkedProcess, describe_exit, kill_group, open_descriptors, quiet_stdio
 from claims_harness._running.sandbox import Containment
 from claims_harness._running.server import (
     BUILTIN_ERRORS,
@@ -47,7 +39,8 @@ from claims_harness._running.server import (
     host_main,
     readonly_paths,
 )
-from claims_harness._running.wire import IMPLEMENTATION, Handle, NotData, decode, encode
+from claims_harness._running.wire import IMPLEMENTATION, Handle, decode, encode
+from claims_harness.errors import CheckCrashed, ClaimsError, ImplementationError, NotData, NotImplementedYet
 
 # How long the host may take to import the implementation, and to fork a server or end one (it does nothing else).
 IMPORT_SECONDS, REPLY_SECONDS = 120.0, 30.0

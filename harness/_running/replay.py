@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.expect import Comparison
 from claims_harness._running.wire import Record
+from claims_harness.errors import ClaimsError
 
 # Where the recorded calls ride in the reference's observations, and the verdicts in the check's.
 CALLS_KEY = "__replayed_calls__"

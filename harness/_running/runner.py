@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from claims_harness._claims.course import find_root, load_course
-from claims_harness._claims.errors import ClaimsError, Inexpressible, NotImplementedYet, Unsupported, VerifierError
 from claims_harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
 from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
@@ -39,14 +38,13 @@ from claims_harness._claims.schema import Check
 from claims_harness._claims.scope import Dimension
 from claims_harness._running.cache import ObservationCache, cache_key
 from claims_harness._running.context import Context, ImplementationView
-from claims_harness._running.executor import CheckTimeout, SeedRunner, time_limit
+from claims_harness._running.executor import SeedRunner, time_limit
 from claims_harness._running.implementation import (
     import_implementation,
     reference_directory,
     reference_implementation,
 )
 from claims_harness._running.isolation import run_isolated
-from claims_harness._running.processes import CheckCrashed
 from claims_harness._running.processes import supported as isolation_supported
 from claims_harness._running.reaching import REACHED_KEY
 from claims_harness._running.reaching import recording as reaching
@@ -63,6 +61,15 @@ from claims_harness._running.replay import (
     with_bounds,
 )
 from claims_harness._running.sharpness import perturbations
+from claims_harness.errors import (
+    CheckCrashed,
+    CheckTimeout,
+    ClaimsError,
+    Inexpressible,
+    NotImplementedYet,
+    Unsupported,
+    VerifierError,
+)
 
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 # The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).

@@ -42,12 +42,12 @@ from typing import Any
 import numpy as np
 
 from claims_harness._claims.course import ENGINE
-from claims_harness._claims.errors import ClaimsError, ImplementationError, Unsupported
 from claims_harness._running import sandbox
 from claims_harness._running.frameworks import call_implementation, computes_in_torch, torch_gradient
 from claims_harness._running.implementation import import_implementation, is_stub, provenance, raised_in
 from claims_harness._running.processes import leave_the_judge, limit_memory, redirect_output
-from claims_harness._running.wire import Handle, NotData, Record, decode, encode
+from claims_harness._running.wire import Handle, Record, decode, encode
+from claims_harness.errors import ClaimsError, ImplementationError, NotData, NotPlainData, Unsupported
 
 # What a check may ask of its server (``ImplementationServer``'s methods of these names, with a leading underscore).
 REQUESTS = frozenset({"describe", "call", "calls", "attribute", "assign", "gradient", "figure", "drawing",
@@ -142,10 +142,6 @@ def _defines(kind: type, name: str) -> bool:
     """Whether ``kind`` has ``name`` of its own, not object's."""
     found = getattr(kind, name, None)
     return found is not None and found is not getattr(object, name, None)
-
-
-class NotPlainData(TypeError):
-    """A result that only pretends to be a number, an array or a sequence: the description of what it is."""
 
 
 def _refuse(what: str, value: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.errors import ClaimsError
+from claims_harness.errors import NotData
 
 # NumPy's bit generators, whose state a generator crosses as.
 GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
@@ -38,10 +38,6 @@ _ARRAY_KINDS = "biufcSU"  # booleans, integers, floats, complex numbers, byte an
 _TAG = "§"
 _TAGGED_KEYS = frozenset({_TAG, "v", "i", "d", "dtype", "shape", "type", "tuple", "id", "kind"})
 _JSON_SCALARS = frozenset({type(None), bool, int, float, str})
-
-
-class NotData(ClaimsError):
-    """A message that is not data this format can hold, or a value that cannot be written as data."""
 
 
 class Record:

@@ -31,11 +31,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.schema import Anchor
 from claims_harness._text.document import FORMULA, NORMALISATION, SKETCH, Block, Document, similarity
 from claims_harness._text.stamps import is_reviewed, parse_hold
+from claims_harness.errors import ClaimsError
 
 STATUSES = ("unchanged", "moved", "relocated", "reworded", "changed", "ambiguous", "orphaned", "unreviewed")
 STATUS_DESCRIPTIONS = {

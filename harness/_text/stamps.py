@@ -26,8 +26,8 @@ from pathlib import Path
 import yaml
 
 from claims_harness._claims.course import write_atomically
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.schema import Anchor, Mark, Statement
+from claims_harness.errors import ClaimsError
 
 STAMP = "r1"
 # libyaml when PyYAML has it: these edits parse the whole file twice (to find the lines, then to check the result).

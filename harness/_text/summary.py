@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.errors import ClaimsError
 from claims_harness._claims.loading import Catalogue
 from claims_harness._text.binding import binding_problems
 from claims_harness._text.document import FORMULA, Document, read_documents
 from claims_harness._text.drift import CLEAN, STATUSES, TextState, anchored_entries, resolve
+from claims_harness.errors import ClaimsError
 
 
 def text_state(catalogue: Catalogue, documents: Sequence[Document]) -> TextState:
