@@ -17,7 +17,7 @@ from pathlib import Path
 
 from claims_harness._authoring import text as text_commands
 from claims_harness._claims.course import Course, find_course, write_atomically
-from claims_harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted, visible
+from claims_harness._claims.formats import DEFAULT_PROFILE, PROFILES, counted
 from claims_harness._claims.loading import load_catalogue
 from claims_harness._claims.registry import packages_of, registered
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
@@ -26,7 +26,7 @@ from claims_harness._claims.sources import registry_section
 from claims_harness._running.implementation import reference_implementation
 from claims_harness._running.runner import check_names, resolve_options
 from claims_harness._verify import registry_of, survivor_line, verify_command
-from claims_harness.errors import ClaimsError, ResultsUnreadable
+from claims_harness.errors import ClaimsError, ResultsUnreadable, visible
 
 SCHEMA_FILE = "schema.json"
 

@@ -5,16 +5,17 @@ where it came from and the fix.
 ``Unreadable``, ``UnsafeYaml`` and ``NotPlainData`` (a ``TypeError``) are what a claim file's reader and the
 implementation's server raise on the way to a :class:`Problem` or a check's error. Signals that never leave
 their module (a draw a strategy rejects, a check that must run again) are not errors and stay there.
+:func:`visible` is how every message shows text it did not write (a claim id, a key, a value); the module imports
+nothing of the harness, so every layer may use it.
 """
 
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from claims_harness._claims.formats import visible
 
 if TYPE_CHECKING:
     import yaml
@@ -24,6 +25,22 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest valid name, or nothing when none is close."""
     match = difflib.get_close_matches(name, list(choices), n=1)
     return f"; did you mean '{match[0]}'?" if match else ""
+
+
+# The Unicode categories never shown as themselves: control, format, surrogate, line and paragraph separators.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every hidden character but those in ``keep`` written as its Python escape (``\\x1b``, ``\\n``).
+
+    What a terminal or a report shows is then the text itself: an ANSI escape sequence in a claim id
+    cannot recolour a terminal, and a newline cannot start a line of its own.
+    """
+    if text.isprintable():  # the common case, decided in C
+        return text
+    return "".join(ascii(char)[1:-1] if char not in keep and unicodedata.category(char) in _HIDDEN_CATEGORIES
+                   else char for char in text)
 
 
 class ClaimsError(Exception):

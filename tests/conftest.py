@@ -124,7 +124,7 @@ collect_ignore = ["course_two"]
 def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: str = "claim", **options: Any) -> Any:
     """The view a verifier gets of ``module``, called in this process through the messages that cross between the
     judge and the implementation's process (``claims_harness._running.remote.in_process``)."""
-    from claims_harness._running.context import ImplementationView
-    from claims_harness._running.remote import in_process
+    from claims_harness import ImplementationView
+    from claims_harness.engine import in_process
 
     return ImplementationView(in_process(module), uses, verifier, claim, **options)

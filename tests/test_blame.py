@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._claims.formats import hint
-from claims_harness._reporting.report import USED_BY_FAILING, function_scoreboard
+from claims_harness._claims.formats import culprits, hint
+from claims_harness._reporting.report import USED_BY_FAILING, _check_row, blame_experiments_as_the_run
+from claims_harness.engine import function_scoreboard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,8 +134,6 @@ def _payload(claim_id: str, kind: str, uses: list[str], blamed: list[str], statu
 def test_a_failed_experiment_blames_what_the_runs_other_checks_blamed_in_its_headline_and_the_scoreboard():
     """An experiment is not run again per function: of its functions, it blames those another failed check of the run
     found wrong on their own, in the report's headline (culprits) as in the scoreboard; all of them when none was."""
-    from claims_harness._claims.formats import culprits
-    from claims_harness._reporting.report import _check_row, blame_experiments_as_the_run
 
     payloads = [_payload("identity", "property", ["rloo", "centred"], ["rloo"]),
                 _payload("training", "experiment", ["rloo", "centred", "loss"], [])]

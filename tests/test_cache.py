@@ -20,12 +20,18 @@ from conftest import pythonpath
 from test_loading import claim, claim_file, claims_dir
 
 from claims_harness import load_catalogue
-from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE
 from claims_harness._running import cache as _cache
-from claims_harness._running.engine import evaluate, every_part
-from claims_harness._running.runner import RunOptions, reuse_check, run_check
-from claims_harness._running.wire import encode
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import (
+    MARKDOWN_FILE,
+    RESULTS_FILE,
+    RunOptions,
+    encode,
+    evaluate,
+    every_part,
+    reuse_check,
+    run_check,
+)
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache, as [tool.claims] names it, from the course root
 
@@ -371,8 +377,7 @@ def test_nothing_but_data_is_read_back_from_a_worker_or_the_cache(tmp_path, caps
     """A pickle is never read: a worker's answer and a cache entry are messages of data
     (claims_harness._running.wire)."""
     from claims_harness import ClaimsError
-    from claims_harness._running.isolation import run_isolated
-    from claims_harness._running.wire import decode
+    from claims_harness.engine import decode, run_isolated
     from claims_harness.errors import NotData
 
     value = {"array": np.arange(3.0), "exact": Fraction(1, 3), "flag": np.bool_(True), "items": (1, [2.5, "x"])}

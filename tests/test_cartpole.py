@@ -13,8 +13,7 @@ import pytest
 import impl
 import impl.cartpole
 from claims_harness import load_catalogue, lookup
-from claims_harness._running.remote import close_hosts
-from claims_harness._running.runner import RunOptions, run_check
+from claims_harness.engine import RunOptions, close_hosts, run_check
 from impl.cartpole import MAX_EPISODE_STEPS, RESET_BOUND, THETA_THRESHOLD, X_THRESHOLD
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"

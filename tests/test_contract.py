@@ -10,7 +10,7 @@ import pytest
 
 import impl
 from claims_harness import load_catalogue
-from claims_harness._claims.registry import registered
+from claims_harness.engine import registered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "implementation-contract.md"

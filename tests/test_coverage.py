@@ -14,11 +14,10 @@ import pytest
 from test_plugin import MODELINE, Project
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._authoring.new import NewClaim, claim_skeleton, validate
-from claims_harness._claims.schema import SHAPE_DESCRIPTIONS, json_schema_text
-from claims_harness._reporting.gate import compare_snapshots, snapshot
+from claims_harness._claims.schema import SHAPE_DESCRIPTIONS
 from claims_harness._reporting.report import STATEMENT_STATUSES, _statement_status
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import NewClaim, claim_skeleton, compare_snapshots, json_schema_text, snapshot, validate
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
 

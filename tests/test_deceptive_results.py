@@ -27,7 +27,7 @@ import pytest
 from conftest import view_of
 
 from claims_harness import ImplementationError, RunOptions, load_catalogue, run_check
-from claims_harness._running.server import plain
+from claims_harness.engine import plain
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 LAMBDA_ZERO = ("gae-lambda-zero-is-td-error", "gae.lambda_zero_property")

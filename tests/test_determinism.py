@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from claims_harness._reporting.gate import compare_snapshots, snapshot
-from claims_harness._reporting.report import MARKDOWN_FILE, RESULTS_FILE, normalized
+from claims_harness.engine import MARKDOWN_FILE, RESULTS_FILE, compare_snapshots, normalized, snapshot
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Plugins that would reorder, cache or (under xdist) warn in the inner runs.

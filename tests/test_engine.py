@@ -22,8 +22,9 @@ import pytest
 
 from claims_harness._reporting import report as _report
 from claims_harness._running import cache as _cache
-from claims_harness._running.cache import ObservationCache, code_digest
+from claims_harness._running import driver
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import ObservationCache, code_digest
 
 PROJECT = Path(__file__).resolve().parents[1]
 MODELINE = "# yaml-language-server: $schema=schema.json\n"
@@ -280,9 +281,7 @@ def test_a_lane_that_dies_costs_only_the_part_it_was_running(project, monkeypatc
     """The driver's lanes are forked processes: one that dies (here, in the middle of the second claim's check) costs
     that part an error row saying so; the others are evaluated, by the lane that took its place too."""
     from claims_harness import load_catalogue
-    from claims_harness._running import driver
-    from claims_harness._running.engine import every_part
-    from claims_harness._running.runner import RunOptions
+    from claims_harness.engine import RunOptions, every_part
 
     monkeypatch.chdir(project.path)
     write(project, claim_file(claim("first"), claim("second"), claim("third"), claim("fourth")))
@@ -309,8 +308,7 @@ def test_claims_audit_runs_both_series_of_the_selected_checks_on_the_drivers_lan
     """The audit's runs go through the run driver: both series of each selected Monte Carlo check, on two lanes,
     the null series at the (here tiny) alpha asked for, the shifted one detecting the stated deviation."""
     from claims_harness import load_catalogue
-    from claims_harness._power.audit import audit
-    from claims_harness._running.implementation import reference_implementation
+    from claims_harness.engine import audit, reference_implementation
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)
@@ -430,7 +428,6 @@ def test_an_entry_pytest_would_pass_over_still_has_its_row(project):
 def test_the_revision_of_a_clean_clone_is_not_dirty_while_its_report_is_staged(tmp_path):
     """A run's staging directory sits beside the report directory, untracked, while the report is written: the
     revision the report states is the commit's, not '+dirty'; an edit still makes it dirty."""
-    from claims_harness._reporting.report import _revision, claim_staging, staging_dir_for
 
     def git(*arguments: str) -> None:
         subprocess.run(["git", *arguments], cwd=tmp_path, check=True, capture_output=True)
@@ -439,7 +436,7 @@ def test_the_revision_of_a_clean_clone_is_not_dirty_while_its_report_is_staged(t
     (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a")
-    claim_staging(staging_dir_for(tmp_path / "reports", "run1"))
-    assert not _revision(tmp_path).endswith("+dirty")
+    _report.claim_staging(_report.staging_dir_for(tmp_path / "reports", "run1"))
+    assert not _report._revision(tmp_path).endswith("+dirty")
     (tmp_path / "a.txt").write_text("b\n", encoding="utf-8")
-    assert _revision(tmp_path).endswith("+dirty")
+    assert _report._revision(tmp_path).endswith("+dirty")

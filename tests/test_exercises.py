@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from claims_harness import Catalogue, ClaimsError, load_catalogue
-from claims_harness._authoring.exercises import Exercised, Exercises, stub_source, write_exercises
-from claims_harness._running.implementation import contract_functions
-from claims_harness._running.remote import check_implementation
+from claims_harness._authoring.exercises import Exercised, Exercises, stub_source
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import check_implementation, contract_functions, write_exercises
 
 PROJECT = Path(__file__).resolve().parents[1]
 COURSE_TWO = PROJECT / "tests" / "course_two"

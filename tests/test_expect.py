@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy
 
-from claims_harness._claims.expect import FloatLiteral, compare, parse_expectation
+from claims_harness.engine import FloatLiteral, compare, parse_expectation
 from claims_harness.errors import ExpectationError
 from claims_harness.stats import MeanEstimate
 

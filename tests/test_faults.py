@@ -151,7 +151,7 @@ def test_an_implementation_that_exits_on_import_is_one_error_and_pytest_survives
 
 def test_a_worker_is_killed_together_with_what_it_started(project):
     """The supervisor kills the worker's process group: nothing it started outlives the check."""
-    from claims_harness._running.isolation import run_isolated
+    from claims_harness.engine import run_isolated
     from claims_harness.errors import CheckCrashed
 
     pid_file = project.path / "child.pid"
@@ -200,7 +200,7 @@ def supervised_task(kind: str) -> str:
 def test_the_lanes_run_several_tasks_and_say_how_each_ended(fresh):
     """The one scheduler of many tasks (checks, audit runs, mutants): answers, raises, dies and hangs, on two
     lanes; a lane that dies or hangs costs only its task, and its children end with it."""
-    from claims_harness._running.driver import TIMED_OUT, on_lanes
+    from claims_harness.engine import TIMED_OUT, on_lanes
 
     kinds = ["answers", "raises", "exits", "hangs", "answers", "exits, leaving a child", "answers"]
     started = time.monotonic()
@@ -218,7 +218,7 @@ def test_the_lanes_run_several_tasks_and_say_how_each_ended(fresh):
 
 def calls_leave_one_out(impl: str, connection) -> list:
     """A check's worker: one call of the implementation, through its server."""
-    from claims_harness._running.remote import connect
+    from claims_harness.engine import connect
 
     return connect(connection, impl).leave_one_out_advantages([[1.0, 2.0]]).tolist()
 
@@ -226,8 +226,7 @@ def calls_leave_one_out(impl: str, connection) -> list:
 def test_a_host_that_cannot_import_or_dies_is_a_check_error_and_the_next_host_works(monkeypatch):
     """The implementation's host, from the judge's side: its death while importing, or while a check's server
     answers, is that check's error naming the exit status; the next check gets a new host."""
-    from claims_harness._running.isolation import run_isolated
-    from claims_harness._running.remote import close_hosts, implementation_host, server_starter
+    from claims_harness.engine import close_hosts, implementation_host, run_isolated, server_starter
     from claims_harness.errors import CheckCrashed
 
     monkeypatch.syspath_prepend(str(FIXTURES))
@@ -362,7 +361,7 @@ def test_answers_forged_on_every_descriptor_are_read_as_data_and_the_verdict_sta
 
 def containment() -> Containment:
     """How this machine contains an implementation's process (``claims_harness._running.sandbox``)."""
-    from claims_harness._running.remote import close_hosts, implementation_host
+    from claims_harness.engine import close_hosts, implementation_host
 
     try:
         return implementation_host("impl", str(PROJECT)).containment

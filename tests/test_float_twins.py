@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 
 from claims_harness import Rounded, RunOptions, load_catalogue, run_check
-from claims_harness._claims.expect import Condition, compare_condition
-from claims_harness._running.processes import judge_records
-from claims_harness._running.wire import decode, encode
+from claims_harness.engine import Condition, compare_condition, decode, encode, judge_records
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")

@@ -21,12 +21,11 @@ import numpy as np
 import pytest
 from test_hostile import CORPUS, MANIFEST, PLUGINS_OFF, corpus_bytes, make_claims_dir, valid_claim_file
 
-from claims_harness import ClaimsError, RegistryError, load_catalogue, stats, verifier
-from claims_harness._claims.expect import compare, parse_expectation
-from claims_harness._claims.registry import registered
-from claims_harness._claims.schema import KINDS, check_formula
-from claims_harness._running.context import MAX_SAMPLES, Context
+from claims_harness import ClaimsError, Context, RegistryError, load_catalogue, stats, verifier
+from claims_harness._claims.schema import check_formula
+from claims_harness._running.context import MAX_SAMPLES
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import KINDS, compare, parse_expectation, registered
 from claims_harness.errors import ExpectationError
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -36,8 +36,10 @@ def _imported(path: Path) -> set[str]:
 
 
 # What each subpackage of the harness may import, besides itself and the leaves every layer may use:
-# claims_harness.stats and claims_harness.strategies (the properties' vocabulary), which import nothing of the harness.
-LEAVES = ("claims_harness.stats", "claims_harness.strategies")
+# claims_harness.stats, claims_harness.strategies (the properties' vocabulary) and claims_harness.errors, which import
+# nothing of the harness but each other.
+ENGINE = "claims_harness"  # the import name of the folder harness/
+LEAVES = ("harness.stats", "harness.strategies", "harness.errors")
 LAYERS = {
     "_claims": set(),
     "_text": {"_claims"},
@@ -52,11 +54,16 @@ def _harness_imports(path: Path) -> set[str]:
     """The harness modules ``path`` imports, by dotted name (``from claims_harness import x`` counts as ``harness``)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.partition(".")[0] == "harness":
-            names.add(node.module)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.partition(".")[0] == ENGINE:
+            names.add(_in_folder(node.module))
         elif isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names if alias.name.partition(".")[0] == "harness"}
+            names |= {_in_folder(alias.name) for alias in node.names if alias.name.partition(".")[0] == ENGINE}
     return names
+
+
+def _in_folder(name: str) -> str:
+    """A module's import name as the name of its file under harness/ (``claims_harness.x`` -> ``harness.x``)."""
+    return "harness" + name[len(ENGINE):]
 
 
 def _module_name(path: Path) -> str:
@@ -80,6 +87,13 @@ def test_a_subpackage_of_the_harness_imports_only_the_layers_below_it(layer):
             if name in LEAVES or (len(parts) > 1 and parts[1] in allowed):
                 continue
             found.append(f"{module} imports {name}")
+    assert not found, sorted(found)
+
+
+def test_the_leaves_import_nothing_of_the_harness_but_each_other():
+    graph = _harness_graph()
+    assert graph["harness._running.driver"], "the graph sees the harness's imports"
+    found = {f"{leaf} imports {name}" for leaf in LEAVES for name in graph[leaf] if name not in LEAVES}
     assert not found, sorted(found)
 
 

@@ -15,10 +15,9 @@ import yaml
 from conftest import write_course
 
 from claims_harness import RegistryError, load_catalogue, lookup, verifier
-from claims_harness._claims.expect import FloatLiteral
 from claims_harness._claims.reading import ClaimLoader
-from claims_harness._claims.schema import json_schema_text
 from claims_harness.cli import main
+from claims_harness.engine import FloatLiteral, json_schema_text
 
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from claims_harness._claims.formats import mutation_line
 from claims_harness._power import mutants as mutation
+from claims_harness._reporting.report import _mutation
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''
@@ -124,8 +126,6 @@ def test_a_mutant_is_located_in_the_reference_source(tmp_path: Path) -> None:
 
 
 def test_the_report_reads_the_last_run_and_says_when_it_is_stale(toy_course: Path) -> None:
-    from claims_harness._claims.formats import mutation_line
-    from claims_harness._reporting.report import _mutation
 
     assert run_mutants(toy_course).returncode == 1
     found = _mutation(toy_course, "toy_impl")

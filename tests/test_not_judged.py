@@ -26,15 +26,8 @@ import pytest
 from conftest import pythonpath
 
 from claims_harness._claims.formats import judgement_line, not_judged_line, scoreboard_line
-from claims_harness._reporting.markdown import render_markdown
-from claims_harness._reporting.report import (
-    NOT_JUDGED,
-    _check_row,
-    _claim_status,
-    _summary,
-    checks_summary,
-    function_scoreboard,
-)
+from claims_harness._reporting.report import NOT_JUDGED, _check_row, _claim_status, _summary, checks_summary
+from claims_harness.engine import function_scoreboard, render_markdown
 
 HERE = Path(__file__).resolve().parent
 

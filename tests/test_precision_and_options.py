@@ -13,7 +13,7 @@ import functools
 from pathlib import Path
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._reporting.report import function_scoreboard
+from claims_harness.engine import function_scoreboard
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 

@@ -24,11 +24,11 @@ import pytest
 from conftest import view_of
 
 import impl
-from claims_harness import ClaimsError, RunOptions, VerifierError, load_catalogue, run_check
+from claims_harness import ClaimsError, Context, RunOptions, VerifierError, check_property, load_catalogue, run_check
 from claims_harness import strategies as st
 from claims_harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
-from claims_harness._running.context import Call, Context, record_calls
-from claims_harness._running.property import CALLS_KEPT, check_property, reproduction
+from claims_harness._running.context import Call, record_calls
+from claims_harness._running.property import CALLS_KEPT, reproduction
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 THIS = sys.modules[__name__]
@@ -395,7 +395,7 @@ def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pyt
         import plain_verifiers.checks
         import rewritten_verifiers.checks
         from claims_harness import Context, ImplementationView
-        from claims_harness._running.remote import in_process
+        from claims_harness.engine import in_process
 
 
         def context():

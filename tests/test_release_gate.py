@@ -25,19 +25,20 @@ from conftest import pythonpath
 from test_loading import claim, claim_file, claims_dir
 
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
-from claims_harness._claims.expect import Expectation, compare
 from claims_harness._claims.formats import is_interval
-from claims_harness._claims.schema import Check
-from claims_harness._reporting.gate import (
+from claims_harness.cli import main as claims_main
+from claims_harness.engine import (
+    RESULTS_FILE,
+    Check,
+    Expectation,
     GateFindings,
     Snapshot,
+    compare,
     compare_snapshots,
     gate_findings,
     snapshot,
     stated_differences,
 )
-from claims_harness._reporting.report import RESULTS_FILE
-from claims_harness.cli import main as claims_main
 from claims_harness.stats import MeanEstimate
 from verifiers import actor_critic, cartpole, gru
 

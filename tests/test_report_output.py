@@ -31,11 +31,12 @@ from claims_harness._claims.formats import (
     format_observed,
     is_figure_path,
     library_versions,
-    visible,
 )
-from claims_harness._reporting.html import render_html
-from claims_harness._reporting.markdown import code, fenced, render_markdown, text
+from claims_harness._reporting import report
+from claims_harness._reporting.markdown import code, fenced, text
 from claims_harness.cli import main
+from claims_harness.engine import render_html, render_markdown
+from claims_harness.errors import visible
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -363,7 +364,6 @@ def test_a_report_directory_that_cannot_be_one_is_refused_before_any_check_runs(
 
 
 def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_path, monkeypatch):
-    from claims_harness._reporting import report
 
     target = tmp_path / "reports"
     target.mkdir()
@@ -382,7 +382,6 @@ def test_a_report_directory_on_a_file_system_of_its_own_is_staged_inside_it(tmp_
 
 
 def test_a_report_directory_with_a_file_system_mounted_inside_is_refused(tmp_path, monkeypatch):
-    from claims_harness._reporting import report
 
     out = tmp_path / "out"
     (out / "figures" / "mounted").mkdir(parents=True)
@@ -402,7 +401,6 @@ def test_a_report_directory_with_a_file_system_mounted_inside_is_refused(tmp_pat
 def test_a_staging_directory_named_for_a_process_that_is_gone_is_stale(tmp_path):
     """Without a mark, a staging directory whose name ends with a pid (a run without a run id) is its process's: it is
     removed once that process is gone; one named by a run id is removed only once it is a day old."""
-    from claims_harness._reporting import report
 
     out = tmp_path / "out"
     (out / "figures").mkdir(parents=True)
@@ -421,16 +419,15 @@ def test_a_staging_directory_named_for_a_process_that_is_gone_is_stale(tmp_path)
 def test_the_mutation_digest_reads_only_regular_claim_files(tmp_path):
     """A directory, a pipe or a link to a device named *.yaml is the loader's to report: the digest neither hangs
     on it nor crashes (and blames mutants.json)."""
-    from claims_harness._claims.course import find_course
-    from claims_harness._reporting.report import mutation_inputs_digest
+    from claims_harness.engine import find_course
 
     course_dir = tmp_path / "course"
     shutil.copytree(Path(__file__).resolve().parent / "course_two", course_dir,
                     ignore=shutil.ignore_patterns("__pycache__", ".claims-cache", "reports"))
     course = find_course(course_dir)
-    before = mutation_inputs_digest(course)
+    before = report.mutation_inputs_digest(course)
     (course.claims / "a-directory.yaml").mkdir()
     os.mkfifo(course.claims / "a-pipe.yaml")
     (course.claims / "zeros.yaml").symlink_to("/dev/zero")
-    after = mutation_inputs_digest(course)
+    after = report.mutation_inputs_digest(course)
     assert after != before  # the names count, as the loader's problems with them do

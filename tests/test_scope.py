@@ -21,12 +21,17 @@ import sympy as sp
 from conftest import pythonpath
 from pydantic import ValidationError
 
-from claims_harness import VerifierError, check_property, reach
-from claims_harness._claims.schema import Statement
-from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
-from claims_harness._reporting.report import _statement_status, scope_shortfalls
+from claims_harness import VerifierError, assume, check_property, reach
+from claims_harness._reporting.report import _statement_status
 from claims_harness._running import reaching
-from claims_harness._running.property import assume
+from claims_harness.engine import (
+    Statement,
+    describe_scope,
+    parse_dimensions,
+    resolve_scope,
+    scope_shortfalls,
+    unreached,
+)
 from claims_harness.errors import ClaimsError
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
-from claims_harness._claims.course import find_course
+from claims_harness.engine import find_course
 from verifiers import lesson_4_5
 
 PROJECT = Path(__file__).resolve().parents[1]

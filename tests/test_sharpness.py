@@ -12,10 +12,16 @@ import pytest
 from conftest import pythonpath
 
 from claims_harness import load_catalogue
-from claims_harness._claims.expect import parse_expectation
-from claims_harness._running.cache import forget_sources
-from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from claims_harness.cli import main as claims_main
+from claims_harness.engine import (
+    EXPLAINED,
+    KILLED,
+    SURVIVED,
+    forget_sources,
+    parse_expectation,
+    perturbations,
+    summarize,
+)
 from claims_harness.stats import MeanEstimate
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 def literal(text: str):
     """A number as a claim file writes it: the loader keeps its printed digits."""
-    from claims_harness._claims.expect import FloatLiteral
+    from claims_harness.engine import FloatLiteral
 
     return FloatLiteral(float(text), text) if any(c in text for c in ".eE") else int(text)
 

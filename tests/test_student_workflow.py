@@ -21,10 +21,7 @@ from test_plugin import Project, real_node_ids
 from test_student_path import PLANTED, PROJECT, copy_impl, plant
 
 from claims_harness import load_catalogue
-from claims_harness._authoring.exercises import write_exercises
-from claims_harness._claims.course import load_course
-from claims_harness._running.implementation import is_stub
-from claims_harness._running.isolation import run_isolated
+from claims_harness.engine import is_stub, load_course, run_isolated, write_exercises
 from claims_harness.errors import ClaimsError, NotImplementedYet
 
 PPO_FILE = "4.4-ppo.yaml"

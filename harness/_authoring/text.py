@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.formats import visible
 from claims_harness._claims.loading import Catalogue, StatementEntry, load_catalogue
 from claims_harness._claims.results_file import RESULTS_FILE, results_if_readable
 from claims_harness._claims.schema import Anchor, Mark
@@ -24,7 +23,7 @@ from claims_harness._text.document import FORMULA, Block, Document, numbers_in, 
 from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
 from claims_harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
 from claims_harness._text.summary import text_overrides, text_state
-from claims_harness.errors import ClaimsError, did_you_mean
+from claims_harness.errors import ClaimsError, did_you_mean, visible
 
 
 def add_parser(commands: Any) -> None:

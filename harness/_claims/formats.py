@@ -15,10 +15,11 @@ import functools
 import json
 import platform
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
+
+from claims_harness.errors import visible
 
 # The annotated course text, written beside the reports (never committed: it quotes the text); the reports link to
 # its blocks by these ids.
@@ -40,21 +41,6 @@ UNCOVERED = ("missing", "weak", "failed")
 # Characters that move the cursor, end a line, change a terminal's state, reorder or hide text, or cannot be
 # encoded at all: control characters, format characters (bidi overrides, zero widths), line and paragraph
 # separators, lone surrogates. Everything else is shown as it is, spaces of any width included.
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def visible(text: str, keep: str = "") -> str:
-    """``text`` with every hidden character but those in ``keep`` written as its Python escape (``\\x1b``, ``\\n``).
-
-    What a terminal or a report shows is then the text itself: an ANSI escape sequence in a claim id
-    cannot recolour a terminal, and a newline cannot start a line of its own.
-    """
-    if text.isprintable():  # the common case, decided in C
-        return text
-    return "".join(ascii(char)[1:-1] if char not in keep and unicodedata.category(char) in _HIDDEN_CATEGORIES
-                   else char for char in text)
-
-
 # --------------------------------------------------------------------------- observed values
 
 _INTERVAL_KEYS = frozenset({"mean", "low", "high", "n", "alpha", "method", "detectable_deviation"})

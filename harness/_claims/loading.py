@@ -24,7 +24,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from claims_harness._claims.course import Course, find_course, use_packages_of
-from claims_harness._claims.formats import visible
 from claims_harness._claims.reading import (
     MAP_TAG,
     MAX_FLOW_DEPTH,
@@ -45,7 +44,7 @@ from claims_harness._claims.registry import Verifier, registered
 from claims_harness._claims.schema import Check, Claim, ClaimFile, Mark, Note, Statement
 from claims_harness._claims.scope import resolve_scope
 from claims_harness._claims.sources import Source, read_sources
-from claims_harness.errors import ClaimsError, ExpectationError, Problem, Unreadable, UnsafeYaml, did_you_mean
+from claims_harness.errors import ClaimsError, ExpectationError, Problem, Unreadable, UnsafeYaml, did_you_mean, visible
 
 MODELINE = "# yaml-language-server: $schema=schema.json"
 _BYTE_ORDER_MARK = "\ufeff"

@@ -26,8 +26,7 @@ from typing import Any
 import yaml
 
 from claims_harness._claims.expect import FloatLiteral
-from claims_harness._claims.formats import visible
-from claims_harness.errors import Unreadable, UnsafeYaml
+from claims_harness.errors import Unreadable, UnsafeYaml, visible
 
 MAX_FILE_BYTES = 1 << 20
 

@@ -35,14 +35,14 @@ from typing import Any
 
 from jinja2 import UndefinedError
 
-from claims_harness._claims.formats import is_interval, visible
+from claims_harness._claims.formats import is_interval
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._reporting.html import HTML_FILE, render_html
 from claims_harness._reporting.markdown import render_markdown
 from claims_harness._reporting.report import MARKDOWN_FILE, git
 from claims_harness._text.drift import CLEAN
 from claims_harness._text.summary import problems as text_problems
-from claims_harness.errors import ResultsUnreadable
+from claims_harness.errors import ResultsUnreadable, visible
 
 # What the run was asked to do; the rest of ``run`` (id, started, seconds, revision, versions, completeness)
 # says where and when it ran, or is judged on its own (an incomplete run never passes).

@@ -38,9 +38,9 @@ from claims_harness._claims.formats import (
     rejects_text,
     scoreboard_line,
     sharpness_line,
-    visible,
 )
 from claims_harness._claims.scope import describe_scope
+from claims_harness.errors import visible
 
 HTML_FILE = "claims_report.html"
 _MATHML = "{http://www.w3.org/1998/Math/MathML}"

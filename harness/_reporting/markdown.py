@@ -37,9 +37,9 @@ from claims_harness._claims.formats import (
     rejects_text,
     scoreboard_line,
     sharpness_line,
-    visible,
 )
 from claims_harness._claims.scope import describe_scope
+from claims_harness.errors import visible
 
 CHOSEN_MARK = "\u2020"
 CHOSEN_LEGEND = (f"{CHOSEN_MARK} marks an expected value the harness chose (a witness, a threshold, a corrected "

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from claims_harness import errors
+import claims_harness.errors as errors
 from claims_harness._claims.course import find_root, load_course
 from claims_harness._claims.formats import PYTEST_FLAG
 from claims_harness._running.implementation import Provenance, contract_functions, reference_implementation

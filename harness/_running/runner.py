@@ -30,7 +30,6 @@ from claims_harness._claims.formats import (
     format_observed,
     headline,
     hint,
-    visible,
 )
 from claims_harness._claims.loading import ClaimEntry
 from claims_harness._claims.registry import Verifier
@@ -69,6 +68,7 @@ from claims_harness.errors import (
     NotImplementedYet,
     Unsupported,
     VerifierError,
+    visible,
 )
 
 DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}

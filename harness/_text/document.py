@@ -52,8 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from claims_harness._claims.course import Course, TextSource
-from claims_harness._claims.formats import visible
-from claims_harness.errors import ClaimsError
+from claims_harness.errors import ClaimsError, visible
 
 # The module is 82 KB; a text fifty times larger is data pasted by mistake, refused before it is split.
 MAX_TEXT_BYTES = 4 << 20

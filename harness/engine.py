@@ -1,0 +1,156 @@
+"""The engine's API for tools and tests: load a course's claims, run its checks, judge and report them.
+
+Verifier authors need only :mod:`claims_harness` (``verifier``, ``Context``, ``check_property``, ...) and
+:mod:`claims_harness.errors`. A program that drives the engine (a release script, a notebook, the project's own
+tests) uses the names here, grouped as a run flows:
+
+* the course and its claims: :func:`find_course`, :func:`load_course`, :func:`load_catalogue`, :func:`registered`,
+  :func:`json_schema_text`; what a claim expects, :func:`parse_expectation` and :func:`compare`, and how sharply
+  (:func:`perturbations`, :func:`summarize`); a statement's scope (:func:`parse_dimensions`, :func:`resolve_scope`,
+  :func:`describe_scope`, :func:`unreached`);
+* the run: the parts of a catalogue (:func:`every_part`), one part evaluated (:func:`evaluate`), many on lanes
+  (:func:`drive`, :func:`on_lanes`), one check (:func:`run_check`, :func:`reuse_check`) under :class:`RunOptions`;
+  the Monte Carlo audit (:func:`audit`);
+* the implementation under test, in a process of its own: :func:`check_implementation`, its host and servers
+  (:func:`implementation_host`, :func:`server_starter`, :func:`connect`, :func:`close_hosts`), a call in a
+  supervised worker (:func:`run_isolated`), and what crosses between them (:func:`encode`, :func:`decode`);
+* the cache: :class:`ObservationCache`, :func:`code_digest`;
+* the results and reports: :func:`read_results`, :func:`build_results`, :func:`write_reports`,
+  :func:`render_markdown`, :func:`render_html`, :func:`normalized`, :func:`function_scoreboard`, and the release
+  gate's :func:`snapshot`, :func:`compare_snapshots`, :func:`gate_findings`;
+* authoring: :func:`write_exercises`, and ``claims new``'s :class:`NewClaim`, :func:`validate`,
+  :func:`claim_skeleton`.
+
+Everything else under ``claims_harness._*`` may change without notice.
+"""
+
+from claims_harness._authoring.exercises import write_exercises
+from claims_harness._authoring.new import NewClaim, claim_skeleton, validate
+from claims_harness._claims.course import find_course, load_course
+from claims_harness._claims.expect import (
+    Condition,
+    Expectation,
+    FloatLiteral,
+    compare,
+    compare_condition,
+    parse_expectation,
+)
+from claims_harness._claims.loading import Catalogue, ClaimEntry, load_catalogue
+from claims_harness._claims.registry import registered
+from claims_harness._claims.results_file import RESULTS_FILE, read_results
+from claims_harness._claims.schema import KINDS, Check, Statement, json_schema_text
+from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
+from claims_harness._power.audit import audit
+from claims_harness._reporting.gate import (
+    GateFindings,
+    Snapshot,
+    compare_snapshots,
+    gate_findings,
+    snapshot,
+    stated_differences,
+)
+from claims_harness._reporting.html import render_html
+from claims_harness._reporting.markdown import render_markdown
+from claims_harness._reporting.report import (
+    MARKDOWN_FILE,
+    build_results,
+    function_scoreboard,
+    normalized,
+    scope_shortfalls,
+    write_reports,
+)
+from claims_harness._running.cache import ObservationCache, code_digest, forget_sources
+from claims_harness._running.driver import TIMED_OUT, drive, on_lanes
+from claims_harness._running.engine import Part, evaluate, every_part
+from claims_harness._running.implementation import contract_functions, is_stub, provenance, reference_implementation
+from claims_harness._running.isolation import run_isolated
+from claims_harness._running.processes import Answer, judge_records
+from claims_harness._running.remote import (
+    check_implementation,
+    close_hosts,
+    connect,
+    implementation_host,
+    in_process,
+    server_starter,
+)
+from claims_harness._running.runner import RunOptions, reuse_check, run_check
+from claims_harness._running.server import plain
+from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
+from claims_harness._running.wire import decode, encode
+
+__all__ = [
+    "EXPLAINED",
+    "KILLED",
+    "KINDS",
+    "MARKDOWN_FILE",
+    "RESULTS_FILE",
+    "SURVIVED",
+    "TIMED_OUT",
+    "Answer",
+    "Catalogue",
+    "Check",
+    "ClaimEntry",
+    "Condition",
+    "Expectation",
+    "FloatLiteral",
+    "GateFindings",
+    "NewClaim",
+    "ObservationCache",
+    "Part",
+    "RunOptions",
+    "Snapshot",
+    "Statement",
+    "audit",
+    "build_results",
+    "check_implementation",
+    "claim_skeleton",
+    "close_hosts",
+    "code_digest",
+    "compare",
+    "compare_condition",
+    "compare_snapshots",
+    "connect",
+    "contract_functions",
+    "decode",
+    "describe_scope",
+    "drive",
+    "encode",
+    "evaluate",
+    "every_part",
+    "find_course",
+    "forget_sources",
+    "function_scoreboard",
+    "gate_findings",
+    "implementation_host",
+    "in_process",
+    "is_stub",
+    "json_schema_text",
+    "judge_records",
+    "load_catalogue",
+    "load_course",
+    "normalized",
+    "on_lanes",
+    "parse_dimensions",
+    "parse_expectation",
+    "perturbations",
+    "plain",
+    "provenance",
+    "read_results",
+    "reference_implementation",
+    "registered",
+    "render_html",
+    "render_markdown",
+    "resolve_scope",
+    "reuse_check",
+    "run_check",
+    "run_isolated",
+    "scope_shortfalls",
+    "server_starter",
+    "snapshot",
+    "stated_differences",
+    "summarize",
+    "unreached",
+    "validate",
+    "write_exercises",
+    "write_reports",
+]
