@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     schema = commands.add_parser("schema", help=f"write claims/{SCHEMA_FILE} from the schema")
     schema.add_argument("--check", action="store_true", help="only report whether the file is current")
     commands.add_parser("verifiers", help="print every registered verifier and what it uses")
+    contract = commands.add_parser("contract", help="write the implementation contract page ([tool.claims] contract) "
+                                                    "from the reference's docstrings and the verifiers' uses=")
+    contract.add_argument("--check", action="store_true", help="only report whether the page is current")
     audit = commands.add_parser("audit", help="measure Monte Carlo checks' false-failure rate and power")
     audit.add_argument("--runs", type=int, default=20, help="runs per check and series (default 20)")
     audit.add_argument("--alpha", type=float, default=0.05, help="inflated false-failure rate (default 0.05)")
@@ -150,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ClaimsError(f"{args.claims_dir}: no such directory of claim files; pass --claims-dir with the "
                               f"course's claims directory ({args.course.claims})")
         command = {"verify": verify_command, "lint": _lint, "list": _list, "scope": _scope, "schema": _schema,
-                   "verifiers": _verifiers, "new": _new, "audit": _audit, "exercises": _exercises,
-                   "sharpness": _sharpness, "mutants": _mutants, "text": text_commands.run}
+                   "verifiers": _verifiers, "contract": _contract, "new": _new, "audit": _audit,
+                   "exercises": _exercises, "sharpness": _sharpness, "mutants": _mutants, "text": text_commands.run}
         with packages_of(args.course):
             return command[args.command](args)
     except ClaimsError as error:
@@ -281,6 +284,21 @@ def _schema(args: argparse.Namespace) -> int:
 def _verifiers(args: argparse.Namespace) -> int:
     for name, verifier in sorted(registered(args.course.verifiers).items()):
         print(f"{name:45} {'/'.join(verifier.kinds):14} {verifier.location:32} uses: {', '.join(verifier.uses) or '-'}")
+    return 0
+
+
+def _contract(args: argparse.Namespace) -> int:
+    from claims_harness._authoring.contract import write_contract
+
+    page, current = write_contract(load_catalogue(args.claims_dir), check=args.check)
+    if current:
+        print(f"claims contract: {page} is current")
+        return 0
+    if args.check:
+        print(f"claims contract: {page} is not what the reference's docstrings and the verifiers' uses= say; "
+              "regenerate it with 'claims contract'", file=sys.stderr)
+        return 1
+    print(f"claims contract: wrote {page}")
     return 0
 
 

@@ -56,7 +56,17 @@ def cartpole_dynamics(state: ArrayLike, action: ArrayLike) -> np.ndarray:
 
 
 def cartpole_terminated(state: ArrayLike) -> np.ndarray:
-    """True where the cart left |x| <= 2.4 or the pole left |θ| <= 12°, shape [n_envs]."""
+    """Whether each state is beyond Gymnasium CartPole-v1's bounds, strictly: |x| > 2.4 or |θ| > 12°.
+
+    The angle's bound is in radians, ``12 * 2 * math.pi / 360`` (``math.radians(12)``); a state exactly on a
+    bound has not failed.
+
+    Args:
+      state: (x, ẋ, θ, θ̇) per environment, shape [n_envs, 4].
+
+    Returns:
+      One boolean per environment, shape [n_envs].
+    """
     state = np.asarray(state)
     x, theta = state[:, 0], state[:, 2]
     return (x < -X_THRESHOLD) | (x > X_THRESHOLD) | (theta < -THETA_THRESHOLD) | (theta > THETA_THRESHOLD)
@@ -88,6 +98,15 @@ class VectorCartPole:
 
     Observations are float32, as Gymnasium returns them; the state itself stays float64.
     Every step earns +1, the step that terminates included.
+
+    Args:
+      n_envs: how many environments.
+      rng: where each reset's initial state is drawn from.
+
+    Returns:
+      The environments. ``step(actions)`` (actions [n_envs] in {0, 1}) returns a :class:`VectorStep`; the
+      attribute ``state`` [n_envs, 4] may be set directly to start every environment from a chosen state; the
+      time limit is reached by stepping from the environment's own reset.
     """
 
     n_envs: int

@@ -46,6 +46,8 @@ _FIELDS = {
 }
 # May be left out.
 _OPTIONAL = {
+    "contract": "the page of the implementation contract 'claims contract' writes, relative to the root (default: "
+                "none)",
     "mutate": "the implementation's modules 'claims mutants' mutates by default (default: all of them)",
     "mutants_reviewed": "the reviewed file of surviving mutants judged equivalent, relative to the root "
                         "(default: mutants-reviewed.yaml)",
@@ -98,6 +100,7 @@ class Course:
     verifiers: str
     step_pattern: str
     steps: tuple[str, ...]
+    contract: Path | None = None
     mutate: tuple[str, ...] = ()
     mutants_reviewed: Path | None = None
     mutation_target: float = 0.95
@@ -174,8 +177,10 @@ def load_course(root: Path) -> Course:
     target = table.get("mutation_target", 0.95)
     if not (isinstance(mutate, list) and all(isinstance(name, str) for name in mutate)):
         raise ClaimsError(f"{path}: [tool.{TABLE}].mutate: expected a list of module names, found {mutate!r}")
-    if not isinstance(reviewed, str):
-        raise ClaimsError(f"{path}: [tool.{TABLE}].mutants_reviewed: expected a path, found {reviewed!r}")
+    contract = table.get("contract")
+    for key, value in (("mutants_reviewed", reviewed), ("contract", contract)):
+        if value is not None and not isinstance(value, str):
+            raise ClaimsError(f"{path}: [tool.{TABLE}].{key}: expected a path, found {value!r}")
     if isinstance(target, bool) or not isinstance(target, int | float) or not 0 <= target <= 1:
         raise ClaimsError(f"{path}: [tool.{TABLE}].mutation_target: expected a fraction from 0 to 1, e.g. 0.95, "
                           f"found {target!r}")
@@ -185,7 +190,8 @@ def load_course(root: Path) -> Course:
                   cache=root / table["cache"], sources=root / table["sources"],
                   implementation=table["implementation"], verifiers=table["verifiers"],
                   step_pattern=table["step_pattern"], steps=tuple(steps), mutate=tuple(mutate),
-                  mutants_reviewed=root / reviewed, mutation_target=float(target), texts=texts, scope=scope)
+                  contract=root / contract if contract else None, mutants_reviewed=root / reviewed,
+                  mutation_target=float(target), texts=texts, scope=scope)
 
 
 def use_packages_of(course: Course) -> None:
