@@ -36,6 +36,7 @@ from claims_harness._claims.expect import (
     parse_expectation,
 )
 from claims_harness._claims.loading import Catalogue, ClaimEntry, load_catalogue
+from claims_harness._claims.plain import plain
 from claims_harness._claims.registry import registered
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, Check, Statement, json_schema_text
@@ -74,7 +75,6 @@ from claims_harness._running.remote import (
     server_starter,
 )
 from claims_harness._running.runner import RunOptions, reuse_check, run_check
-from claims_harness._running.server import plain
 from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from claims_harness._running.wire import decode, encode
 

@@ -112,7 +112,7 @@ class Unsupported(ClaimsError):
     """The implementation declines a call a check makes: an optional keyword of the contract (``carry=``,
     ``normalize=``) that its function does not take. Not a failure of the claim: a check that needs the call
     is skipped and says which; a check whose other rows do not need it reports those rows as not checked
-    (:class:`~claims_harness._claims.expect.Declined`) and compares the rest."""
+    (:class:`~claims_harness._claims.plain.Declined`) and compares the rest."""
 
 
 class Inexpressible(ClaimsError):

@@ -5,7 +5,7 @@ A verifier judges a result by computing with it: ``np.abs(advantages - expected)
 ndarray subclass whose subtraction returns zeros and whose comparisons return True passed
 ``gae-lambda-zero-is-td-error`` with a GAE that returns nothing but zeros. The implementation view
 now hands the verifiers what the implementation returned without its subclass
-(``claims_harness._running.server.plain``), so the values are judged and not the type's own operators.
+(``claims_harness._claims.plain.plain``), so the values are judged and not the type's own operators.
 
 A verifier also computes what it expects from the arrays it passed, after the call: a GAE that
 zeroed ``r_t``, ``v_t`` and ``v_tp1`` and returned zeros passed five GAE properties. Outside

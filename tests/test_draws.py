@@ -37,6 +37,7 @@ from claims_harness import (
     run_check,
 )
 from claims_harness import strategies as st
+from claims_harness._claims.formats import Profile
 from claims_harness._running import property as _property
 from claims_harness._running.draws import CannotDraw, Rejected, draw
 
@@ -79,7 +80,7 @@ def test_every_property_of_the_course_is_drawn_directly(monkeypatch):
     """No property falls back to Hypothesis' engine (correct, but slow): each is built with claims_harness.strategies
     alone."""
     fallbacks = []
-    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 3, "full": 3})
+    monkeypatch.setattr(_property, "PROFILES", {name: Profile(120.0, 3) for name in ("smoke", "full")})
     monkeypatch.setattr(_property, "_under_hypothesis",
                         lambda ctx, test, strategies, examples: fallbacks.append(test.__qualname__))
     assert _every_smoke_property_holds() >= 80 and fallbacks == []
@@ -98,7 +99,7 @@ def test_every_property_of_the_course_holds_under_hypothesis_too(monkeypatch):
         engine_runs.append(test.__qualname__)
         return under_hypothesis(ctx, test, strategies, examples)
 
-    monkeypatch.setattr(_property, "EXAMPLES", {"smoke": 1, "full": 1})
+    monkeypatch.setattr(_property, "PROFILES", {name: Profile(120.0, 1) for name in ("smoke", "full")})
     monkeypatch.setattr(_property, "_first_failing_draw", forced)
     monkeypatch.setattr(_property, "_under_hypothesis", counted)
     assert _every_smoke_property_holds() >= 80 and len(engine_runs) >= 80

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from claims_harness._claims.formats import format_interval
+from claims_harness._claims.plain import Rounded, sympy_rational, to_jsonable
 from claims_harness.errors import ExpectationError, did_you_mean
 from claims_harness.stats import MeanEstimate
 
@@ -230,22 +231,6 @@ def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) ->
     return Comparison(key, expected, estimate.as_dict(), passed, rule)
 
 
-@dataclass(frozen=True)
-class Rounded:
-    """A number computed in float64 by an implementation that cannot compute in fractions, with the bound on its
-    float64 rounding that the verifier derived (``verifiers._numeric.rounding_bound``): a float twin's observation.
-
-    An exact expectation holds when the written number lies within ``bound`` of ``value``; an inequality must hold
-    for every number within it; an approximate one within its printed tolerance plus the bound.
-    """
-
-    value: float
-    bound: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"float64": self.value, "rounding_bound": self.bound}
-
-
 def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Comparison:
     expected, shown = condition.describe(), observed.as_dict()
     if not (math.isfinite(observed.value) and math.isfinite(observed.bound) and observed.bound >= 0):
@@ -271,42 +256,6 @@ def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Compa
     }[condition.operator]
     return Comparison(key, expected, shown, passed, f"every number within {within} must "
                       f"{_SIDES[condition.operator]} {condition.text}")
-
-
-@dataclass(frozen=True)
-class Declined:
-    """An observation the implementation could not give, because it declines the call that gives it
-    (:class:`~claims_harness.errors.Unsupported`): the row is reported as not checked, never compared."""
-
-    reason: str
-
-
-def to_jsonable(value: Any) -> Any:
-    """A JSON-ready form of an observed value; fractions keep their exact form beside a float."""
-    if isinstance(value, MeanEstimate | Rounded):
-        return value.as_dict()
-    if isinstance(value, Declined):
-        return f"not checked: {value.reason}"
-    if isinstance(value, bool | str) or value is None:
-        return value
-    if isinstance(value, np.generic):
-        return to_jsonable(value.item())
-    if isinstance(value, Fraction):
-        return value.numerator if value.denominator == 1 else {"exact": str(value), "value": float(value)}
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, np.ndarray):
-        return to_jsonable(value.item()) if value.ndim == 0 else [to_jsonable(v) for v in value.tolist()]
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    number = _sympy_rational(value)
-    if number is not None:
-        return to_jsonable(number)
-    return str(value)
 
 
 def _written_number(text: str) -> int | float | str:
@@ -403,48 +352,7 @@ def _observed_number(value: Any) -> Fraction | None:
         return Fraction(value.numerator, value.denominator)
     if isinstance(value, float):
         return Fraction(value) if math.isfinite(value) else None
-    return _sympy_rational(value)
-
-
-def as_plain_observation(value: Any) -> Any:
-    """An observation with every sympy value in it as the plain data the comparisons and the report make of it:
-    a boolean as ``bool``, a number as :func:`_sympy_rational`'s Fraction, any other expression as its text.
-
-    A verifier's observations cross from its worker to the judge as plain data only
-    (``claims_harness._running.wire``), which has no form for a sympy object.
-    """
-    sympy = sys.modules.get("sympy")
-    if sympy is None:
-        return value
-    if isinstance(value, dict):
-        return {key: as_plain_observation(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        items = [as_plain_observation(item) for item in value]
-        return type(value)(items) if type(value) in (list, tuple) else items
-    if isinstance(value, np.ndarray) and value.dtype.kind == "O":
-        converted = np.empty(value.shape, dtype=object)
-        converted.flat[:] = [as_plain_observation(item) for item in value.flat]
-        return converted
-    if isinstance(value, sympy.logic.boolalg.BooleanAtom):
-        return bool(value)
-    if isinstance(value, sympy.Basic | sympy.MatrixBase):
-        number = _sympy_rational(value) if isinstance(value, sympy.Basic) else None
-        return number if number is not None else str(value)
-    return value
-
-
-def _sympy_rational(value: Any) -> Fraction | None:
-    """A sympy number as a Fraction: exact for rationals, 60 significant digits otherwise."""
-    import sympy
-
-    if not isinstance(value, sympy.Basic) or not value.is_number:
-        return None
-    if value.is_Rational:
-        return Fraction(int(value.p), int(value.q))
-    if value.is_real is False:
-        return None
-    numeric = sympy.N(value, 60)
-    return Fraction(str(numeric)) if numeric.is_finite else None
+    return sympy_rational(value)
 
 
 def as_list(value: Any) -> list | None:

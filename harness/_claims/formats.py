@@ -16,6 +16,7 @@ import json
 import platform
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -187,11 +188,21 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
 
 # --------------------------------------------------------------------------- how much of a run was judged
 
-# The run's options that more than one part names (the pytest plugin, claims verify, the runner, messages).
-PROFILES = ("smoke", "full")
-# Every command runs the smoke profile unless told otherwise: it is what a student and the tests run, in
-# minutes. The release artifact is the full profile, asked for by name (tox -e release, the README's main job).
+@dataclass(frozen=True)
+class Profile:
+    """What a run of one profile gives a check: the time limit it has unless it states one, and the examples a
+    property draws."""
+
+    timeout: float
+    examples: int
+
+
+# The profiles, defined here only. Every command runs the smoke profile unless told otherwise: it is what a student
+# and the tests run, in minutes. The release artifact is the full profile, asked for by name (tox -e release, the
+# README's main job).
+PROFILES = {"smoke": Profile(timeout=120.0, examples=200), "full": Profile(timeout=1800.0, examples=2000)}
 DEFAULT_PROFILE = "smoke"
+# The run's options that more than one part names (the pytest plugin, claims verify, the runner, messages).
 SHRINK_FLAG = "--claims-shrink"
 IMPLEMENTATION_PATH_FLAG = "--claims-impl-path"
 PYTEST_FLAG = "--claims-allow-reference"

@@ -64,7 +64,7 @@ def verifier(
       params: a pydantic model of the verifier's parameters, validated when claims load.
       in_floats: the verifier's float twin, for a verifier that hands the implementation fractions: the same
         observations computed from the implementation's float64 answers, each number a
-        :class:`~claims_harness._claims.expect.Rounded` with its derived rounding bound (or exact where float64 holds it
+        :class:`~claims_harness._claims.plain.Rounded` with its derived rounding bound (or exact where float64 holds it
         exactly). It runs, in place of the verifier, when the implementation declines exact arithmetic (PyTorch,
         JAX, ``__claims_exact_arithmetic__ = False``), so that such code is judged on the same statement.
 

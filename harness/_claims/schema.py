@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from claims_harness._claims.expect import OPERATORS, Expectation, parse_expectation
+from claims_harness._claims.formats import PROFILES
 
 Kind = Literal["symbolic", "exact", "montecarlo", "property", "counterexample", "experiment"]
 KINDS: tuple[str, ...] = Kind.__args__
@@ -90,10 +91,11 @@ class Check(_Strict):
     )
     timeout: float | None = Field(
         None, gt=0, le=86400,
-        description="seconds the check may run before it becomes an error (default: 120 smoke, 1800 full)"
+        description="seconds the check may run before it becomes an error (default: "
+                    + ", ".join(f"{profile.timeout:g} {name}" for name, profile in PROFILES.items()) + ")"
     )
-    profiles: list[Literal["smoke", "full"]] = Field(
-        default_factory=lambda: ["smoke", "full"],
+    profiles: list[Literal[tuple(PROFILES)]] = Field(
+        default_factory=lambda: list(PROFILES),
         min_length=1,
         description="the profiles this check runs in; in any other it is reported as skipped, with the reason",
     )

@@ -49,13 +49,14 @@ from typing import Any
 import yaml
 
 from claims_harness._claims.course import Course, write_atomically
+from claims_harness._claims.formats import PROFILES
 from claims_harness._claims.loading import Catalogue
 from claims_harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
 from claims_harness._running.cache import cache_key
 from claims_harness._running.driver import LaneEnd, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
 from claims_harness._running.processes import TIMED_OUT
-from claims_harness._running.runner import DEFAULT_TIMEOUT, RunOptions, alpha_per_comparison
+from claims_harness._running.runner import RunOptions, alpha_per_comparison
 from claims_harness.errors import ClaimsError
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
@@ -279,7 +280,7 @@ def measure_baseline(parts: Sequence[Part], catalogue: Catalogue, options: RunOp
             baseline.not_green[label] = ended.value["why"]
         cache.store("baseline-" + keys[label], {**ended.value, "seconds": ended.seconds})
 
-    limit = 2 * DEFAULT_TIMEOUT[options.profile]
+    limit = 2 * PROFILES[options.profile].timeout
     on_lanes(len(parts), child, workers, done, limit_of=lambda number: limit, fresh=True)
     return baseline
 

@@ -93,7 +93,7 @@ def _is_raised(raised: Any) -> bool:
 
 def judge_records() -> dict[str, type]:
     """The harness's own frozen dataclasses a worker's answer or the cache may hold, by the name they cross under."""
-    from claims_harness._claims.expect import Declined, Rounded
+    from claims_harness._claims.plain import Declined, Rounded
     from claims_harness._running.implementation import Provenance
     from claims_harness.stats import MeanEstimate
 

@@ -22,14 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.formats import FALSIFYING_KEY, format_falsifying
+from claims_harness._claims.formats import FALSIFYING_KEY, PROFILES, format_falsifying
 from claims_harness._running import reaching
 from claims_harness._running.context import Call, CallRecord, Context, record_calls
 from claims_harness._running.draws import CannotDraw, Rejected, draw
 from claims_harness.errors import CheckCrashed, CheckTimeout, ClaimsError, VerifierError
 from claims_harness.strategies import SearchStrategy, as_hypothesis, is_hypothesis_strategy
 
-EXAMPLES = {"smoke": 200, "full": 2000}
 # Smoke runs want a verdict fast: a failure is reported as found. The full profile, or a run with
 # --claims-shrink (Context.shrink), also shrinks it to a minimal falsifying example, which takes
 # seconds to tens of seconds a failing check: every phase of Hypothesis. (The smoke profile's phases
@@ -62,7 +61,7 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
     a property whose draws are rejected too often to reach its examples is a ``VerifierError``, and an
     implementation that raises a rejection itself is an ``ImplementationError``: neither passes.
     """
-    examples = EXAMPLES[ctx.profile]
+    examples = PROFILES[ctx.profile].examples
     _check_strategies(test, strategies)
     try:
         failing = _first_failing_draw(ctx, test, strategies, examples)

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from claims_harness._claims.course import find_root, load_course
-from claims_harness._claims.expect import Comparison, Declined, as_plain_observation, compare, to_jsonable
+from claims_harness._claims.expect import Comparison, compare
 from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
     FALSIFYING_KEY,
     IN_FLOATS_NOTES,
+    PROFILES,
     PYTEST_FLAG,
     SHRINK_FLAG,
     culprits,
@@ -32,6 +33,7 @@ from claims_harness._claims.formats import (
     hint,
 )
 from claims_harness._claims.loading import ClaimEntry
+from claims_harness._claims.plain import Declined, as_plain_observation, to_jsonable
 from claims_harness._claims.registry import Verifier
 from claims_harness._claims.schema import Check
 from claims_harness._claims.scope import Dimension
@@ -71,7 +73,6 @@ from claims_harness.errors import (
     visible,
 )
 
-DEFAULT_TIMEOUT = {"smoke": 120.0, "full": 1800.0}
 # The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).
 IN_FLOATS_KEY = "__judged_in_floats__"
 # The observation of a check that met functions not written yet: cached like any other, so that a run with no edit
@@ -245,7 +246,7 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         if observed is None and reuse_only:
             raise _MustRun
         if observed is None:
-            limit = check.timeout or DEFAULT_TIMEOUT[options.profile]
+            limit = check.timeout or PROFILES[options.profile].timeout
             try:
                 try:
                     observed = _observe_supervised(entry, index, verifier, options, seed, limit)
