@@ -27,11 +27,7 @@ import pytest
 from claims_harness._claims.course import find_root, load_course, use_packages_of
 from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.schema import KIND_DESCRIPTIONS
-from claims_harness._reporting.report import (
-    claim_staging,
-    remove_stale_staging,
-    report_directory_problem,
-)
+from claims_harness._reporting.report import claim_staging, remove_stale_staging, report_directory_problem
 from claims_harness._running.cache import checked_implementation
 from claims_harness._running.driver import last_seconds, longest_first
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, parts_of_file

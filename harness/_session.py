@@ -20,17 +20,11 @@ from typing import Any
 import pytest
 
 from claims_harness._claims.course import find_root, load_course
+from claims_harness._claims.formats import NOT_JUDGED
 from claims_harness._claims.loading import Catalogue, load_catalogue
-from claims_harness._reporting.report import (
-    NOT_JUDGED,
-    checks_summary,
-    function_scoreboard,
-    judged_verdict,
-    lessons_of,
-    remove_staging,
-    staging_dir_for,
-    write_reports,
-)
+from claims_harness._reporting.report import remove_staging, staging_dir_for, write_reports
+from claims_harness._reporting.results import checks_summary, judged_verdict, lessons_of
+from claims_harness._reporting.rows import function_scoreboard
 from claims_harness._reporting.terminal import scoreboard_failed, scoreboard_lines
 from claims_harness._running.engine import Part, every_part, never_reported, parts_of_file
 from claims_harness._running.executor import default_workers

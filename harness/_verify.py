@@ -30,13 +30,10 @@ from claims_harness.errors import ClaimsError
 
 def verify_command(args: argparse.Namespace) -> int:
     """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
+    from claims_harness._claims.formats import NOT_JUDGED
     from claims_harness._reporting.gate import committed_snapshot, gate_findings, snapshot  # not needed to lint or list
-    from claims_harness._reporting.report import (
-        NOT_JUDGED,
-        judged_verdict,
-        remove_stale_staging,
-        report_directory_problem,
-    )
+    from claims_harness._reporting.report import remove_stale_staging, report_directory_problem
+    from claims_harness._reporting.results import judged_verdict
 
     course: Course = args.course
     out = (args.out or course.reports).resolve()
@@ -75,14 +72,9 @@ def verify_command(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, catalogue: Catalogue) -> tuple[dict | None, int]:
     """The selected checks reused or run (``claims_harness._running.driver``), the reports written, the failures
     and the student's scoreboard printed: the results and the exit status so far (results None: no report)."""
-    from claims_harness._reporting.report import (
-        claim_staging,
-        function_scoreboard,
-        lessons_of,
-        remove_staging,
-        staging_dir_for,
-        write_reports,
-    )
+    from claims_harness._reporting.report import claim_staging, remove_staging, staging_dir_for, write_reports
+    from claims_harness._reporting.results import lessons_of
+    from claims_harness._reporting.rows import function_scoreboard
     from claims_harness._reporting.terminal import scoreboard_lines
     from claims_harness._running.driver import drive, lanes_asked, last_seconds, selected
     from claims_harness._running.engine import every_part, never_reported
@@ -173,7 +165,7 @@ def _ledger_gate(catalogue: Catalogue, results: dict) -> int:
     Checks still run and the reports still say what they found (``pytest claims/`` never fails on
     the ledger); only ``claims verify``, and so the release gate, refuses to call the result done.
     """
-    from claims_harness._reporting.report import scope_shortfalls
+    from claims_harness._reporting.results import scope_shortfalls
 
     problems = [str(problem) for problem in catalogue.ledger_problems()]
     unreached = [line for line, explained in scope_shortfalls(results) if not explained]

@@ -9,7 +9,6 @@ never the working directory's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -178,7 +177,7 @@ def _warn_of_old_spellings(argv: list[str]) -> None:
 
 def _lint(args: argparse.Namespace) -> int:
     from claims_harness._authoring.new import lint_warnings
-    from claims_harness._reporting.report import scope_shortfalls
+    from claims_harness._reporting.results import scope_shortfalls
     from claims_harness._text.binding import binding_problems
 
     course: Course = args.course
@@ -355,7 +354,7 @@ def _exercises(args: argparse.Namespace) -> int:
 
 def _sharpness(args: argparse.Namespace) -> int:
     """Perturb every expected number of every cached check; print the score and the survivors (_running.sharpness)."""
-    from claims_harness._reporting.report import build_results, lessons_of
+    from claims_harness._reporting.results import build_results, lessons_of
     from claims_harness._running.driver import reused
     from claims_harness._running.engine import every_part
 
@@ -390,12 +389,13 @@ def _mutants(args: argparse.Namespace) -> int:
         raise ClaimsError("mutmut is not installed; install the project with its mutants extra: "
                           "pip install -e '.[mutants]' (or run tox -e mutants)") from None
     from claims_harness._power import mutants as mutation
+    from claims_harness._power import mutation_results as kept
 
     course = args.course
     modules = args.modules or list(course.mutate) or mutation.modules_of(course.root / course.implementation)
     out = (args.out or course.reports).resolve()
     reviewed_file = course.mutants_reviewed or course.root / "mutants-reviewed.yaml"
-    mutation.load_reviewed(reviewed_file)  # a malformed reviewed file stops the run before it starts
+    kept.load_reviewed(reviewed_file)  # a malformed reviewed file stops the run before it starts
 
     def progress(result: object, done: int, total: int) -> None:
         if isinstance(result, mutation.Baseline):
@@ -404,26 +404,22 @@ def _mutants(args: argparse.Namespace) -> int:
         elif result is None:
             print(f"claims mutants: {total} mutants of {', '.join(modules)}; running each check once to learn what "
                   "it reaches", flush=True)
-        elif isinstance(result, mutation.MutantResult) and result.status == mutation.SURVIVED:
+        elif isinstance(result, mutation.MutantResult) and result.status == kept.SURVIVED:
             print(f"  survived: {course.implementation}/{result.mutant.module}.py:{result.mutant.line} "
                   f"{result.mutant.function}: {result.mutant.change.splitlines()[-1]}", flush=True)
         elif done % 100 == 0:
             print(f"claims mutants: {done} of {total}", flush=True)
 
     if args.review:
-        last_run = out / mutation.MUTANTS_JSON
-        if not last_run.is_file():
-            raise ClaimsError(f"{last_run}: no results of an earlier run to review; run 'claims mutants' first")
-        results = mutation.reviewed_again(json.loads(last_run.read_text(encoding="utf-8")),
-                                          mutation.load_reviewed(reviewed_file))
+        results = kept.reviewed_again(kept.last_run(out), kept.load_reviewed(reviewed_file))
     else:
         os.chdir(course.root)  # mutmut reads its settings ([tool.mutmut]) from the working directory
         results = mutation.measure(course, load_catalogue(args.claims_dir), modules, max(1, args.workers),
                                    reviewed_file, progress, None if args.no_cache else course.cache / "mutants")
-    mutation.write_results(results, out)
-    write_atomically(out / "mutants.md", mutation.render_markdown(results, course, reviewed_file).encode("utf-8"))
+    kept.write_results(results, out)
+    write_atomically(out / "mutants.md", kept.render_markdown(results, course, reviewed_file).encode("utf-8"))
     overall = results["overall"]
-    holes = [m for m in results["mutants"] if m["status"] in (mutation.SURVIVED, mutation.NOT_REACHED)]
+    holes = [m for m in results["mutants"] if m["status"] in (kept.SURVIVED, kept.NOT_REACHED)]
     for hole in holes:
         print(f"{course.implementation}/{hole['module']}.py:{hole['line']}: {hole['function']} ({hole['status']}, "
               f"key {hole['key']}):\n" + "\n".join(f"    {line}" for line in hole["change"].splitlines()))
@@ -431,7 +427,7 @@ def _mutants(args: argparse.Namespace) -> int:
     if not args.review:
         print(f"claims mutants: {results['reused']} of {overall['mutants']} mutants' results reused from earlier "
               f"runs ({course.cache / 'mutants'})")
-    print(f"claims mutants: score {mutation.percent(score)} ({overall['killed'] + overall['timeout']} caught of "
+    print(f"claims mutants: score {kept.percent(score)} ({overall['killed'] + overall['timeout']} caught of "
           f"{overall['mutants'] - overall['equivalent']}; {overall['equivalent']} equivalent, {len(holes)} holes); "
           f"target {course.mutation_target:.0%}; wrote {out / 'mutants.md'}")
     if holes:

@@ -52,14 +52,9 @@ from claims_harness._reporting.gate import (
 )
 from claims_harness._reporting.html import render_html
 from claims_harness._reporting.markdown import render_markdown
-from claims_harness._reporting.report import (
-    MARKDOWN_FILE,
-    build_results,
-    function_scoreboard,
-    normalized,
-    scope_shortfalls,
-    write_reports,
-)
+from claims_harness._reporting.report import MARKDOWN_FILE, write_reports
+from claims_harness._reporting.results import build_results, normalized, scope_shortfalls
+from claims_harness._reporting.rows import function_scoreboard
 from claims_harness._running.cache import ObservationCache, code_digest, forget_sources
 from claims_harness._running.driver import TIMED_OUT, drive, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part

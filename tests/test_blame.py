@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._claims.formats import culprits, hint
-from claims_harness._reporting.report import USED_BY_FAILING, _check_row, blame_experiments_as_the_run
+from claims_harness._claims.formats import USED_BY_FAILING, culprits, hint
+from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row
 from claims_harness.engine import function_scoreboard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,13 +137,13 @@ def test_a_failed_experiment_blames_what_the_runs_other_checks_blamed_in_its_hea
 
     payloads = [_payload("identity", "property", ["rloo", "centred"], ["rloo"]),
                 _payload("training", "experiment", ["rloo", "centred", "loss"], [])]
-    rows = [_check_row(payload["check"]) for payload in payloads]
+    rows = [check_row(payload["check"]) for payload in payloads]
     blame_experiments_as_the_run(rows)
     assert culprits(rows[1]) == ["rloo"]
     board = {row["function"]: row for row in function_scoreboard(payloads)}
     assert (board["rloo"]["failed"], board["centred"][USED_BY_FAILING], board["loss"][USED_BY_FAILING]) == (2, 2, 1)
 
-    alone = [_check_row(_payload("training", "experiment", ["rloo", "loss"], [])["check"])]
+    alone = [check_row(_payload("training", "experiment", ["rloo", "loss"], [])["check"])]
     blame_experiments_as_the_run(alone)
     assert culprits(alone[0]) == ["rloo", "loss"]
 

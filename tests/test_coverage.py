@@ -15,7 +15,7 @@ from test_plugin import MODELINE, Project
 
 from claims_harness import RunOptions, load_catalogue, run_check
 from claims_harness._claims.schema import SHAPE_DESCRIPTIONS
-from claims_harness._reporting.report import STATEMENT_STATUSES, _statement_status
+from claims_harness._reporting.results import STATEMENT_STATUSES, _statement_status
 from claims_harness.cli import main as claims_main
 from claims_harness.engine import NewClaim, claim_skeleton, compare_snapshots, json_schema_text, snapshot, validate
 

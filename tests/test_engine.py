@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from claims_harness._reporting import report as _report
+from claims_harness._reporting.results import _revision
 from claims_harness._running import cache as _cache
 from claims_harness._running import driver
 from claims_harness.cli import main as claims_main
@@ -437,6 +438,6 @@ def test_the_revision_of_a_clean_clone_is_not_dirty_while_its_report_is_staged(t
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a")
     _report.claim_staging(_report.staging_dir_for(tmp_path / "reports", "run1"))
-    assert not _report._revision(tmp_path).endswith("+dirty")
+    assert not _revision(tmp_path).endswith("+dirty")
     (tmp_path / "a.txt").write_text("b\n", encoding="utf-8")
-    assert _report._revision(tmp_path).endswith("+dirty")
+    assert _revision(tmp_path).endswith("+dirty")

@@ -44,9 +44,9 @@ LAYERS = {
     "_claims": set(),
     "_text": {"_claims"},
     "_running": {"_claims"},
-    "_reporting": {"_claims", "_running", "_text"},
+    "_power": {"_claims", "_running", "_text"},
+    "_reporting": {"_claims", "_running", "_text", "_power"},
     "_authoring": {"_claims", "_running", "_text", "_reporting"},
-    "_power": {"_claims", "_running", "_text", "_reporting"},
 }
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from claims_harness._claims.formats import mutation_line
 from claims_harness._power import mutants as mutation
-from claims_harness._reporting.report import _mutation
+from claims_harness._power.mutation_results import mutation_summary
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''
@@ -128,14 +128,14 @@ def test_a_mutant_is_located_in_the_reference_source(tmp_path: Path) -> None:
 def test_the_report_reads_the_last_run_and_says_when_it_is_stale(toy_course: Path) -> None:
 
     assert run_mutants(toy_course).returncode == 1
-    found = _mutation(toy_course, "toy_impl")
+    found = mutation_summary(toy_course, "toy_impl")
     assert found is not None and found["current"] and found["holes"] > 0
-    assert _mutation(toy_course, "a_students_module") is None
+    assert mutation_summary(toy_course, "a_students_module") is None
     line = mutation_line(found)
     assert f"{found['caught']} of {found['mutants'] - found['equivalent']} mutants" in line and "Stale" not in line
     claim_file = toy_course / "claims" / "lesson1.yaml"
     claim_file.write_text(claim_file.read_text(encoding="utf-8") + "\n", encoding="utf-8")
-    stale = _mutation(toy_course, "toy_impl")
+    stale = mutation_summary(toy_course, "toy_impl")
     assert stale is not None and not stale["current"] and "Stale" in mutation_line(stale)
 
 

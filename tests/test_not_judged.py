@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 from conftest import pythonpath
 
-from claims_harness._claims.formats import judgement_line, not_judged_line, scoreboard_line
-from claims_harness._reporting.report import NOT_JUDGED, _check_row, _claim_status, _summary, checks_summary
+from claims_harness._claims.formats import NOT_JUDGED, judgement_line, not_judged_line, scoreboard_line
+from claims_harness._reporting.results import _claim_status, _summary, checks_summary
+from claims_harness._reporting.rows import check_row
 from claims_harness.engine import function_scoreboard, render_markdown
 
 HERE = Path(__file__).resolve().parent
@@ -65,7 +66,7 @@ def declined_keyword(uses: tuple[str, ...] = ("f",)) -> dict:
 
 def claim_of(*checks: dict) -> dict:
     stubs = {name for each in checks for name in each["not_implemented"]}
-    return {"problems": [], "checks": [_check_row(each, stubs) for each in checks]}
+    return {"problems": [], "checks": [check_row(each, stubs) for each in checks]}
 
 
 def payloads(*claims: tuple[str, list[dict]]) -> list[dict]:
@@ -122,7 +123,7 @@ def test_a_function_that_raised_not_implemented_error_once_is_not_implemented_in
     summary = checks_summary(found)
     assert summary["checks"] == {"passed": 1, "failed": 1, "error": 0, NOT_JUDGED: 2, "skipped": 0}
     assert summary["not_judged"]["not implemented"] == 2
-    row = _check_row(found[0]["check"], {"f"})
+    row = check_row(found[0]["check"], {"f"})
     assert row["status"] == NOT_JUDGED and row["not_implemented"] == ["f"]
     assert row["skip_reason"].startswith("not implemented yet: f raised NotImplementedError in another check of this "
                                          "run, so it is judged in none")

@@ -32,6 +32,7 @@ from claims_harness._claims.formats import (
     is_figure_path,
     library_versions,
 )
+from claims_harness._power.mutation_results import mutation_inputs_digest
 from claims_harness._reporting import report
 from claims_harness._reporting.markdown import code, fenced, text
 from claims_harness.cli import main
@@ -425,9 +426,9 @@ def test_the_mutation_digest_reads_only_regular_claim_files(tmp_path):
     shutil.copytree(Path(__file__).resolve().parent / "course_two", course_dir,
                     ignore=shutil.ignore_patterns("__pycache__", ".claims-cache", "reports"))
     course = find_course(course_dir)
-    before = report.mutation_inputs_digest(course)
+    before = mutation_inputs_digest(course)
     (course.claims / "a-directory.yaml").mkdir()
     os.mkfifo(course.claims / "a-pipe.yaml")
     (course.claims / "zeros.yaml").symlink_to("/dev/zero")
-    after = report.mutation_inputs_digest(course)
+    after = mutation_inputs_digest(course)
     assert after != before  # the names count, as the loader's problems with them do

@@ -22,7 +22,7 @@ from conftest import pythonpath
 from pydantic import ValidationError
 
 from claims_harness import VerifierError, assume, check_property, reach
-from claims_harness._reporting.report import _statement_status
+from claims_harness._reporting.results import _statement_status
 from claims_harness._running import reaching
 from claims_harness.engine import (
     Statement,

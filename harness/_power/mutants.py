@@ -46,12 +46,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from claims_harness._claims.course import Course, write_atomically
 from claims_harness._claims.formats import PROFILES
 from claims_harness._claims.loading import Catalogue
-from claims_harness._reporting.report import MUTANTS_JSON, mutation_inputs_digest
+from claims_harness._power.mutation_results import (
+    KILLED,
+    NOT_REACHED,
+    SURVIVED,
+    TIMEOUT,
+    load_reviewed,
+    mutation_inputs_digest,
+    reviewed_again,
+)
 from claims_harness._running.cache import cache_key
 from claims_harness._running.driver import LaneEnd, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
@@ -63,7 +69,6 @@ from claims_harness.errors import ClaimsError
 PACKAGE_SUFFIX = "_mutants"
 # The supervisor's limit on one mutant: this many times its checks' recorded seconds, plus the constant.
 TIME_FACTOR, TIME_CONSTANT = 10.0, 5.0
-KILLED, SURVIVED, TIMEOUT, NOT_REACHED, EQUIVALENT = "killed", "survived", "timeout", "not reached", "equivalent"
 
 
 @dataclass(frozen=True)
@@ -356,32 +361,6 @@ def _first_line(why: str) -> str:
     return lines[-1] if lines else "raised"
 
 
-def load_reviewed(path: Path) -> dict[str, dict[str, Any]]:
-    """The reviewed file: survivors judged equivalent, by key, each with its reason."""
-    if not path.is_file():
-        return {}
-    entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    if not isinstance(entries, list):
-        raise ClaimsError(f"{path}: expected a list of reviewed mutants (key, module, function, line, change, "
-                          f"reason), found {type(entries).__name__}")
-    reviewed = {}
-    for number, entry in enumerate(entries, 1):
-        if not isinstance(entry, dict) or not entry.get("key") or not str(entry.get("reason", "")).strip():
-            raise ClaimsError(f"{path}: entry {number} needs a 'key' and a 'reason' (why the mutant computes the "
-                              f"same thing as the original); found {entry!r}")
-        reviewed[str(entry["key"])] = entry
-    return reviewed
-
-
-def score(statuses: Sequence[str]) -> dict[str, Any]:
-    """Counts of each status, and the score: caught (killed or timed out) over the mutants not judged equivalent."""
-    counts = {status: statuses.count(status) for status in (KILLED, TIMEOUT, SURVIVED, NOT_REACHED, EQUIVALENT)}
-    judged = len(statuses) - counts[EQUIVALENT]
-    caught = counts[KILLED] + counts[TIMEOUT]
-    return {"mutants": len(statuses), **{status.replace(" ", "_"): n for status, n in counts.items()},
-            "score": round(caught / judged, 4) if judged else None}
-
-
 def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], workers: int, reviewed_file: Path,
             progress: Any = None, cache_dir: Path | None = None) -> dict[str, Any]:
     """The whole run: mutants of ``modules``, the baseline, each mutant; the results as ``reports/mutants.json``
@@ -434,65 +413,3 @@ def _smoke_check_of_impl(part: Part, catalogue: Catalogue) -> bool:
         return False
     check = part.entry.claim.checks[part.index]
     return "smoke" in check.profiles and bool(catalogue.verifiers[check.verifier].uses)
-
-
-def reviewed_again(document: dict[str, Any], reviewed: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The run's document with the reviewed file applied: each mutant's ``status`` (its ``verdict``, or
-    ``equivalent`` with the reviewed ``reason``), and the scores by module and overall. Nothing runs, so a
-    judgement added to the reviewed file reaches the report in seconds (``claims mutants --review``)."""
-    for mutant in document["mutants"]:
-        verdict = mutant["verdict"] if "verdict" in mutant else mutant["status"]
-        judged = verdict in (SURVIVED, NOT_REACHED) and mutant["key"] in reviewed
-        mutant["verdict"], mutant["status"] = verdict, EQUIVALENT if judged else verdict
-        mutant["reason"] = str(reviewed[mutant["key"]]["reason"]).strip() if judged else mutant.get("timeout", "")
-    statuses = [mutant["status"] for mutant in document["mutants"]]
-    document["overall"] = score(statuses)
-    document["modules"] = {module: score([m["status"] for m in document["mutants"] if m["module"] == module])
-                           for module in document["modules"]}
-    return document
-
-
-def write_results(results: dict[str, Any], directory: Path) -> None:
-    """``mutants.json`` in ``directory``, replaced whole (a reader never sees half of it)."""
-    write_atomically(directory / MUTANTS_JSON, (json.dumps(results, indent=1, ensure_ascii=False) + "\n").encode())
-
-
-def render_markdown(results: dict[str, Any], course: Course, reviewed_file: Path) -> str:
-    """``mutants.md``: the scores by module, every hole with its change, every equivalent mutant with its reason."""
-    package = course.implementation
-    lines = [f"# Mutation testing of `{package}/` by the claims", "",
-             f"Written by `claims mutants` (`tox -e mutants`): each mutant of a function of `{package}/` (made by "
-             "mutmut) runs against the checks of the smoke profile that reach the function, and must turn one red. "
-             f"Measured in {results['seconds']:.0f} s with {results['workers']} worker processes, over "
-             f"{results['checks']} checks; inputs digest `{results['digest']}`.", "",
-             "| module | mutants | killed | timeout | equivalent | survived | not reached | score |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    rows = [*results["modules"].items(), ("**all**", results["overall"])]
-    for module, found in rows:
-        shown = f"`{module}`" if module != "**all**" else module
-        lines.append(f"| {shown} | {found['mutants']} | {found['killed']} | {found['timeout']} | "
-                     f"{found['equivalent']} | {found['survived']} | {found['not_reached']} | "
-                     f"{percent(found['score'])} |")
-    lines += ["", f"The score is the caught mutants (killed or timed out) over the mutants not judged equivalent; "
-                  f"the target is {course.mutation_target:.0%}.", ""]
-    if results["not_green"]:
-        lines += ["## Checks not green on the unmutated implementation (left out of the run)", ""]
-        lines += [f"- `{label}`: {why}" for label, why in results["not_green"].items()] + [""]
-    holes = [m for m in results["mutants"] if m["status"] in (SURVIVED, NOT_REACHED)]
-    lines += [f"## Holes: {len(holes)} mutants no check catches", ""]
-    lines += [_mutant_item(m, package, m["status"]) for m in holes] or ["None.", ""]
-    equivalent = [m for m in results["mutants"] if m["status"] == EQUIVALENT]
-    lines += [f"## Equivalent: {len(equivalent)} mutants judged to compute the same thing "
-              f"(`{reviewed_file.relative_to(course.root)}`)", ""]
-    lines += [_mutant_item(m, package, m["reason"]) for m in equivalent] or ["None.", ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f} %"
-
-
-def _mutant_item(mutant: dict[str, Any], package: str, note: str) -> str:
-    change = "\n".join(f"  {line}" for line in mutant["change"].splitlines())
-    return (f"- `{package}/{mutant['module']}.py:{mutant['line']}` `{mutant['function']}` (key `{mutant['key']}`): "
-            f"{note}\n\n  ```diff\n{change}\n  ```\n")

@@ -39,7 +39,8 @@ from claims_harness._claims.formats import is_interval
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._reporting.html import HTML_FILE, render_html
 from claims_harness._reporting.markdown import render_markdown
-from claims_harness._reporting.report import MARKDOWN_FILE, git
+from claims_harness._reporting.report import MARKDOWN_FILE
+from claims_harness._reporting.results import git
 from claims_harness._text.drift import CLEAN
 from claims_harness._text.summary import problems as text_problems
 from claims_harness.errors import ResultsUnreadable, visible
