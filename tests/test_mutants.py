@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from claims_harness._claims.formats import mutation_line
 from claims_harness._power import mutants as mutation
 from claims_harness._power.mutation_results import mutation_summary
+from claims_harness._reporting.phrases import mutation_line
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''

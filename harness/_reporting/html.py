@@ -33,13 +33,10 @@ from claims_harness._claims.formats import (
     format_observed,
     headline,
     hint,
-    mutation_line,
-    not_judged_line,
     rejects_text,
-    scoreboard_line,
-    sharpness_line,
 )
 from claims_harness._claims.scope import describe_scope
+from claims_harness._reporting.phrases import mutation_line, not_judged_line, scoreboard_line, sharpness_line
 from claims_harness.errors import visible
 
 HTML_FILE = "claims_report.html"

@@ -32,13 +32,10 @@ from claims_harness._claims.formats import (
     format_observed,
     headline,
     hint,
-    mutation_line,
-    not_judged_line,
     rejects_text,
-    scoreboard_line,
-    sharpness_line,
 )
 from claims_harness._claims.scope import describe_scope
+from claims_harness._reporting.phrases import mutation_line, not_judged_line, scoreboard_line, sharpness_line
 from claims_harness.errors import visible
 
 CHOSEN_MARK = "\u2020"

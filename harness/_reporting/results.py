@@ -13,18 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from claims_harness._claims.course import find_course
-from claims_harness._claims.formats import (
-    NOT_JUDGED,
-    NOT_JUDGED_REASONS,
-    PARTIAL_FLAG,
-    UNCOVERED,
-    judgement_line,
-    library_versions,
-)
+from claims_harness._claims.formats import NOT_JUDGED, NOT_JUDGED_REASONS, PARTIAL_FLAG, UNCOVERED, library_versions
 from claims_harness._claims.loading import Catalogue, ClaimEntry
 from claims_harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from claims_harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
 from claims_harness._power.mutation_results import mutation_summary
+from claims_harness._reporting.phrases import judgement_line
 from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row, found_stubs, function_scoreboard
 from claims_harness._running.runner import RunOptions
 from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize

@@ -6,7 +6,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from claims_harness._claims.formats import USED_BY_FAILING, scoreboard_line
+from claims_harness._claims.formats import USED_BY_FAILING
+from claims_harness._reporting.phrases import scoreboard_line
 
 
 def scoreboard_lines(rows: list[dict[str, Any]]) -> list[str]:
