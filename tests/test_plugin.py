@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from claims_harness._pytest_hooks import _longest_first
+from claims_harness.engine import RunOptions, evaluate, every_part, load_catalogue
 
 PROJECT = Path(__file__).resolve().parents[1]
 REAL_CLAIMS = PROJECT / "claims"
@@ -143,6 +144,22 @@ class Project:
         return Run(result, result.reprec.getreports("pytest_runtest_logreport"))
 
 
+class Loaded:
+    """What the plugin collects from a project, found without a pytest session: the error of each part that cannot
+    be used (by node id, as the plugin reports it in setup) and the node id of each check that would run."""
+
+    def __init__(self, project: Project):
+        catalogue = load_catalogue(project.claims)
+        options = RunOptions(profile="smoke", cache_dir=None)
+        parts = every_part(catalogue)
+        self.errors = {part.key: evaluate(part, catalogue, options).message for part in parts if part.index is None}
+        self.checks = [part.key for part in parts if part.index is not None]
+
+    def the_error(self) -> tuple[str, str]:
+        assert len(self.errors) == 1, self.errors
+        return next(iter(self.errors.items()))
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Project:
     return Project(pytester)
@@ -165,7 +182,9 @@ def real_node_ids(kind: str | None = None, claim: str | None = None, file: str =
 # --------------------------------------------------------------------------- loading errors
 #
 # Each defect gives exactly one error item, located at file:line with the claim id, the field
-# and a fix, while the other claims keep running.
+# and a fix, while the other claims keep running. The first test runs a pytest session to see the
+# error item and the other claims pass; the rest read what the plugin would collect (Loaded): the
+# messages are the loader's, and no session is needed to read them.
 
 
 def test_a_file_that_is_not_yaml_is_one_error_naming_file_and_line(project):
@@ -200,39 +219,35 @@ def test_unknown_verifier_names_the_check_line_and_suggests_the_right_name(proje
         expect:
           residual: {exact: 0}
 """, good_claim("last-good")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=2)
-    error = run.the_error()
-    assert error.nodeid == "claims/claims.yaml::misspelt-verifier::load-error"
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/claims.yaml::misspelt-verifier::load-error"
     check_line = line_of(text, "- kind: symbolic")
-    assert error.longreprtext == (
+    assert message == (
         f"claims/claims.yaml:{check_line}: claim 'misspelt-verifier', check 1, field 'verifier': "
         "unknown verifier 'baselines.loo_idnetity'; did you mean 'baselines.loo_identity'?")
-    assert run.passed == ["claims/claims.yaml::first-good::exact", "claims/claims.yaml::last-good::exact"]
+    assert loaded.checks == ["claims/claims.yaml::first-good::exact", "claims/claims.yaml::last-good::exact"]
 
 
 def test_duplicate_id_across_files_errors_on_the_second_and_names_the_first(project):
     first = project.write("a.yaml", claim_file(good_claim("shared-id")))
     second = project.write("b.yaml", claim_file(good_claim("b-before"), good_claim("shared-id")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=2)
-    error = run.the_error()
-    assert error.nodeid == "claims/b.yaml::shared-id::load-error"
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/b.yaml::shared-id::load-error"
     first_line = line_of(first, "- id: shared-id")
     second_line = line_of(second, "- id: shared-id")
-    message = error.longreprtext
     assert message.startswith(f"claims/b.yaml:{second_line}: claim 'shared-id', field 'id': duplicate id 'shared-id'")
     assert f"first defined at claims/a.yaml:{first_line}" in message
-    assert sorted(run.passed) == ["claims/a.yaml::shared-id::exact", "claims/b.yaml::b-before::exact"]
+    assert sorted(loaded.checks) == ["claims/a.yaml::shared-id::exact", "claims/b.yaml::b-before::exact"]
 
 
 def test_duplicate_id_in_one_file_keeps_both_nodes_apart(project):
     text = project.write("a.yaml", claim_file(good_claim("twice"), good_claim("twice")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
+    loaded = Loaded(project)
     first_line, second_line = [n for n, line in enumerate(text.splitlines(), 1) if "- id: twice" in line]
-    assert run.the_error().nodeid == f"claims/a.yaml::twice@{second_line}::load-error"
-    assert f"first defined at claims/a.yaml:{first_line}" in run.the_error().longreprtext
+    assert loaded.the_error()[0] == f"claims/a.yaml::twice@{second_line}::load-error"
+    assert f"first defined at claims/a.yaml:{first_line}" in loaded.the_error()[1]
 
 
 def test_unknown_source_key_names_the_key_and_the_registry(project):
@@ -248,9 +263,8 @@ def test_unknown_source_key_names_the_key_and_the_registry(project):
         expect:
           gradient: 0.273
 """))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    message = run.the_error().longreprtext
+    loaded = Loaded(project)
+    message = loaded.the_error()[1]
     assert message.startswith(f"claims/a.yaml:{line_of(text, 'sources: [williams1992, nosuchpaper2031]')}: "
                               "claim 'unknown-source', "
                               "field 'sources': unknown source 'nosuchpaper2031'")
@@ -274,12 +288,10 @@ UNSAFE_TAG_CLAIM = """\
 
 def test_python_tag_is_refused_and_never_executed(project):
     text = project.write("a.yaml", claim_file(good_claim("good"), UNSAFE_TAG_CLAIM))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
+    loaded = Loaded(project)
     assert not (project.root / "pwned").exists()
-    error = run.the_error()
-    assert error.nodeid == "claims/a.yaml::unsafe-tag::load-error"
-    message = error.longreprtext
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/a.yaml::unsafe-tag::load-error"
     assert message.startswith(f"claims/a.yaml:{line_of(text, 'statement: !!python')}: claim 'unsafe-tag'")
     assert "the tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed" in message
     assert "claim files are data only" in message
@@ -287,8 +299,8 @@ def test_python_tag_is_refused_and_never_executed(project):
 
 def test_python_tag_error_names_the_field(project):
     project.write("a.yaml", claim_file(UNSAFE_TAG_CLAIM))
-    run = project.run()
-    assert "field 'statement'" in run.the_error().longreprtext
+    loaded = Loaded(project)
+    assert "field 'statement'" in loaded.the_error()[1]
 
 
 def test_misspelt_field_suggests_the_right_one(project):
@@ -303,12 +315,11 @@ def test_misspelt_field_suggests_the_right_one(project):
         expect:
           gradient: 0.273
 """, good_claim("good")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    error = run.the_error()
-    assert error.nodeid == "claims/a.yaml::misspelt-field::load-error"
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/a.yaml::misspelt-field::load-error"
     assert (f"claims/a.yaml:{line_of(text, 'verfier:')}: claim 'misspelt-field', check 1, field 'verfier': "
-            "unknown field 'verfier'; did you mean 'verifier'?") in error.longreprtext
+            "unknown field 'verfier'; did you mean 'verifier'?") in message
 
 
 ALIAS_CLAIMS = """\
@@ -338,43 +349,40 @@ ALIAS_CLAIMS = """\
 def test_alias_fails_only_its_claim(project):
     project.write("a.yaml", claim_file(ALIAS_CLAIMS))
     project.write("b.yaml", claim_file(good_claim("elsewhere")))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=2)
-    error = run.the_error()
-    assert error.nodeid == "claims/a.yaml::aliased::load-error"
-    assert re.match(r"claims/a\.yaml:\d+: claim 'aliased': ", error.longreprtext)
-    assert "an alias (*name) reuses the value anchored" in error.longreprtext
-    assert "write the value out" in error.longreprtext
-    assert run.passed == ["claims/a.yaml::anchored::exact", "claims/b.yaml::elsewhere::exact"]
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/a.yaml::aliased::load-error"
+    assert re.match(r"claims/a\.yaml:\d+: claim 'aliased': ", message)
+    assert "an alias (*name) reuses the value anchored" in message
+    assert "write the value out" in message
+    assert loaded.checks == ["claims/a.yaml::anchored::exact", "claims/b.yaml::elsewhere::exact"]
 
 
 def test_alias_error_points_into_the_aliased_claim(project):
     text = project.write("a.yaml", claim_file(ALIAS_CLAIMS))
-    run = project.run()
-    line = int(re.match(r"claims/a\.yaml:(\d+):", run.the_error().longreprtext).group(1))
+    loaded = Loaded(project)
+    line = int(re.match(r"claims/a\.yaml:(\d+):", loaded.the_error()[1]).group(1))
     assert line >= line_of(text, "- id: aliased")
 
 
 @pytest.mark.parametrize("written", [".nan", "-.inf", "{less_than: .inf}"])
 def test_non_finite_expectation_is_an_error(project, written):
     text = project.write("a.yaml", claim_file(good_claim("good"), good_claim("not-finite", gradient=written)))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    error = run.the_error()
-    assert error.nodeid == "claims/a.yaml::not-finite::load-error"
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/a.yaml::not-finite::load-error"
     gradient_line = [n for n, line in enumerate(text.splitlines(), 1) if "gradient:" in line][1]
-    assert error.longreprtext.startswith(f"claims/a.yaml:{gradient_line}: claim 'not-finite', check 1, "
+    assert message.startswith(f"claims/a.yaml:{gradient_line}: claim 'not-finite', check 1, "
                                          "field 'expect.gradient")
-    assert "expected a finite number" in error.longreprtext
+    assert "expected a finite number" in message
 
 
 def test_missing_modeline_is_a_file_error_and_claims_still_run(project):
     project.write("a.yaml", claim_file(good_claim("good")).removeprefix(MODELINE))
-    run = project.run()
-    run.result.assert_outcomes(errors=1, passed=1)
-    error = run.the_error()
-    assert error.nodeid == "claims/a.yaml::file-problems"
-    assert error.longreprtext == ("claims/a.yaml:1: the first line is not the schema modeline; start the file with "
+    loaded = Loaded(project)
+    nodeid, message = loaded.the_error()
+    assert nodeid == "claims/a.yaml::file-problems"
+    assert message == ("claims/a.yaml:1: the first line is not the schema modeline; start the file with "
                                   f"'{MODELINE.strip()}' so editors validate it")
 
 
