@@ -1,5 +1,5 @@
 """``claims verify``: the selected checks reused from the cache or run (``claims_harness._running.driver``, on
-``-n`` lanes), the reports written, the failures and the student's scoreboard printed, then the registry and the
+``-n`` lanes), the reports written, the failures and the student's scoreboard printed, then the sources table and the
 gates. pytest is not started: ``pytest claims/`` is the way to pytest's own options, and writes the same report.
 """
 
@@ -18,7 +18,7 @@ from claims_harness._claims.course import Course, write_atomically
 from claims_harness._claims.formats import counted
 from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._claims.results_file import results_if_readable
-from claims_harness._claims.sources import render_registry, with_registry
+from claims_harness._claims.sources import render_sources_table, with_sources_table
 from claims_harness._running.cache import checked_implementation
 from claims_harness._running.executor import default_workers
 from claims_harness._running.implementation import reference_implementation
@@ -29,7 +29,8 @@ from claims_harness.errors import ClaimsError
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    """``claims verify``: every claim checked (reusing the cache), the reports written, the registry and the gates."""
+    """``claims verify``: every claim checked (reusing the cache), the reports written, the sources file's table and
+    the gates."""
     from claims_harness._claims.formats import NOT_JUDGED
     from claims_harness._reporting.gate import committed_snapshot, gate_findings, snapshot  # not needed to lint or list
     from claims_harness._reporting.report import remove_stale_staging, report_directory_problem
@@ -60,7 +61,7 @@ def verify_command(args: argparse.Namespace) -> int:
     if results is None:
         return status
     print(f"claims verify: reports written to {args.out}/")
-    status = _registry_and_gate(args, catalogue, results, before, gate_findings, snapshot) or status
+    status = _sources_table_and_gate(args, catalogue, results, before, gate_findings, snapshot) or status
     incomplete = _ledger_gate(catalogue, results)
     not_judged = results["summary"]["checks"].get(NOT_JUDGED, 0)
     status = status or incomplete or (1 if not_judged and not args.partial else 0)
@@ -181,9 +182,10 @@ def _ledger_gate(catalogue: Catalogue, results: dict) -> int:
     return 1 if problems or unreached else 0
 
 
-def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,
-                       gate_findings, snapshot) -> int:
-    """Rewrite the registry of claims after a whole run of the reference, and apply ``--check``; an exit status."""
+def _sources_table_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: dict, before: dict | None,
+                            gate_findings, snapshot) -> int:
+    """Rewrite the sources file's table of claims after a whole run of the reference, and apply ``--check``; an exit
+    status."""
     run = results["run"]
     checks = [check for row in results["claims"] for check in row["checks"]]
     print(f"claims verify: reused {sum(check['reused'] for check in checks)} of {len(checks)} check results "
@@ -195,7 +197,7 @@ def _registry_and_gate(args: argparse.Namespace, catalogue: Catalogue, results: 
     if whole and run["impl"] == reference_implementation() and args.out == args.course.reports.resolve():
         sources_file = args.course.sources
         text = sources_file.read_text(encoding="utf-8")
-        write_atomically(sources_file, with_registry(text, registry_of(catalogue, results)).encode("utf-8"))
+        write_atomically(sources_file, with_sources_table(text, sources_table_of(catalogue, results)).encode("utf-8"))
         print(f"claims verify: registry of claims rewritten in {sources_file}")
     elif run["impl"] == reference_implementation():
         print("claims verify: registry of claims left as it was (only a whole, complete run of the reference into "
@@ -228,7 +230,7 @@ def _say_text(text: dict | None) -> None:
                                                               " ('claims text status' says what to review)"))
 
 
-def registry_of(catalogue: Catalogue, results: dict | None) -> str:
+def sources_table_of(catalogue: Catalogue, results: dict | None) -> str:
     statuses = {row["id"]: row["status"] for row in results["claims"]} if results else {}
     rows = []
     for entry in catalogue.entries:
@@ -240,7 +242,7 @@ def registry_of(catalogue: Catalogue, results: dict | None) -> str:
             "sources": ", ".join(claim.sources) if claim else "-",
             "limitations": (claim.limitations or "-") if claim else "-",
         })
-    return render_registry(rows)
+    return render_sources_table(rows)
 
 
 def survivor_line(survivor: dict) -> str:

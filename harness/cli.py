@@ -21,10 +21,10 @@ from claims_harness._claims.loading import load_catalogue
 from claims_harness._claims.registry import packages_of, registered
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, json_schema_text
-from claims_harness._claims.sources import registry_section
+from claims_harness._claims.sources import sources_table_section
 from claims_harness._running.implementation import reference_implementation
 from claims_harness._running.runner import check_names, resolve_options
-from claims_harness._verify import registry_of, survivor_line, verify_command
+from claims_harness._verify import sources_table_of, survivor_line, verify_command
 from claims_harness.errors import ClaimsError, ResultsUnreadable, visible
 
 SCHEMA_FILE = "schema.json"
@@ -201,8 +201,8 @@ def _lint(args: argparse.Namespace) -> int:
     shortfalls = scope_shortfalls(results or {})
     problems += [f"{line} (from {course.reports.name}/{RESULTS_FILE})" for line, explained in shortfalls
                  if not explained]
-    registry = registry_of(catalogue, results)
-    if sources_file.is_file() and registry_section(sources_file.read_text(encoding="utf-8")) != registry:
+    registry = sources_table_of(catalogue, results)
+    if sources_file.is_file() and sources_table_section(sources_file.read_text(encoding="utf-8")) != registry:
         problems.append(f"{sources_file.name}: the generated registry of claims does not match the claim files and "
                         f"{course.reports.name}/{RESULTS_FILE}; regenerate both with "
                         "'claims verify --claims-profile full'")

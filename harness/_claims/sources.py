@@ -1,4 +1,4 @@
-"""The registry of primary sources, read from the course's sources file (``sources`` in ``[tool.claims]``).
+"""The primary sources, read from the course's sources file (``sources`` in ``[tool.claims]``).
 
 Each source is a level-3 heading holding its key, followed by a citation paragraph and a few
 ``- Label: text`` lines::
@@ -33,7 +33,7 @@ class Source:
 
 
 def read_sources(path: Path) -> dict[str, Source]:
-    """Every source in the registry file by key; an absent file has none."""
+    """Every source in the sources file by key; an absent file has none."""
     if not path.is_file():
         return {}
     sources: dict[str, Source] = {}
@@ -60,7 +60,7 @@ REGISTRY_BEGIN = "<!-- BEGIN GENERATED REGISTRY: written by `claims verify`; do 
 REGISTRY_END = "<!-- END GENERATED REGISTRY -->"
 
 
-def render_registry(claims: list[dict[str, str]]) -> str:
+def render_sources_table(claims: list[dict[str, str]]) -> str:
     """The generated part of the sources file: every claim with its step, evidence, status, limitations.
 
     Args:
@@ -78,15 +78,15 @@ def render_registry(claims: list[dict[str, str]]) -> str:
     return "\n".join([*lines, "", REGISTRY_END])
 
 
-def registry_section(text: str) -> str | None:
+def sources_table_section(text: str) -> str | None:
     """The generated section of the sources file as it stands, markers included."""
     start, end = text.find(REGISTRY_BEGIN), text.find(REGISTRY_END)
     return text[start:end + len(REGISTRY_END)] if 0 <= start < end else None
 
 
-def with_registry(text: str, registry: str) -> str:
+def with_sources_table(text: str, table: str) -> str:
     """The sources file with its generated section replaced, or appended when it has none."""
-    current = registry_section(text)
+    current = sources_table_section(text)
     if current is None:
-        return text.rstrip("\n") + "\n\n" + registry + "\n"
-    return text.replace(current, registry)
+        return text.rstrip("\n") + "\n\n" + table + "\n"
+    return text.replace(current, table)

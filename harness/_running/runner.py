@@ -237,7 +237,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
         return result
     started = time.perf_counter()
     try:
-        cache = ObservationCache(Path(options.cache_dir)) if options.cache_dir and not _audit(options) else None
+        cached = options.cache_dir and not _changes_observations(options)
+        cache = ObservationCache(Path(options.cache_dir)) if cached else None
         key = cache_key(entry, index, verifier, impl=options.impl, profile=options.profile, seed=seed,
                         alpha=alpha_per_comparison(check), scope=options.scope, directory=options.directory,
                         from_reference=options.from_reference) if cache else ""
@@ -516,7 +517,7 @@ def _observed_by(function: Any, name: str, context: Context, options: RunOptions
     return observed, reached.as_data()
 
 
-def _audit(options: RunOptions) -> bool:
+def _changes_observations(options: RunOptions) -> bool:
     """Whether the run changes what a check observes beyond its inputs and code: then nothing is cached."""
     return (options.alpha is not None or bool(options.shift_in_deviations) or options.check_seed is not None
             or options.shrink)
