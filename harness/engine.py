@@ -4,13 +4,17 @@ Verifier authors need only :mod:`claims_harness` (``verifier``, ``Context``, ``c
 :mod:`claims_harness.errors`. A program that drives the engine (a release script, a notebook, the project's own
 tests) uses the names here, grouped as a run flows:
 
+* the vocabulary: the profiles (:data:`PROFILES`, :data:`DEFAULT_PROFILE`), the statuses a check has besides
+  passed, failed, error and skipped (:data:`NOT_JUDGED`, and :data:`USED_BY_FAILING` for a function), the attribute
+  by which a student's module says it starts from the reference (:data:`FALLBACK_ATTRIBUTE`);
 * the course and its claims: :func:`find_course`, :func:`load_course`, :func:`load_catalogue`, :func:`registered`,
   :func:`json_schema_text`; what a claim expects, :func:`parse_expectation` and :func:`compare`, and how sharply
   (:func:`perturbations`, :func:`summarize`); a statement's scope (:func:`parse_dimensions`, :func:`resolve_scope`,
   :func:`describe_scope`, :func:`unreached`);
 * the run: the parts of a catalogue (:func:`every_part`), one part evaluated (:func:`evaluate`), many on lanes
   (:func:`drive`, :func:`on_lanes`), one check (:func:`run_check`, :func:`reuse_check`) under :class:`RunOptions`;
-  the Monte Carlo audit (:func:`audit`);
+  the Monte Carlo audit (:func:`audit`) and what the last mutation run found (:func:`mutation_summary`, current
+  while :func:`mutation_inputs_digest` is what it measured);
 * the implementation under test, in a process of its own: :func:`check_implementation`, its host and servers
   (:func:`implementation_host`, :func:`server_starter`, :func:`connect`, :func:`close_hosts`), a call in a
   supervised worker (:func:`run_isolated`), and what crosses between them (:func:`encode`, :func:`decode`);
@@ -35,6 +39,14 @@ from claims_harness._claims.expect import (
     compare_condition,
     parse_expectation,
 )
+from claims_harness._claims.formats import (
+    DEFAULT_PROFILE,
+    FALLBACK_ATTRIBUTE,
+    NOT_JUDGED,
+    PROFILES,
+    USED_BY_FAILING,
+    Profile,
+)
 from claims_harness._claims.loading import Catalogue, ClaimEntry, load_catalogue
 from claims_harness._claims.plain import plain
 from claims_harness._claims.registry import registered
@@ -42,6 +54,7 @@ from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, Check, Statement, json_schema_text
 from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
 from claims_harness._power.audit import audit
+from claims_harness._power.mutation_results import mutation_inputs_digest, mutation_summary
 from claims_harness._reporting.gate import (
     GateFindings,
     Snapshot,
@@ -74,13 +87,18 @@ from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, pertu
 from claims_harness._running.wire import decode, encode
 
 __all__ = [
+    "DEFAULT_PROFILE",
     "EXPLAINED",
+    "FALLBACK_ATTRIBUTE",
     "KILLED",
     "KINDS",
     "MARKDOWN_FILE",
+    "NOT_JUDGED",
+    "PROFILES",
     "RESULTS_FILE",
     "SURVIVED",
     "TIMED_OUT",
+    "USED_BY_FAILING",
     "Answer",
     "Catalogue",
     "Check",
@@ -92,6 +110,7 @@ __all__ = [
     "NewClaim",
     "ObservationCache",
     "Part",
+    "Profile",
     "RunOptions",
     "Snapshot",
     "Statement",
@@ -123,6 +142,8 @@ __all__ = [
     "judge_records",
     "load_catalogue",
     "load_course",
+    "mutation_inputs_digest",
+    "mutation_summary",
     "normalized",
     "on_lanes",
     "parse_dimensions",

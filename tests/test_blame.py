@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._claims.formats import USED_BY_FAILING, culprits, hint
+from claims_harness._claims.formats import culprits, hint
 from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row
-from claims_harness.engine import function_scoreboard
+from claims_harness.engine import USED_BY_FAILING, function_scoreboard
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,9 +37,9 @@ from claims_harness import (
     run_check,
 )
 from claims_harness import strategies as st
-from claims_harness._claims.formats import Profile
 from claims_harness._running import property as _property
 from claims_harness._running.draws import CannotDraw, Rejected, draw
+from claims_harness.engine import Profile
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 

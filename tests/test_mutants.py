@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from claims_harness._power import mutants as mutation
-from claims_harness._power.mutation_results import mutation_summary
 from claims_harness._reporting.phrases import mutation_line
+from claims_harness.engine import mutation_summary
 
 COURSE_TWO = Path(__file__).parent / "course_two"
 UNCHECKED = '''

@@ -25,11 +25,10 @@ from pathlib import Path
 import pytest
 from conftest import pythonpath
 
-from claims_harness._claims.formats import NOT_JUDGED
 from claims_harness._reporting.phrases import judgement_line, not_judged_line, scoreboard_line
 from claims_harness._reporting.results import _claim_status, _summary, checks_summary
 from claims_harness._reporting.rows import check_row
-from claims_harness.engine import function_scoreboard, render_markdown
+from claims_harness.engine import NOT_JUDGED, function_scoreboard, render_markdown
 
 HERE = Path(__file__).resolve().parent
 

@@ -32,11 +32,10 @@ from claims_harness._claims.formats import (
     is_figure_path,
     library_versions,
 )
-from claims_harness._power.mutation_results import mutation_inputs_digest
 from claims_harness._reporting import report
 from claims_harness._reporting.markdown import code, fenced, text
 from claims_harness.cli import main
-from claims_harness.engine import render_html, render_markdown
+from claims_harness.engine import mutation_inputs_digest, render_html, render_markdown
 from claims_harness.errors import visible
 
 HOSTILE = [

@@ -22,9 +22,8 @@ from test_loading import claim, claim_file, claims_dir
 from test_plugin import Project, real_node_ids
 
 from claims_harness import ImplementationError, RunOptions, load_catalogue, run_check
-from claims_harness._claims.formats import FALLBACK_ATTRIBUTE
 from claims_harness.cli import main as claims_main
-from claims_harness.engine import check_implementation, contract_functions, provenance
+from claims_harness.engine import FALLBACK_ATTRIBUTE, check_implementation, contract_functions, provenance
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
 
