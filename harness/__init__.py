@@ -33,7 +33,7 @@ _DEFINED_IN = {
     "NoParams": "claims_harness._claims.registry",
     "Problem": "claims_harness.errors",
     "RegistryError": "claims_harness.errors",
-    "RunOptions": "claims_harness._running.runner",
+    "RunOptions": "claims_harness._running.options",
     "SeedRun": "claims_harness._running.executor",
     "Unsupported": "claims_harness.errors",
     "VerifierError": "claims_harness.errors",

@@ -29,7 +29,7 @@ from claims_harness._reporting.terminal import scoreboard_failed, scoreboard_lin
 from claims_harness._running.engine import Part, every_part, never_reported, parts_of_file
 from claims_harness._running.executor import default_workers
 from claims_harness._running.implementation import Provenance, reference_implementation
-from claims_harness._running.runner import RunOptions, resolve_options
+from claims_harness._running.options import RunOptions, resolve_options
 from claims_harness._text.summary import text_overrides, text_report
 from claims_harness.errors import ClaimsError, ReportNotWritten
 

@@ -22,8 +22,8 @@ from claims_harness._claims.sources import render_sources_table, with_sources_ta
 from claims_harness._running.cache import checked_implementation
 from claims_harness._running.executor import default_workers
 from claims_harness._running.implementation import reference_implementation
+from claims_harness._running.options import resolve_options
 from claims_harness._running.remote import check_implementation
-from claims_harness._running.runner import resolve_options
 from claims_harness._text.summary import text_overrides
 from claims_harness.errors import ClaimsError
 

@@ -23,7 +23,8 @@ from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, json_schema_text
 from claims_harness._claims.sources import sources_table_section
 from claims_harness._running.implementation import reference_implementation
-from claims_harness._running.runner import check_names, resolve_options
+from claims_harness._running.options import resolve_options
+from claims_harness._running.runner import check_names
 from claims_harness._verify import sources_table_of, survivor_line, verify_command
 from claims_harness.errors import ClaimsError, ResultsUnreadable, visible
 

@@ -73,6 +73,7 @@ from claims_harness._running.driver import TIMED_OUT, drive, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
 from claims_harness._running.implementation import contract_functions, is_stub, provenance, reference_implementation
 from claims_harness._running.isolation import run_isolated
+from claims_harness._running.options import RunOptions
 from claims_harness._running.processes import Answer, judge_records
 from claims_harness._running.remote import (
     check_implementation,
@@ -82,7 +83,7 @@ from claims_harness._running.remote import (
     in_process,
     server_starter,
 )
-from claims_harness._running.runner import RunOptions, reuse_check, run_check
+from claims_harness._running.runner import reuse_check, run_check
 from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from claims_harness._running.wire import decode, encode
 

@@ -21,7 +21,7 @@ from scipy import stats as scipy_stats
 from claims_harness._claims.loading import Catalogue
 from claims_harness._running.driver import evaluate_each, selected
 from claims_harness._running.engine import every_part
-from claims_harness._running.runner import RunOptions
+from claims_harness._running.options import RunOptions
 
 CONFIDENCE = 0.95
 

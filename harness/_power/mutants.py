@@ -61,8 +61,9 @@ from claims_harness._power.mutation_results import (
 from claims_harness._running.cache import cache_key
 from claims_harness._running.driver import LaneEnd, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
+from claims_harness._running.options import RunOptions
 from claims_harness._running.processes import TIMED_OUT
-from claims_harness._running.runner import RunOptions, alpha_per_comparison
+from claims_harness._running.runner import alpha_per_comparison
 from claims_harness.errors import ClaimsError
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.

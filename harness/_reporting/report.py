@@ -23,7 +23,7 @@ from claims_harness._reporting.html import HTML_FILE, render_html
 from claims_harness._reporting.markdown import render_markdown
 from claims_harness._reporting.results import build_results
 from claims_harness._reporting.text_page import PAGE_FILE, render_page
-from claims_harness._running.runner import RunOptions
+from claims_harness._running.options import RunOptions
 from claims_harness._text.summary import TextReport
 from claims_harness.errors import ReportNotWritten
 

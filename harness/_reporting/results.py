@@ -20,7 +20,7 @@ from claims_harness._claims.scope import Dimension, merge_reached, resolve_scope
 from claims_harness._power.mutation_results import mutation_summary
 from claims_harness._reporting.phrases import judgement_line
 from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row, found_stubs, function_scoreboard
-from claims_harness._running.runner import RunOptions
+from claims_harness._running.options import RunOptions
 from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 
 STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")

@@ -34,6 +34,7 @@ from typing import Any
 from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.results_file import check_seconds, results_if_readable
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, never_reported
+from claims_harness._running.options import RunOptions
 from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is named with the lanes
     TIMED_OUT,
     describe_exit,
@@ -45,7 +46,6 @@ from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is nam
     redirect_output,
 )
 from claims_harness._running.remote import close_hosts
-from claims_harness._running.runner import RunOptions
 from claims_harness.errors import ClaimsError
 
 # A check never timed before is assumed to take this long, by kind (the experiments' smoke runs take 5-30 s, the
