@@ -185,6 +185,22 @@ def test_two_functions_under_one_name_are_refused(restore_registry):
         verifier("test.clash", kind="exact")(lambda ctx: {})
 
 
+def test_a_verifier_without_a_name_is_named_after_its_module_and_function(tmp_path, monkeypatch, restore_registry):
+    (tmp_path / "lesson_named.py").write_text(textwrap.dedent("""
+        import claims_harness
+
+        @claims_harness.verifier(kind="exact")
+        def weights_exact(ctx):
+            return {}
+    """), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("lesson_named")
+    finally:
+        sys.modules.pop("lesson_named", None)
+    assert restore_registry["lesson_named.weights_exact"].function is module.weights_exact
+
+
 def test_lookup_of_unknown_verifier_suggests_the_closest():
     with pytest.raises(RegistryError, match=r"unknown verifier 'baselines\.loo_idnetity'; "
                                             r"did you mean 'baselines\.loo_identity'\?"):

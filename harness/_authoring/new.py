@@ -142,7 +142,7 @@ def verifier_stub(new: NewClaim, existing: bool) -> str:
         "from claims_harness import Context, verifier\n"
     return f'''{header}
 
-@verifier("{new.verifier}", kind="{new.kind}")
+@verifier(kind="{new.kind}")  # registered as {new.verifier}: the module and the function
 def {new.function}(ctx: Context) -> dict[str, object]:
     """TODO: what this computes, and why that checks claim '{new.id}' ({new.step})."""
     # claims_harness.reach(discount=..., ...): what each witness or example uses, along the course's [tool.claims.scope]

@@ -48,13 +48,15 @@ _REGISTRY: dict[str, Verifier] = {}
 
 
 def verifier(
-    name: str, *, kind: str | tuple[str, ...], uses: tuple[str, ...] = (), params: type[BaseModel] = NoParams,
-    in_floats: Callable[..., Mapping[str, Any]] | None = None,
+    name: str | None = None, *, kind: str | tuple[str, ...], uses: tuple[str, ...] = (),
+    params: type[BaseModel] = NoParams, in_floats: Callable[..., Mapping[str, Any]] | None = None,
 ) -> Callable[[Callable[..., Mapping[str, Any]]], Callable[..., Mapping[str, Any]]]:
     """Register a verifier under ``name``.
 
     Args:
-      name: the stable dotted name claim files use, ``module.what_it_checks``.
+      name: the stable dotted name claim files use; by default the module's last name and the function's,
+        ``module.function`` (``@verifier(kind="exact")`` on ``gae.weights_exact`` in ``verifiers/gae.py`` is
+        ``gae.weights_exact``). Give one only to keep a name a claim file uses when the function moves.
       kind: the kind of check its computation is (``claims_harness._claims.schema.KINDS``: 'symbolic' for a
         sympy proof, 'experiment' for training runs, ...); a check of another kind that names it
         is refused when claims load, so a proof is never counted as an experiment. An exact
@@ -74,19 +76,21 @@ def verifier(
     kinds = (kind,) if isinstance(kind, str) else tuple(kind)
     unknown = [each for each in kinds if each not in KINDS]
     if not kinds or unknown:
-        raise RegistryError(f"verifier '{name}': kind {', '.join(map(repr, unknown)) or 'missing'} is not one of "
+        raise RegistryError(f"verifier '{name or '(named after its function)'}': kind "
+                            f"{', '.join(map(repr, unknown)) or 'missing'} is not one of "
                             f"{', '.join(KINDS)}{did_you_mean(unknown[0], KINDS) if unknown else ''}")
 
     def register(function: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
+        registered_as = name or f"{function.__module__.rpartition('.')[2]}.{function.__name__}"
         # Names, not identities: re-importing a module (pytester, reload) registers the same function again.
-        known = _REGISTRY.get(name)
+        known = _REGISTRY.get(registered_as)
         if known and _identity(known.function) != _identity(function):
-            raise RegistryError(f"verifier name '{name}' is registered twice: {_REGISTRY[name].location} "
-                                f"and {function.__module__}; rename one of them")
+            raise RegistryError(f"verifier name '{registered_as}' is registered twice: "
+                                f"{_REGISTRY[registered_as].location} and {function.__module__}; rename one of them")
         line = inspect.unwrap(function).__code__.co_firstlineno  # the decorator's line, as getsourcelines says
         # The module path, not the absolute file, keeps reports identical across checkouts.
         file = function.__module__.replace(".", "/") + ".py"
-        _REGISTRY[name] = Verifier(name, function, kinds, tuple(uses), params, file, line, in_floats)
+        _REGISTRY[registered_as] = Verifier(registered_as, function, kinds, tuple(uses), params, file, line, in_floats)
         return function
 
     return register
