@@ -65,20 +65,16 @@ def rounding_bound(operations: int, magnitude: float) -> float:
     return 2.0 * max(operations, 1) * EPS * max(magnitude, 1.0)
 
 
-def central_difference(function: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
-    """(f(x + h e_i) - f(x - h e_i)) / 2h for every coordinate i of x: the reference for analytic gradients."""
-    gradient = np.zeros_like(x, dtype=float)
+def central_difference(function: Callable[[np.ndarray], Any], x: np.ndarray, step: float) -> np.ndarray:
+    """(f(x + h e_i) - f(x - h e_i)) / 2h for every coordinate i of x: the reference for analytic gradients.
+
+    A function with array values (one per draw, one per trajectory) gives one difference per value, indexed
+    ``[..., *i]``: the values' axes first, then those of x.
+    """
+    differences = []
     for index in np.ndindex(x.shape):
         shift = np.zeros_like(x, dtype=float)
         shift[index] = step
-        gradient[index] = (function(x + shift) - function(x - shift)) / (2 * step)
-    return gradient
-
-
-def exact_distribution(rng: np.random.Generator, size: int, zeros: bool, top: int) -> list[Fraction]:
-    """A random probability vector of ``size`` fractions: integer weights below ``top`` (zero allowed when
-    ``zeros``), one of them set to 1 if all are zero, divided by their sum."""
-    weights = rng.integers(0 if zeros else 1, top, size)
-    if weights.sum() == 0:
-        weights[rng.integers(size)] = 1
-    return [Fraction(int(w), int(weights.sum())) for w in weights]
+        differences.append((function(x + shift) - function(x - shift)) / (2 * step))
+    stacked = np.array(differences, dtype=float)
+    return np.moveaxis(stacked, 0, -1).reshape(stacked.shape[1:] + x.shape)

@@ -20,10 +20,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 from verifiers.tabular import exact_policy_values
@@ -59,8 +60,7 @@ def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
 
     def matches_differences(batch: tuple) -> None:
         predictions, targets, sixteenths = batch
-        v = np.array([Fraction(k, 8) for k in predictions], dtype=object)
-        target = np.array([Fraction(k, 8) for k in targets], dtype=object)
+        v, target = over(predictions, 8), over(targets, 8)
         step = Fraction(sixteenths, 16)
         gradient = ctx.impl.squared_error_value_loss_grad(v, target)
         for i in range(len(v)):
@@ -133,8 +133,8 @@ def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
         states, targets, errors, sixteenths = batch
         reach(states=max(states) + 1)  # the tabular critic's table, one entry per state up to the last visited
         s = np.array(states)
-        clean = np.array([Fraction(k, 8) for k in targets], dtype=object)
-        corrupted = clean + np.array([Fraction(k, 8) for k in errors], dtype=object)
+        clean = over(targets, 8)
+        corrupted = clean + over(errors, 8)
         visited = sorted(set(states))
 
         def fit(target: np.ndarray) -> np.ndarray:
@@ -166,10 +166,9 @@ def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, fitted_to_the_mean, _fits)
 
 
-class OneStepCritics(BaseModel):
+class OneStepCritics(NoParams):
     """One-step episodes from equally likely start states, the uniform policy, and a critic's values."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[list[float]] = Field(min_length=1, description="R[s][a]: the reward of action a in start state s")
     bad_critic: list[float] = Field(min_length=1, description="V̂(s) of the bad critic, one per start state")
 
@@ -186,13 +185,12 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
     E|g - E g|^2 over the S x A entries of the update g. The expected update is the same for every
     critic (a state baseline adds nothing to it, step 4.2.1); only the variance moves.
     """
-    rewards = np.array([[as_written(r) for r in row] for row in ctx.params.rewards], dtype=object)
+    rewards = as_fractions(ctx.params.rewards)
     n_states, n_actions = rewards.shape
     if len(ctx.params.bad_critic) != n_states:
         raise ValueError(f"bad_critic needs one value per start state ({n_states}), got {len(ctx.params.bad_critic)}")
     pi = np.full(n_actions, Fraction(1, n_actions), dtype=object)
-    scores = np.array([[Fraction(int(a == k)) - pi[k] for k in range(n_actions)] for a in range(n_actions)],
-                      dtype=object)
+    scores = softmax_scores(pi)
     impl_scores = ctx.impl.softmax_score(np.zeros((n_actions, n_actions)), np.arange(n_actions))
     score_agrees = bool(np.all(np.abs(impl_scores - scores.astype(float)) <= rounding_bound(4 * n_actions, 1.0)))
     s, a = (index.reshape(-1) for index in np.indices((n_states, n_actions)))
@@ -203,7 +201,7 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
         table_scores[i, 0, s[i]] = scores[a[i]]
     values = {"none": np.zeros(n_states, dtype=object) + Fraction(0),
               "exact": rewards.sum(axis=1) * pi[0],
-              "bad": np.array([as_written(v) for v in ctx.params.bad_critic], dtype=object)}
+              "bad": as_fractions(ctx.params.bad_critic)}
     probability = np.full(samples, Fraction(1, samples), dtype=object)
     one = np.ones((1, samples), dtype=int)
     gamma = Fraction(1)
@@ -230,10 +228,9 @@ def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-class SharedTrunk(BaseModel):
+class SharedTrunk(NoParams):
     """The size of the actor-critic network and of its batch."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     batch_size: int = Field(ge=1, le=256, description="observations in the batch")
     obs_size: int = Field(ge=1, le=16, description="entries of an observation")
     n_actions: int = Field(ge=2, le=8, description="actions of the policy head")
@@ -321,10 +318,9 @@ def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, routes, st.integers(0, 2**32 - 1))
 
 
-class Corridor(BaseModel):
+class Corridor(NoParams):
     """The corridor and the settings of one actor-critic iteration."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     states: int = Field(ge=1, le=10, description="non-terminal states before the goal")
     slip: float = Field(ge=0, lt=0.5, description="probability of moving the other way")
     step_reward: float = Field(description="reward of every step")
@@ -670,7 +666,7 @@ def improvement_statistics(improvements: list[float]) -> dict[str, float]:
 SAFE, RISKY = 0, 1
 
 
-class Chain(BaseModel):
+class Chain(NoParams):
     """A chain of ``length`` states that every action advances by one; the episode ends after the last.
 
     In every state the policy takes the risky action with ``risky_probability``; it pays
@@ -679,7 +675,6 @@ class Chain(BaseModel):
     included (a critic's output there is as arbitrary as anywhere; no target may bootstrap from it).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     length: int = Field(ge=1, le=6, description="decisions per episode")
     gamma: float = Field(gt=0, le=1, description="the discount γ")
     risky_probability: float = Field(ge=0, le=1, description="π(risky | s) in every state")
@@ -842,13 +837,6 @@ def _n_step_paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizo
             np.array([probability for _, _, probability in paths], dtype=object))
 
 
-def _rows(weights: list[int], shape: tuple[int, ...]) -> np.ndarray:
-    """Integer weights to exact probabilities along the last axis; an all-zero row puts its mass on index 0."""
-    table = np.array(weights, dtype=int).reshape(shape)
-    table[..., 0] += table.sum(axis=-1) == 0
-    return np.vectorize(Fraction, otypes=[object])(table, table.sum(axis=-1, keepdims=True))
-
-
 def _small_mdp(drawn: tuple) -> dict[str, object]:
     """A random exact MDP, discounted (γ < 1, every state live) or episodic (γ <= 1 with a terminal state).
 
@@ -872,12 +860,11 @@ def _small_mdp(drawn: tuple) -> dict[str, object]:
     policy_table = np.array(policy[:n_states * n_actions], dtype=int).reshape(n_states, n_actions)
     if episodic:
         policy_table[-1] = np.arange(n_actions) == 0  # one action in the terminal state: its paths do not branch
-    R = np.array([Fraction(k, 8) for k in eighths[:n_states * n_actions]], dtype=object).reshape(n_states, n_actions)
+    R = over(eighths[:n_states * n_actions], 8).reshape(n_states, n_actions)
     if episodic:
         R[-1] = Fraction(0)
-    return {"P": _rows(table.reshape(-1).tolist(), (n_states, n_actions, n_states)),
-            "pi": _rows(policy_table.reshape(-1).tolist(), (n_states, n_actions)), "R": R,
-            "error": np.array([Fraction(k, 8) for k in errors[:n_states]], dtype=object),
+    return {"P": probability_rows(table), "pi": probability_rows(policy_table), "R": R,
+            "error": over(errors[:n_states], 8),
             "gamma": Fraction(gamma_sixteenths if episodic else min(gamma_sixteenths, 15), 16),
             "live": n_live, "terminal": n_live if episodic else None,
             "state": state % n_live, "action": action % n_actions, "horizon": horizon}
@@ -993,10 +980,9 @@ def td_error_mean_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_advantage, _small_exact_mdps)
 
 
-class TwoChains(BaseModel):
+class TwoChains(NoParams):
     """The same chain with deterministic and with stochastic outcomes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     deterministic: Chain
     stochastic: Chain
 

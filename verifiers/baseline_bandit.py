@@ -13,20 +13,20 @@ import functools
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
-from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
+from verifiers.baseline_state import softmax_score_agrees
 
 
-class UniformBandit(BaseModel):
+class UniformBandit(NoParams):
     """Rewards of the arms, the constant baseline and the arm that was drawn."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[float] = Field(min_length=2, description="R(a) per arm")
     baseline: float = Field(description="the constant b subtracted from every reward")
     drawn_arm: int = Field(ge=0, description="index of the arm whose update is reported")
@@ -57,8 +57,8 @@ def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     # Every arm of the policy's own draw, enumerated, each with its exact (deterministic) reward.
     reach_bandit(arms, data="current", advantages="exact")
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
-    scores_a = exact_softmax_scores(pi)
+    reward_a = as_fractions(ctx.params.rewards)
+    scores_a = softmax_scores(pi)
     observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a),
                                    "mean_reward": pi @ reward_a}
     variances = {}
@@ -114,8 +114,8 @@ def _prompts(drawn: tuple) -> dict[str, object]:
     state_weights, policies, eighths, baselines = drawn
     total = sum(state_weights)
     return {"d": [Fraction(w, total) for w in state_weights],
-            "pi": [np.array([Fraction(w, sum(row)) for w in row], dtype=object) for row in policies],
-            "R": [np.array([Fraction(k, 8) for k in row], dtype=object) for row in eighths],
+            "pi": [probability_rows(row) for row in policies],
+            "R": [over(row, 8) for row in eighths],
             "b": [Fraction(k, 8) for k in baselines]}
 
 
@@ -141,7 +141,7 @@ def _moments(ctx: Context, prompts: dict, baselines: list[Fraction]) -> tuple[np
     for s, (d_s, pi_s, reward_s, b_s) in enumerate(zip(prompts["d"], prompts["pi"], prompts["R"], baselines,
                                                        strict=True)):
         scores = np.zeros((n_actions, mean.size), dtype=int).astype(object)
-        scores[:, s * n_actions:(s + 1) * n_actions] = exact_softmax_scores(pi_s)
+        scores[:, s * n_actions:(s + 1) * n_actions] = softmax_scores(pi_s)
         _, gradients = _single_sample_gradients(ctx, reward_s, b_s, scores)
         mean = mean + d_s * (pi_s @ gradients)
         second += d_s * (pi_s @ (gradients * gradients).sum(axis=1))
@@ -168,7 +168,7 @@ def state_baseline_variance_property(ctx: Context) -> dict[str, object]:
         reach(states=n_states, actions=n_actions, horizon=1, data="current", advantages="exact")
         weight, optimum = [], []
         for pi_s, reward_s in zip(prompts["pi"], prompts["R"], strict=True):
-            scores = exact_softmax_scores(pi_s)
+            scores = softmax_scores(pi_s)
             assert softmax_score_agrees(ctx, pi_s, scores), ("impl's softmax score", pi_s)
             norms = (scores * scores).sum(axis=1)
             weight.append(pi_s @ norms)

@@ -14,14 +14,16 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
+from verifiers._numeric import rounding_bound
+from verifiers._params import PositiveDistribution
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
-from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
+from verifiers.baseline_state import softmax_score_agrees
 
 _ADVANTAGES = ("group_centered_advantages", "leave_one_out_advantages")
 
@@ -78,20 +80,17 @@ def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
 
 
 
-class CategoricalGroup(BaseModel):
+class CategoricalGroup(NoParams):
     """A one-step softmax policy over K actions, a reward per action, and the group size."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    pi: list[float] = Field(min_length=2, max_length=6, description="action probabilities, summing to 1")
+    pi: PositiveDistribution = Field(min_length=2, max_length=6, description="action probabilities, summing to 1")
     rewards: list[float] = Field(min_length=2, max_length=6, description="reward of each action")
     group_size: int = Field(ge=2, le=5, description="answers per group, G")
 
     @model_validator(mode="after")
-    def _a_distribution(self) -> CategoricalGroup:
+    def _one_reward_per_action(self) -> CategoricalGroup:
         if len(self.pi) != len(self.rewards):
             raise ValueError("pi and rewards need one entry per action")
-        if any(p <= 0 for p in self.pi) or sum(as_written(p) for p in self.pi) != 1:
-            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
         return self
 
 
@@ -116,9 +115,8 @@ def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     Σ_a π(a) R(a) (e_a - π). Each estimator's expectation is reported as its ratio to that
     gradient, coordinate by coordinate.
     """
-    pi = np.array([as_written(p) for p in ctx.params.pi], dtype=object)
-    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
-    scores_a = exact_softmax_scores(pi)
+    pi, reward_a = as_fractions(ctx.params.pi), as_fractions(ctx.params.rewards)
+    scores_a = softmax_scores(pi)
     gradient = (pi * reward_a) @ scores_a
     groups = np.array(list(itertools.product(range(len(pi)), repeat=ctx.params.group_size)))
     probability = np.prod(pi[groups], axis=1)
@@ -171,8 +169,7 @@ def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
 
 def _categorical_group(n_actions: int, group_size: int, drawn: tuple) -> dict[str, object]:
     weights, eighths = drawn
-    return {"pi": np.array([Fraction(w, sum(weights)) for w in weights], dtype=object),
-            "rewards": np.array([Fraction(k, 8) for k in eighths], dtype=object), "group_size": group_size}
+    return {"pi": probability_rows(weights), "rewards": over(eighths, 8), "group_size": group_size}
 
 
 @functools.cache
@@ -197,7 +194,7 @@ def categorical_estimators_property(ctx: Context) -> dict[str, object]:
 
     def expectations(case: dict) -> None:
         pi, reward_a, group_size = case["pi"], case["rewards"], case["group_size"]
-        scores_a = exact_softmax_scores(pi)
+        scores_a = softmax_scores(pi)
         gradient = (pi * reward_a) @ scores_a
         groups = np.array(list(itertools.product(range(len(pi)), repeat=group_size)))
         probability = np.prod(pi[groups], axis=1)

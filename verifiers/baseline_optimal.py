@@ -6,12 +6,13 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import as_written
-from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
+from verifiers._exact import as_fractions, probability_rows, softmax_scores
+from verifiers._params import PositiveFractions
+from verifiers.baseline_state import softmax_score_agrees
 
 
 def _symbols() -> tuple[sp.Symbol, sp.Symbol, sp.Symbol, sp.IndexedBase, sp.IndexedBase, sp.IndexedBase]:
@@ -99,7 +100,7 @@ def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
     def minimises(case: tuple[list[int], list[Fraction], list[list[Fraction]], Fraction]) -> None:
         weights, values, rows, b = case
         reach(actions=len(weights), states=1)
-        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        pi = probability_rows(weights)
         q = np.array(values, dtype=object)
         scores = np.array(rows, dtype=object)
         squared_norms = (scores * scores).sum(axis=1)
@@ -120,10 +121,9 @@ def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, minimises, _cases)
 
 
-class SoftmaxState(BaseModel):
+class SoftmaxState(NoParams):
     """A softmax policy at one state and the action values there."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     logits: list[float] = Field(min_length=2, description="z, one logit per action")
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
 
@@ -158,10 +158,9 @@ def softmax_example(ctx: Context) -> dict[str, object]:
     }
 
 
-class UniformState(BaseModel):
+class UniformState(NoParams):
     """A uniform policy over len(q) actions (all logits equal) and the action values."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
 
 
@@ -173,8 +172,8 @@ def uniform_policy_exact(ctx: Context) -> dict[str, object]:
     categories = len(ctx.params.q)
     pi = np.array([Fraction(1, categories)] * categories, dtype=object)
     reach(actions=len(pi), states=1)
-    q = np.array([as_written(v) for v in ctx.params.q], dtype=object)
-    scores = exact_softmax_scores(pi)
+    q = as_fractions(ctx.params.q)
+    scores = softmax_scores(pi)
     value = ctx.impl.state_value_from_q(pi, q)
     optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)
     return {
@@ -210,24 +209,16 @@ def value_gap_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-def _exact_fractions(values: list[str]) -> np.ndarray:
-    return np.array([Fraction(v) for v in values], dtype=object)
-
-
-class ExactSoftmaxState(BaseModel):
+class ExactSoftmaxState(NoParams):
     """An exact softmax policy at one state (π, fractions such as '1/3') and the action values there."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    pi: list[str] = Field(min_length=2, description="π(a|s) per action, exact fractions summing to 1")
+    pi: PositiveFractions = Field(min_length=2, description="π(a|s) per action, exact fractions summing to 1")
     q: list[str] = Field(min_length=2, description="Q(s, a) per action, exact")
 
     @model_validator(mode="after")
-    def _a_distribution(self) -> ExactSoftmaxState:
+    def _one_value_per_action(self) -> ExactSoftmaxState:
         if len(self.pi) != len(self.q):
             raise ValueError("pi and q need one entry per action")
-        probabilities = [Fraction(p) for p in self.pi]
-        if any(p <= 0 for p in probabilities) or sum(probabilities) != 1:
-            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
         return self
 
 
@@ -237,9 +228,9 @@ def value_gap_exact(ctx: Context) -> dict[str, object]:
     """impl's b* and V for a softmax policy over its logits (exact scores e_a - π, checked against impl's
     softmax score), with the verifier's own squared score norms and the covariance Cov_π(Q, ||g||^2)
     computed from its definition; all in fractions."""
-    pi, q = _exact_fractions(ctx.params.pi), _exact_fractions(ctx.params.q)
+    pi, q = as_fractions(ctx.params.pi), as_fractions(ctx.params.q)
     reach(actions=len(pi), states=1)
-    scores = exact_softmax_scores(pi)
+    scores = softmax_scores(pi)
     norms = (scores * scores).sum(axis=1)
     covariance = pi @ (q * norms) - (pi @ q) * (pi @ norms)
     value = ctx.impl.state_value_from_q(pi, q)
@@ -296,7 +287,7 @@ def parameterisation_exact(ctx: Context) -> dict[str, object]:
     Each π(θ) and its score are differentiated by sympy and evaluated exactly; the three policies
     must be the same π. V does not depend on the parameterisation.
     """
-    pi, q = [Fraction(p) for p in ctx.params.pi], _exact_fractions(ctx.params.q)
+    pi, q = [Fraction(p) for p in ctx.params.pi], as_fractions(ctx.params.q)
     categories = len(pi)
     reach(actions=categories, states=1)
     theta = sp.symbols(f"theta1:{categories + 1}", real=True)
@@ -402,7 +393,7 @@ def regression_target_property(ctx: Context) -> dict[str, object]:
     def minimises(case: tuple[list[int], list[Fraction], Fraction]) -> None:
         weights, values, prediction = case
         reach(actions=len(weights), states=1)
-        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        pi = probability_rows(weights)
         q = np.array(values, dtype=object)
 
         def squared_error(v: Fraction) -> Fraction:

@@ -1,9 +1,9 @@
 """What may be subtracted without changing the expected gradient (module step 4.2.1, week 16 step 2).
 
-Also the exact helpers the other baseline verifiers share: the score of a softmax policy with respect
-to its logits, e_a - π, computed from exact probabilities and checked against the implementation's own
-(float) softmax score; and random tabular MDPs, episodic or discounted, with their exact V^π, Q^π and
-discounted state visitation, solved here over the rationals.
+Also the exact helpers the other baseline verifiers share: the check of the implementation's own (float)
+softmax score against the exact e_a - π (``verifiers._exact.softmax_scores``); and random tabular MDPs,
+episodic or discounted, with their exact V^π, Q^π and discounted state visitation, solved here over the
+rationals.
 """
 
 from __future__ import annotations
@@ -14,21 +14,16 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._exact import as_fractions, over, probability_rows, softmax_score, softmax_scores
+from verifiers._numeric import rounding_bound
+from verifiers._params import PositiveFractions
 from verifiers._reach import reach_mdp
-
-
-def exact_softmax_scores(pi_a: np.ndarray) -> np.ndarray:
-    """Row a is ∇_z log π(a) = e_a - π for a softmax policy with probabilities ``pi_a`` (exact)."""
-    categories = len(pi_a)
-    return np.array([[Fraction(int(a == k)) - pi_a[k] for k in range(categories)] for a in range(categories)],
-                    dtype=object)
 
 
 def softmax_score_agrees(ctx: Context, pi_a: np.ndarray, scores: np.ndarray) -> bool:
@@ -107,7 +102,7 @@ def _two_step_expected_gradient(ctx: Context, p_s: list[Fraction], r_sa: list[li
             estimate = np.zeros(6, dtype=object)
             steps = ((0, a0), (s1, a1))
             for t, (state, action) in enumerate(steps):
-                estimate[2 * state:2 * state + 2] += advantages[t] * exact_softmax_scores(pi_sa[state])[action]
+                estimate[2 * state:2 * state + 2] += advantages[t] * softmax_score(pi_sa[state], action)
             expected = expected + probability * estimate
     return expected, len(steps)
 
@@ -214,9 +209,9 @@ def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
     def compensated(case: tuple[list[int], list[Fraction], list[Fraction]]) -> None:
         weights, values, baselines = case
         reach(actions=len(weights), states=1)
-        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        pi = probability_rows(weights)
         q, b = np.array(values, dtype=object), np.array(baselines, dtype=object)
-        scores = exact_softmax_scores(pi)
+        scores = softmax_scores(pi)
         advantages = ctx.impl.baseline_advantages(q, b)
         estimates = ctx.impl.score_function_gradient(advantages[:, None], scores[:, None, :])
         expected = pi @ estimates
@@ -229,11 +224,11 @@ def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, compensated, _exact_probability_vectors)
 
 
-class ActionBaseline(BaseModel):
+class ActionBaseline(NoParams):
     """An exact softmax policy at one state, its action values and an action-dependent baseline b(s, a)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    pi: list[str] = Field(min_length=2, description="π(a|s) per action, exact fractions such as '1/2', summing to 1")
+    pi: PositiveFractions = Field(min_length=2,
+                                  description="π(a|s) per action, exact fractions such as '1/2', summing to 1")
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
     b: list[float] = Field(min_length=2, description="b(s, a) per action")
 
@@ -241,9 +236,6 @@ class ActionBaseline(BaseModel):
     def _one_entry_per_action(self) -> ActionBaseline:
         if not len(self.pi) == len(self.q) == len(self.b):
             raise ValueError("pi, q and b need one entry per action")
-        probabilities = [Fraction(p) for p in self.pi]
-        if any(p <= 0 for p in probabilities) or sum(probabilities) != 1:
-            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
         return self
 
 
@@ -257,10 +249,9 @@ def action_dependent_bias(ctx: Context) -> dict[str, object]:
     expectation is the π-weighted sum over the actions. ``state_baseline_bias`` repeats it with the
     action-independent baseline Σ_a π(a) b(a).
     """
-    pi = np.array([Fraction(p) for p in ctx.params.pi], dtype=object)
+    pi, q, b = as_fractions(ctx.params.pi), as_fractions(ctx.params.q), as_fractions(ctx.params.b)
     reach(actions=len(pi), states=1)
-    q, b = (np.array([as_written(v) for v in values], dtype=object) for values in (ctx.params.q, ctx.params.b))
-    scores = exact_softmax_scores(pi)
+    scores = softmax_scores(pi)
 
     def expected_gradient(baseline: np.ndarray) -> np.ndarray:
         advantages = ctx.impl.baseline_advantages(q, baseline)
@@ -316,7 +307,7 @@ def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
     def mean_zero(case: tuple[list[int], list[Fraction], Fraction]) -> None:
         weights, values, offset = case
         reach(actions=len(weights), states=1)
-        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        pi = probability_rows(weights)
         q = np.array(values, dtype=object)
         value = ctx.impl.state_value_from_q(pi, q)
         assert value == sum(p * v for p, v in zip(pi, q, strict=True)), value
@@ -389,10 +380,6 @@ def longest_episode(P: np.ndarray) -> float:
     return max(longest_from(s) for s in range(n_states))
 
 
-def _normalised(weights: list[int]) -> np.ndarray:
-    return np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
-
-
 def _mdp_with_end(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
     """``P[s, a, :]`` over the S states and, in a last column, the end of the episode; ρ and π are positive.
 
@@ -407,11 +394,9 @@ def _mdp_with_end(n_states: int, n_actions: int, drawn: tuple) -> dict[str, obje
         moves = [[w if s2 > pair // n_actions else 0 for s2, w in enumerate(move)] for pair, move in enumerate(moves)]
     endings = [end if gamma < 1 and sum(move) + end > 0 else max(end, 1) for move, end in zip(moves, endings,
                                                                                                strict=True)]
-    P = np.array([_normalised([*move, end]) for move, end in zip(moves, endings, strict=True)],
-                 dtype=object).reshape(n_states, n_actions, n_states + 1)
-    return {"P": P, "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
-            "pi": np.array([_normalised(row) for row in policy], dtype=object), "rho": _normalised(start),
-            "b": np.array([Fraction(k, 8) for k in baselines], dtype=object), "gamma": gamma}
+    P = probability_rows([[*move, end] for move, end in zip(moves, endings, strict=True)])
+    return {"P": P.reshape(n_states, n_actions, n_states + 1), "R": over(eighths, 8).reshape(n_states, n_actions),
+            "pi": probability_rows(policy), "rho": probability_rows(start), "b": over(baselines, 8), "gamma": gamma}
 
 
 @functools.cache
@@ -441,7 +426,7 @@ def tabular_softmax_scores(pi: np.ndarray) -> np.ndarray:
     n_states, n_actions = pi.shape
     scores = np.zeros((n_states, n_actions, n_states * n_actions), dtype=object) + Fraction(0)
     for s in range(n_states):
-        scores[s, :, s * n_actions:(s + 1) * n_actions] = exact_softmax_scores(pi[s])
+        scores[s, :, s * n_actions:(s + 1) * n_actions] = softmax_scores(pi[s])
     return scores
 
 

@@ -15,9 +15,9 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
@@ -29,10 +29,9 @@ _USES = ("bernoulli_logit_score", "score_function_gradient", "group_centered_adv
          "leave_one_out_advantages")
 
 
-class BernoulliGroup(BaseModel):
+class BernoulliGroup(NoParams):
     """A one-step Bernoulli policy and the group size of the estimators."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     p: float = Field(gt=0, lt=1, description="probability of action 1")
     reward_success: float = Field(description="reward for action 1")
     reward_failure: float = Field(description="reward for action 0")
@@ -183,19 +182,17 @@ def group_estimator_variances_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-class BernoulliCase(BaseModel):
+class BernoulliCase(NoParams):
     """One Bernoulli policy and its two rewards."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     p: float = Field(gt=0, lt=1, description="probability of action 1")
     reward_success: float = Field(description="reward for action 1")
     reward_failure: float = Field(description="reward for action 0")
 
 
-class NormalizedGroups(BaseModel):
+class NormalizedGroups(NoParams):
     """Several Bernoulli cases, the group size and the eps guard of the std normalisation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     cases: list[BernoulliCase] = Field(min_length=2)
     group_size: int = Field(ge=2, le=16, description="answers per group, G")
     eps: float = Field(gt=0, description="the guard added to the group std")

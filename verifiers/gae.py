@@ -20,10 +20,11 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from claims_harness import Context, Declined, Unsupported, check_property, reach, verifier
+from claims_harness import Context, Declined, NoParams, Unsupported, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import over
 from verifiers._numeric import as_written, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
@@ -212,10 +213,9 @@ def _column_bound(column: tuple) -> float:
 
 
 
-class Discounting(BaseModel):
+class Discounting(NoParams):
     """γ and λ of a GAE check."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     gamma: float = Field(gt=0, le=1, description="the discount γ")
     gae_lambda: float = Field(gt=0, lt=1, description="the GAE parameter λ")
 
@@ -626,8 +626,7 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
     events = [ORDINARY, TERMINATED, ORDINARY, TRUNCATED, ORDINARY, BUFFER_EDGE, ORDINARY, ORDINARY]
     at = {event: events.index(event) for event in EVENTS}
     length = len(events)
-    r, v, v_next = (np.array([Fraction(int(x), 4) for x in ctx.rng.integers(-40, 40, length)], dtype=object)
-                    for _ in range(3))
+    r, v, v_next = (over(ctx.rng.integers(-40, 40, length), 4) for _ in range(3))
     terminated, trace_cut = masks(events)
     continues = [t for t in range(length - 1) if events[t] == ORDINARY]
     v_next[continues] = v[[t + 1 for t in continues]]
@@ -704,10 +703,9 @@ def single_done_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Seq
     return advantages
 
 
-class TruncatedStep(BaseModel):
+class TruncatedStep(NoParams):
     """A transition cut by a time limit, and the value of the observation before the reset."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     reward: float = Field(description="r_{t+1}, the reward of the truncated transition")
     gamma: float = Field(gt=0, le=1, description="the discount γ")
     gae_lambda: float = Field(ge=0, le=1, description="the GAE parameter λ")

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 
@@ -103,13 +103,12 @@ def k3_unbiased_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, unbiased, _categoricals)
 
 
-class FiniteBatch(BaseModel):
+class FiniteBatch(NoParams):
     """Two categorical policies over the same actions and one finite batch of actions.
 
     Any batch of actions with pi_old > 0 is one that pi_old draws with positive probability.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     pi_old: list[float] = Field(min_length=2, description="old action probabilities, summing to 1")
     pi_new: list[float] = Field(min_length=2, description="new action probabilities, summing to 1")
     actions: list[int] = Field(min_length=1, description="the batch, indices of actions with pi_old > 0")
@@ -149,10 +148,9 @@ def k1_negative_counterexample(ctx: Context) -> dict[str, object]:
             "kl_exact": kl}
 
 
-class UnbiasednessConditions(BaseModel):
+class UnbiasednessConditions(NoParams):
     """Two witnesses for the conditions of k3's unbiasedness, each a pair of categorical policies."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     pi_old: list[float] = Field(min_length=2, description="old action probabilities, all positive")
     pi_new: list[float] = Field(min_length=2, description="new action probabilities, all positive")
     pi_old_partial: list[float] = Field(min_length=2, description="old probabilities, zero somewhere")
@@ -194,10 +192,9 @@ def k3_unbiasedness_conditions_counterexample(ctx: Context) -> dict[str, object]
             "mean_ratio_minus_one_without_overlap": missing_mass}
 
 
-class SameStep(BaseModel):
+class SameStep(NoParams):
     """Two logit vectors of a categorical policy and one parameter step applied to each."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     logits_a: list[float] = Field(min_length=2)
     logits_b: list[float] = Field(min_length=2)
     step: list[float] = Field(min_length=2, description="the same step in parameter space, added to both")

@@ -24,11 +24,13 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, assume, check_property, reach, verifier
+from claims_harness import Context, NoParams, assume, check_property, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import as_written, exact_distribution, largest_magnitude, log_softmax, rounding_bound
+from verifiers._exact import as_fractions, random_exact_mdp, softmax_scores
+from verifiers._numeric import as_written, largest_magnitude, log_softmax, rounding_bound
+from verifiers._params import Distribution, PositiveDistribution
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.policy_gradient import (
     ExactMDP,
@@ -37,17 +39,6 @@ from verifiers.policy_gradient import (
     finite_horizon_policy_gradient,
 )
 from verifiers.trajectory_law import exact_mdps
-
-
-def _exact(values: list[float]) -> np.ndarray:
-    return np.array([as_written(v) for v in values], dtype=object)
-
-
-def _scores(pi: np.ndarray) -> np.ndarray:
-    """Row x is ∇_z log π(x) = e_x - π for a softmax with probabilities π (logits log π), exactly."""
-    size = len(pi)
-    return np.array([[Fraction(int(x == k)) - pi[k] for k in range(size)] for x in range(size)], dtype=object)
-
 
 # --------------------------------------------------------------------------- 4.1.1
 
@@ -78,24 +69,20 @@ def current_policy_samples_symbolic(ctx: Context) -> dict[str, object]:
             "off_policy_residual_minus_formula": sp.simplify(sp.expand(off_residual - formula).doit())}
 
 
-class SampledCategorical(BaseModel):
+class SampledCategorical(NoParams):
     """A softmax distribution p (exact probabilities), a value f per outcome, another distribution q
     the samples may come from, and the largest sample size N."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    probabilities: list[float] = Field(min_length=2, max_length=6, description="p, the current policy")
+    probabilities: PositiveDistribution = Field(min_length=2, max_length=6, description="p, the current policy")
     values: list[float] = Field(min_length=2, max_length=6, description="f(x) per outcome")
-    sampling: list[float] = Field(min_length=2, max_length=6, description="q, the distribution of the other draws")
+    sampling: PositiveDistribution = Field(min_length=2, max_length=6,
+                                           description="q, the distribution of the other draws")
     max_samples: int = Field(ge=1, le=4)
 
     @model_validator(mode="after")
     def _distributions(self) -> SampledCategorical:
         if not len(self.probabilities) == len(self.values) == len(self.sampling):
             raise ValueError("probabilities, values and sampling need one entry per outcome")
-        for name in ("probabilities", "sampling"):
-            row = getattr(self, name)
-            if sum(as_written(x) for x in row) != 1 or min(row) <= 0:
-                raise ValueError(f"{name} must be positive and sum to exactly one")
         return self
 
 
@@ -109,8 +96,8 @@ def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
     for N = 1, as a vector beside the verifier's formula Σ_x (q_x - p_x) f_x (e_x - p).
     """
     params = ctx.params
-    p, f, q = _exact(params.probabilities), _exact(params.values), _exact(params.sampling)
-    scores = _scores(p)
+    p, f, q = as_fractions(params.probabilities), as_fractions(params.values), as_fractions(params.sampling)
+    scores = softmax_scores(p)
     gradient = (p * f) @ scores
     on_policy, off_policy, off_vector = [], [], None
     for size in range(1, params.max_samples + 1):
@@ -161,12 +148,11 @@ def support_depends_on_theta_symbolic(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.3
 
 
-class CheckedAnswers(BaseModel):
+class CheckedAnswers(NoParams):
     """A softmax policy over answers (exact probabilities), the true reward of each answer and the
     reward a faulty checker gives it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    probabilities: list[float] = Field(min_length=2, max_length=6)
+    probabilities: PositiveDistribution = Field(min_length=2, max_length=6)
     true_rewards: list[float] = Field(min_length=2, max_length=6)
     checker_rewards: list[float] = Field(min_length=2, max_length=6)
 
@@ -174,8 +160,6 @@ class CheckedAnswers(BaseModel):
     def _shapes(self) -> CheckedAnswers:
         if not len(self.probabilities) == len(self.true_rewards) == len(self.checker_rewards):
             raise ValueError("one probability and two rewards per answer")
-        if sum(as_written(x) for x in self.probabilities) != 1 or min(self.probabilities) <= 0:
-            raise ValueError("probabilities must be positive and sum to exactly one")
         return self
 
 
@@ -186,9 +170,9 @@ def bad_checker_exact(ctx: Context) -> dict[str, object]:
     (π-weighted over the answers), against the gradients of the checker's objective E[r'] and of the true
     objective E[r], both Σ_y π_y r_y (e_y - π) computed here (the scores e_y - π too)."""
     params = ctx.params
-    pi = _exact(params.probabilities)
-    true, checker = _exact(params.true_rewards), _exact(params.checker_rewards)
-    scores = _scores(pi)
+    pi = as_fractions(params.probabilities)
+    true, checker = as_fractions(params.true_rewards), as_fractions(params.checker_rewards)
+    scores = softmax_scores(pi)
     # Every answer is weighted by its probability under the policy differentiated.
     reach_bandit(len(pi), data="current")
     estimates = ctx.impl.score_function_gradient(checker[:, None], scores[:, None, :])
@@ -422,13 +406,7 @@ def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarra
     table, rewards in quarters of [-2, 2], and γ in {0, 1/10, ..., 9/10}."""
     n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    P = np.array([[exact_distribution(rng, n_states, True, 10) for _ in range(n_actions)]
-                  for _ in range(n_states)],
-                 dtype=object)
-    R = np.array([[Fraction(int(r), 4) for r in row] for row in rng.integers(-8, 9, (n_states, n_actions))],
-                 dtype=object)
-    rho = np.array(exact_distribution(rng, n_states, True, 10), dtype=object)
-    pi = np.array([exact_distribution(rng, n_actions, False, 10) for _ in range(n_states)], dtype=object)
+    P, R, rho, pi = random_exact_mdp(rng, n_states, n_actions, 10)
     return P, R, rho, pi, Fraction(draw(st.integers(0, 9)), 10)
 
 
@@ -517,17 +495,16 @@ def reinforce_weights_objective_exact(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.5: the sign of the expected step
 
 
-class ExpectedStepExample(BaseModel):
+class ExpectedStepExample(NoParams):
     """One state's policy π(a) and action values Q(a), exact decimals."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    policy: list[float] = Field(min_length=2, description="π(a); sums to exactly one")
+    policy: Distribution = Field(min_length=2, description="π(a); sums to exactly one")
     q: list[float] = Field(min_length=2, description="Q(s, a) of each action")
 
     @model_validator(mode="after")
-    def _a_distribution(self) -> ExpectedStepExample:
-        if len(self.q) != len(self.policy) or sum(as_written(p) for p in self.policy) != 1:
-            raise ValueError("policy must sum to exactly one, with one value in q per action")
+    def _one_value_per_action(self) -> ExpectedStepExample:
+        if len(self.q) != len(self.policy):
+            raise ValueError("q needs one value per action of the policy")
         return self
 
 
@@ -541,10 +518,10 @@ def expected_step_probabilities_exact(ctx: Context) -> dict[str, object]:
     which makes its mean the expectation; the scores e_a - π are the verifier's exact rows. Along a logit
     step dz a softmax's probabilities move, to first order, by dπ = π ⊙ (dz - π·dz).
     """
-    pi, q = _exact(ctx.params.policy), _exact(ctx.params.q)
+    pi, q = as_fractions(ctx.params.policy), as_fractions(ctx.params.q)
     advantage = q - (pi * q).sum()
     reach(states=1, actions=len(pi), advantages="exact")
-    step = ctx.impl.score_function_gradient(len(pi) * pi * advantage, _scores(pi))
+    step = ctx.impl.score_function_gradient(len(pi) * pi * advantage, softmax_scores(pi))
     change = pi * (step - (pi * step).sum())
     return {"advantages": list(advantage), "logit_step": list(step), "probability_change": list(change),
             "logits_follow_advantages": all((s > 0) == (a > 0) and (s < 0) == (a < 0)

@@ -22,12 +22,14 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, exact_mdp, probability_rows, softmax_score, softmax_scores
+from verifiers._params import PositiveFractions
 from verifiers._reach import reach_bandit, reach_mdp
-from verifiers.baseline_state import exact_policy_evaluation, exact_softmax_scores, longest_episode, mdps_with_end
+from verifiers.baseline_state import exact_policy_evaluation, longest_episode, mdps_with_end
 
 # --------------------------------------------------------------------------- 4.2.1
 
@@ -47,7 +49,7 @@ def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
     def is_advantage(case: tuple[list[int], list[Fraction]]) -> None:
         weights, values = case
         reach(actions=len(weights), states=1)
-        pi = np.array([Fraction(w, sum(weights)) for w in weights], dtype=object)
+        pi = probability_rows(weights)
         q = np.array(values, dtype=object)
         coefficient = ctx.impl.baseline_advantages(q, ctx.impl.state_value_from_q(pi, q))
         mean = sum(p * v for p, v in zip(pi, q, strict=True))
@@ -60,20 +62,6 @@ def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.2.2
 
 
-def _weights_to_rows(weights: np.ndarray) -> np.ndarray:
-    """Integer weights to probabilities along the last axis; a row of zeros puts all its mass on index 0."""
-    weights = np.array(weights, dtype=int)
-    weights[..., 0] += weights.sum(axis=-1) == 0
-    return np.vectorize(Fraction, otypes=[object])(weights, weights.sum(axis=-1, keepdims=True))
-
-
-def _discounted_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
-    moves, eighths, policy, gamma_sixteenths = drawn
-    return {"P": _weights_to_rows(np.array(moves).reshape(n_states, n_actions, n_states)),
-            "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
-            "pi": _weights_to_rows(np.array(policy)), "gamma": Fraction(gamma_sixteenths, 16)}
-
-
 @functools.cache
 def _discounted_mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
     pairs = n_states * n_actions
@@ -82,8 +70,7 @@ def _discounted_mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy
     eighths = st.lists(st.integers(-40, 40), min_size=pairs, max_size=pairs)
     policy = st.lists(st.lists(st.integers(0, 3), min_size=n_actions, max_size=n_actions), min_size=n_states,
                       max_size=n_states)
-    return st.tuples(moves, eighths, policy, st.integers(0, 15)).map(
-        functools.partial(_discounted_mdp, n_states, n_actions))
+    return st.tuples(moves, eighths, policy, st.integers(0, 15)).map(functools.partial(exact_mdp, n_states, n_actions))
 
 
 # Stochastic kernels P[s, a, s2] (every row sums to 1; with one state, or rows of one weight, deterministic),
@@ -139,8 +126,7 @@ def value_from_exact_q_property(ctx: Context) -> dict[str, object]:
 def _rloo_batch(vocabulary: int, group_size: int, drawn: list) -> dict[str, object]:
     """Answers of one to three tokens, each token drawn from its own exact softmax over the vocabulary, with the
     score of the token, e_y - π (the verifier's own), and a reward per answer."""
-    scores = [[exact_softmax_scores(np.array([Fraction(w, sum(weights)) for w in weights], dtype=object))[token]
-               for weights, token in tokens] for tokens, _ in drawn]
+    scores = [[softmax_score(probability_rows(weights), token) for weights, token in tokens] for tokens, _ in drawn]
     return {"vocabulary": vocabulary, "group_size": group_size, "scores": scores,
             "rewards": [Fraction(eighths, 8) for _, eighths in drawn]}
 
@@ -194,21 +180,17 @@ def rloo_answer_level_property(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.2.5
 
 
-class ScaledGroups(BaseModel):
+class ScaledGroups(NoParams):
     """A softmax policy over K answers (exact), a reward per answer, the group size, and the per-logit
     scales c of a second parameterisation π = softmax(c ⊙ θ)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    pi: list[str] = Field(min_length=2, max_length=4, description="π per answer, exact fractions summing to 1")
+    pi: PositiveFractions = Field(min_length=2, max_length=4, description="π per answer, exact fractions summing to 1")
     rewards: list[str] = Field(min_length=2, max_length=4, description="reward per answer, exact")
     group_size: int = Field(ge=2, le=4, description="answers per group, G")
     logit_scales: list[int] = Field(min_length=2, max_length=4, description="c, one positive integer per logit")
 
     @model_validator(mode="after")
     def _consistent(self) -> ScaledGroups:
-        probabilities = [Fraction(p) for p in self.pi]
-        if any(p <= 0 for p in probabilities) or sum(probabilities) != 1:
-            raise ValueError(f"pi must be positive and sum to exactly 1, got {self.pi}")
         if not len(self.pi) == len(self.rewards) == len(self.logit_scales) or min(self.logit_scales) <= 0:
             raise ValueError("one reward and one positive scale per answer")
         return self
@@ -227,8 +209,7 @@ def group_variances_by_parameterisation_exact(ctx: Context) -> dict[str, object]
     variance without a baseline minus that of leave-one-out, and minus that of the group mean.
     """
     params = ctx.params
-    pi = np.array([Fraction(p) for p in params.pi], dtype=object)
-    rewards = np.array([Fraction(r) for r in params.rewards], dtype=object)
+    pi, rewards = as_fractions(params.pi), as_fractions(params.rewards)
     categories = len(pi)
     groups = np.array(list(itertools.product(range(categories), repeat=params.group_size)))
     probability = np.prod(pi[groups], axis=1)
@@ -239,8 +220,7 @@ def group_variances_by_parameterisation_exact(ctx: Context) -> dict[str, object]
     advantages = {"no_baseline": group_rewards,
                   "group_mean": ctx.impl.group_centered_advantages(group_rewards),
                   "leave_one_out": ctx.impl.leave_one_out_advantages(group_rewards)}
-    logit_scores = np.array([[Fraction(int(a == k)) - pi[k] for k in range(categories)] for a in range(categories)],
-                            dtype=object)
+    logit_scores = softmax_scores(pi)
     observed: dict[str, object] = {"total_probability": probability.sum()}
     for name, scales in (("logits", [1] * categories), ("scaled_logits", params.logit_scales)):
         scores = (logit_scores * np.array(scales, dtype=object))[groups]

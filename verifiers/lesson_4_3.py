@@ -18,10 +18,11 @@ from collections import namedtuple
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.actor_critic import (
@@ -94,10 +95,9 @@ def explained_variance_share_property(ctx: Context) -> dict[str, object]:
 # ------------------------------------------------------------------ 4.3.2: a long target's variance grows with it
 
 
-class GrowingChain(BaseModel):
+class GrowingChain(NoParams):
     """A chain whose every step's reward is random, and the episode lengths to compare."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     chain: Chain
     lengths: list[int] = Field(min_length=2, description="episode lengths, each at most 6 (Chain's limit)")
 
@@ -124,10 +124,9 @@ def long_target_variance_grows_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-class EpisodicMDP(BaseModel):
+class EpisodicMDP(NoParams):
     """A small episodic MDP: P[s][a][s2], R[s][a] and π[s][a], a start state, and an absorbing terminal state."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     P: list[list[list[float]]] = Field(min_length=2, description="P[s][a][s2]; the terminal state's row absorbs")
     R: list[list[float]] = Field(min_length=2, description="R[s][a], the reward of taking a in s (0 in the terminal)")
     pi: list[list[float]] = Field(min_length=2, description="π(a|s), the policy that collects the episodes")
@@ -135,10 +134,9 @@ class EpisodicMDP(BaseModel):
     terminal: int = Field(ge=0, description="the absorbing terminal state, worth 0")
 
 
-class TwoEnvironments(BaseModel):
+class TwoEnvironments(NoParams):
     """The same task with deterministic and with stochastic transitions, its discount, and its episodes' length."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     deterministic: EpisodicMDP
     stochastic: EpisodicMDP
     gamma: float = Field(gt=0, le=1, description="the discount γ")
@@ -149,8 +147,7 @@ class TwoEnvironments(BaseModel):
 def _episodes(mdp: EpisodicMDP, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every episode of ``horizon`` decisions from the start state, exactly: states [horizon + 1, M], actions
     [horizon, M], their probabilities [M], and the MDP's P, R, π as exact arrays."""
-    P, R, pi = (np.vectorize(as_written, otypes=[object])(np.array(table, dtype=float))
-                for table in (mdp.P, mdp.R, mdp.pi))
+    P, R, pi = (as_fractions(table) for table in (mdp.P, mdp.R, mdp.pi))
     paths = [((mdp.start,), (), Fraction(1))]
     for _ in range(horizon):
         paths = [(states + (following,), actions + (a,), probability * pi[states[-1], a] * P[states[-1], a, following])
@@ -436,10 +433,9 @@ def single_use_step_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, unbiased, _one_step_problems())
 
 
-class OneStepBatch(BaseModel):
+class OneStepBatch(NoParams):
     """One-step episodes from equally likely start states, a tabular actor and critic, and a step size."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[list[float]] = Field(min_length=1, description="R[s][a]")
     theta: list[list[float]] = Field(min_length=1, description="the collecting actor's logits θ[s][a]")
     critic: list[float] = Field(min_length=1, description="V_φ(s), one per start state")

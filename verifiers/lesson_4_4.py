@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from claims_harness import Context, NoParams, reach, verifier
 from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._params import Distribution
 from verifiers._reach import reach_mdp
 from verifiers.kl import FiniteBatch
 
@@ -193,10 +194,10 @@ def unstable_log_probabilities_break_ppo(ctx: Context) -> dict[str, object]:
 class DiscountedWitness(NoParams):
     """A small MDP written out in the claim file, the old policy's probabilities, the horizon and the discounts."""
 
-    P: list[list[list[float]]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
+    P: list[list[Distribution]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
     R: list[list[float]] = Field(description="R[s][a], the reward of action a in state s")
-    rho: list[float] = Field(description="initial state distribution")
-    policy: list[list[float]] = Field(description="π_old[s][a], rational as written; its logits are log π_old")
+    rho: Distribution = Field(description="initial state distribution")
+    policy: list[Distribution] = Field(description="π_old[s][a], rational as written; its logits are log π_old")
     horizon: int = Field(ge=1, le=4, description="decisions per episode")
     gammas: list[float] = Field(min_length=1, description="the discounts at which the gradients are compared")
 
@@ -207,9 +208,6 @@ class DiscountedWitness(NoParams):
             raise ValueError(f"P must have shape {(n_states, n_actions, n_states)} and policy {(n_states, n_actions)}")
         if len(self.rho) != n_states:
             raise ValueError("rho must have one entry per state")
-        rows = [self.rho, *self.policy, *(row for block in self.P for row in block)]
-        if any(sum(as_written(p) for p in row) != 1 or min(row) < 0 for row in rows):
-            raise ValueError("rho, every row of policy and every P[s][a] must be a distribution summing to exactly one")
         if any(not 0 < g <= 1 for g in self.gammas):
             raise ValueError("every discount must lie in (0, 1]")
         return self

@@ -19,7 +19,9 @@ import sympy as sp
 from pydantic import Field, model_validator
 
 from claims_harness import Context, NoParams, reach, verifier
+from verifiers._exact import softmax_score
 from verifiers._numeric import largest_magnitude
+from verifiers._params import PositiveFractions
 
 _ALPHABET = "$ab"
 
@@ -34,7 +36,7 @@ class CutWitness(NoParams):
     a finite sum. ``cut_reward`` is what the task's rule gives an answer cut at max_tokens.
     """
 
-    prefix_probabilities: dict[str, list[str]]
+    prefix_probabilities: dict[str, PositiveFractions]
     rewards: dict[str, str] = Field(min_length=1)
     max_tokens: int = Field(ge=1, le=4)
     cut_reward: str
@@ -44,9 +46,6 @@ class CutWitness(NoParams):
         for prefix, distribution in self.prefix_probabilities.items():
             if set(prefix) - set("ab") or len(distribution) != 3:
                 raise ValueError(f"prefix {prefix!r}: a string over 'ab' with three probabilities [EOS, a, b]")
-            values = [Fraction(q) for q in distribution]
-            if min(values) <= 0 or sum(values) != 1:
-                raise ValueError(f"prefix {prefix!r}: probabilities must be positive and sum to 1, not {distribution}")
         needed = {"".join(body) for n in range(self.max_tokens) for body in itertools.product("ab", repeat=n)}
         for answer in self.rewards:
             if not answer.endswith("$") or set(answer[:-1]) - set("ab"):
@@ -71,8 +70,7 @@ def _probability_and_score(params: CutWitness, answer: str) -> tuple[Fraction, n
         distribution = [Fraction(q) for q in params.prefix_probabilities[answer[:t]]]
         choice = _ALPHABET.index(symbol)
         probability *= distribution[choice]
-        score[prefixes.index(answer[:t])] += np.array([Fraction(int(k == choice)) - distribution[k] for k in range(3)],
-                                                      dtype=object)
+        score[prefixes.index(answer[:t])] += softmax_score(distribution, choice)
     return probability, score.reshape(-1)
 
 
@@ -145,8 +143,8 @@ class PenaltyWitness(NoParams):
     probabilities of the K tokens, as exact fractions; an answer is a string of ``length`` tokens.
     """
 
-    prefix_probabilities: dict[str, list[str]]
-    reference_probabilities: dict[str, list[str]]
+    prefix_probabilities: dict[str, PositiveFractions]
+    reference_probabilities: dict[str, PositiveFractions]
     length: int = Field(ge=2, le=3)
 
     @model_validator(mode="after")
@@ -161,10 +159,6 @@ class PenaltyWitness(NoParams):
                             ("reference_probabilities", self.reference_probabilities)):
             if set(table) != needed:
                 raise ValueError(f"{name} must hold exactly the prefixes {sorted(needed, key=lambda p: (len(p), p))}")
-            for prefix, row in table.items():
-                values = [Fraction(q) for q in row]
-                if min(values) <= 0 or sum(values) != 1:
-                    raise ValueError(f"{name}[{prefix!r}]: probabilities must be positive and sum to 1, not {row}")
         return self
 
 

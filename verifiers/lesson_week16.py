@@ -24,6 +24,7 @@ import numpy as np
 
 from claims_harness import Context, assume, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import exact_mdp
 from verifiers._numeric import largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.tabular import (
@@ -65,29 +66,13 @@ def undiscounted_answer_property(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- random exact MDPs
 
 
-def _rows(weights: np.ndarray) -> np.ndarray:
-    """Integer weights to exact probabilities along the last axis; an all-zero row puts its mass on index 0."""
-    weights = np.array(weights, dtype=int)
-    weights[..., 0] += weights.sum(axis=-1) == 0
-    totals = weights.sum(axis=-1, keepdims=True)
-    return np.vectorize(Fraction, otypes=[object])(weights, totals)
-
-
-def _mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
-    table, eighths, policy, gamma_sixteenths = drawn
-    return {"P": _rows(np.array(table).reshape(n_states, n_actions, n_states)),
-            "R": np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions),
-            "pi": _rows(np.array(policy).reshape(n_states, n_actions)),
-            "gamma": Fraction(gamma_sixteenths, 16)}
-
-
 @functools.cache
 def _mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
     pairs = n_states * n_actions
     return st.tuples(st.lists(st.integers(0, 3), min_size=pairs * n_states, max_size=pairs * n_states),
                      st.lists(st.integers(-40, 40), min_size=pairs, max_size=pairs),
                      st.lists(st.integers(0, 3), min_size=pairs, max_size=pairs),
-                     st.integers(0, 15)).map(functools.partial(_mdp, n_states, n_actions))
+                     st.integers(0, 15)).map(functools.partial(exact_mdp, n_states, n_actions))
 
 
 def _mdps(actions: tuple[int, int]) -> st.SearchStrategy:

@@ -19,9 +19,9 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from claims_harness import Context, reach, verifier
+from claims_harness import Context, NoParams, reach, verifier
 from verifiers._numeric import as_written
 from verifiers._reach import reach_bandit
 
@@ -31,8 +31,7 @@ _ACTIONS = (0, 1)
 
 
 
-class _BernoulliGroups(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _BernoulliGroups(NoParams):
     p: float = Field(gt=0, lt=1, description="probability of action 1")
     reward_success: float = Field(description="r(1), the answer's own reward for action 1")
     reward_failure: float = Field(description="r(0), the answer's own reward for action 0")

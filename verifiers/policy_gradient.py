@@ -19,11 +19,13 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, softmax_score, softmax_scores
 from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
+from verifiers._params import Distribution, PositiveDistribution
 from verifiers._reach import reach_bandit, reach_mdp, transitions_of
 from verifiers._sampling import categorical
 
@@ -129,14 +131,13 @@ def _enumerated_estimates(ctx: Context, mdp: _MDP, theta: np.ndarray, horizon: i
     return paths.probability[possible], estimates
 
 
-class MDPExample(BaseModel):
+class MDPExample(NoParams):
     """A small MDP written out in the claim file, a policy's logits, the horizon and the discount."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    P: list[list[list[float]]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
+    P: list[list[Distribution]] = Field(description="P[s][a][s2], each P[s][a] sums to one")
     R: list[list[float]] = Field(description="R[s][a], the reward of action a in state s")
-    rho: list[float] = Field(description="initial state distribution")
-    P_alt: list[list[list[float]]] | None = Field(None, description="second kernel, mixed in with weight π(0|s)")
+    rho: Distribution = Field(description="initial state distribution")
+    P_alt: list[list[Distribution]] | None = Field(None, description="second kernel, mixed in with weight π(0|s)")
     theta: list[list[float]] = Field(description="logits θ[s][a] of the tabular softmax policy")
     horizon: int = Field(ge=1, le=4)
     gamma: float = Field(1.0, ge=0, le=1)
@@ -149,9 +150,6 @@ class MDPExample(BaseModel):
                 raise ValueError(f"a kernel must have shape {(n_states, n_actions, n_states)}")
         if np.shape(self.theta) != (n_states, n_actions) or len(self.rho) != n_states:
             raise ValueError("theta must match R's shape and rho its number of states")
-        rows = [self.rho, *(row for kernel in (self.P, self.P_alt) if kernel for block in kernel for row in block)]
-        if any(sum(as_written(p) for p in row) != 1 or min(row) < 0 for row in rows):
-            raise ValueError("rho and every row P[s][a] must be a distribution summing to exactly one")
         return self
 
     def mdp(self) -> _MDP:
@@ -222,10 +220,9 @@ def state_distribution_moves(ctx: Context) -> dict[str, object]:
             "total_variation": 0.5 * float(np.abs(np.subtract(before, after)).sum())}
 
 
-class SampledBandit(BaseModel):
+class SampledBandit(NoParams):
     """A one-state bandit: logits, rewards per arm, draws and the finite-difference step."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     logits: list[float] = Field(min_length=2)
     rewards: list[float] = Field(min_length=2)
     draws: int = Field(ge=1, le=100_000)
@@ -262,10 +259,7 @@ def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
                                                     params.draws)
         return np.asarray(trajectories.r_t[0], dtype=float)
 
-    pathwise = np.zeros((params.draws, categories))
-    for j in range(categories):
-        shift = params.step * np.eye(categories)[j]
-        pathwise[:, j] = (rewards_at(logits + shift) - rewards_at(logits - shift)) / (2 * params.step)
+    pathwise = central_difference(rewards_at, logits, params.step)
     true_gradient = ctx.impl.objective_gradient(bandit, logits[None, :], 1)[0]
     return {
         "pathwise_gradient": pathwise.mean(axis=0).tolist(),
@@ -307,10 +301,9 @@ def log_derivative_symbolic(ctx: Context) -> dict[str, object]:
     return {"residual": sp.simplify(left - right), "softmax_residual": sp.simplify(softmax_residual)}
 
 
-class Categorical(BaseModel):
+class Categorical(NoParams):
     """Logits of a softmax distribution over K outcomes and a value f per outcome."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     logits: list[float] = Field(min_length=2, max_length=16)
     values: list[float] = Field(min_length=2, max_length=16)
 
@@ -353,11 +346,10 @@ def score_function_montecarlo(ctx: Context) -> dict[str, object]:
     return {"bias": bias, "gradient": gradient.tolist(), "samples": n}
 
 
-class ExactCategorical(BaseModel):
+class ExactCategorical(NoParams):
     """Exact probabilities of K outcomes, a value per outcome, and the largest sample size N."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    probabilities: list[float] = Field(min_length=2, max_length=6)
+    probabilities: PositiveDistribution = Field(min_length=2, max_length=6)
     values: list[float] = Field(min_length=2, max_length=6)
     max_samples: int = Field(ge=1, le=5)
 
@@ -365,8 +357,6 @@ class ExactCategorical(BaseModel):
     def _valid(self) -> ExactCategorical:
         if len(self.probabilities) != len(self.values):
             raise ValueError("probabilities and values need one entry per outcome")
-        if sum(as_written(p) for p in self.probabilities) != 1 or min(self.probabilities) <= 0:
-            raise ValueError("probabilities must be positive and sum to exactly one")
         return self
 
 
@@ -379,11 +369,9 @@ def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
     forms each sample's estimate; the probability-weighted sum over every N-tuple is compared
     with the gradient Σ_x π_x f_x (e_x - π) for N = 1..``max_samples``.
     """
-    pi = np.array([as_written(p) for p in ctx.params.probabilities], dtype=object)
-    values = np.array([as_written(v) for v in ctx.params.values], dtype=object)
+    pi, values = as_fractions(ctx.params.probabilities), as_fractions(ctx.params.values)
     categories = len(pi)
-    scores = np.array([[Fraction(int(x == m)) - pi[m] for m in range(categories)] for x in range(categories)],
-                      dtype=object)
+    scores = softmax_scores(pi)
     gradient = (pi * values) @ scores
     largest_bias = []
     for size in range(1, ctx.params.max_samples + 1):
@@ -419,10 +407,9 @@ def direct_dependence_symbolic(ctx: Context) -> dict[str, object]:
             "left_over_minus_direct_term": sp.simplify(left_over - direct_term)}
 
 
-class PenalisedCategorical(BaseModel):
+class PenalisedCategorical(NoParams):
     """A softmax over K outcomes with f_θ(a) = r_a - β π_θ(a): a reward with a policy-dependent penalty."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     logits: list[float] = Field(min_length=2, max_length=8)
     rewards: list[float] = Field(min_length=2, max_length=8)
     penalty: float
@@ -593,11 +580,10 @@ def trajectory_score_property(ctx: Context) -> dict[str, object]:
         magnitude = float(np.abs(log_probability(theta)).max() + np.abs(theta).max())
         bound = (step**2 / 6 * horizon * third_derivative
                  + rounding_bound(horizon * (theta.shape[1] + 10), magnitude) / step)
+        numeric = central_difference(log_probability, theta, step)
         for index in np.ndindex(theta.shape):
-            shift = np.zeros_like(theta)
-            shift[index] = step
-            numeric = (log_probability(theta + shift) - log_probability(theta - shift)) / (2 * step)
-            assert np.abs(score[(..., *index)] - numeric).max() <= bound, (index, score[(..., *index)], numeric)
+            at = (..., *index)
+            assert np.abs(score[at] - numeric[at]).max() <= bound, (index, score[at], numeric[at])
         if mdp.P_alt is None:
             policy_sum = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0)
             assert np.abs(score - policy_sum).max() <= rounding_bound(4 * horizon, horizon), (score, policy_sum)
@@ -701,31 +687,19 @@ def expected_score_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, vanishes, _logit_vectors)
 
 
-class ExactMDP(BaseModel):
+class ExactMDP(NoParams):
     """An MDP and a policy table π(a|s), all exact decimals, with a horizon and discounts."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    P: list[list[list[float]]]
+    P: list[list[Distribution]]
     R: list[list[float]]
-    rho: list[float]
-    policy: list[list[float]] = Field(description="π(a|s); each row sums to exactly one")
+    rho: Distribution
+    policy: list[Distribution] = Field(description="π(a|s); each row sums to exactly one")
     horizon: int = Field(ge=1, le=4)
     gammas: list[float] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _normalised(self) -> ExactMDP:
-        rows = [*self.policy, self.rho, *(row for block in self.P for row in block)]
-        if any(sum(as_written(p) for p in row) != 1 for row in rows):
-            raise ValueError("every distribution (policy rows, rho, P[s][a]) must sum to exactly one")
-        return self
 
     def exact_tables(self) -> tuple[_MDP, np.ndarray]:
         """The MDP and the policy table π(a|s) as fractions, each decimal as written."""
         return _MDP(as_fractions(self.P), as_fractions(self.R), as_fractions(self.rho)), as_fractions(self.policy)
-
-
-def as_fractions(values: object) -> np.ndarray:
-    return np.vectorize(as_written, otypes=[object])(np.array(values, dtype=float))
 
 
 def finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
@@ -778,7 +752,7 @@ def causal_weights_exact(ctx: Context) -> dict[str, object]:
     score_t = np.zeros((*paths.a_t.shape, n_states, n_actions), dtype=object) + Fraction(0)
     for index in np.ndindex(paths.a_t.shape):
         state, action = paths.s_t[index], paths.a_t[index]
-        score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
+        score_t[(*index, state)] = softmax_score(pi[state], action)
     importance = paths.probability * len(paths.probability)
     full_minus_causal, causal_minus_theorem, norms = [], [], []
     for gamma in map(as_written, params.gammas):
@@ -822,7 +796,7 @@ class WeightField:
         score_t = np.zeros((*self.paths.a_t.shape, n_states, n_actions), dtype=object) + zero
         for index in np.ndindex(self.paths.a_t.shape):
             state, action = self.paths.s_t[index], self.paths.a_t[index]
-            score_t[(*index, state)] = np.array([Fraction(int(a == action)) for a in range(n_actions)]) - pi[state]
+            score_t[(*index, state)] = softmax_score(pi[state], action)
         self._score_t = score_t
         self._importance = self.paths.probability * len(self.paths.probability)
 
@@ -932,10 +906,9 @@ def discounted_visitation_property(ctx: Context) -> dict[str, object]:
     return {**found, "examples_where_undiscounted_visits_differ": differs}
 
 
-class WeightsProperty(BaseModel):
+class WeightsProperty(NoParams):
     """Which impl weights the enumerated REINFORCE expectation uses."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     weights: Literal["full_return_weights", "discounted_objective_weights"]
 
 
@@ -1071,10 +1044,9 @@ def single_batch_direction_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-class DiscountedMDP(BaseModel):
+class DiscountedMDP(NoParams):
     """An infinite-horizon MDP, a policy table π(a|s) and γ < 1, all exact decimals."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     P: list[list[list[float]]]
     R: list[list[float]]
     rho: list[float]

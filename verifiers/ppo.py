@@ -10,11 +10,13 @@ from typing import NamedTuple
 
 import numpy as np
 import sympy as sp
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from claims_harness import Context, NoParams, assume, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, probability_rows
 from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
+from verifiers._params import Distribution
 from verifiers._reach import reach_mdp, transitions_of
 
 # --------------------------------------------------------------------------- 4.4.1 ratios
@@ -344,11 +346,7 @@ class TrajectoryEnumeration(NoParams):
 
 def _random_simplex(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Random rational distributions along the last axis, as an object array of Fractions."""
-    weights = rng.integers(1, 10, size=shape)
-    rows = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape[:-1]):
-        rows[index] = [Fraction(int(w), int(weights[index].sum())) for w in weights[index]]
-    return rows
+    return probability_rows(rng.integers(1, 10, size=shape))
 
 
 def _weighted_expectations(rho: np.ndarray, transition_old: np.ndarray, transition_new: np.ndarray,
@@ -723,20 +721,12 @@ def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
 class DiscountedMdp(NoParams):
     """A discounted tabular MDP and two policies, every probability as a decimal that is exact as a rational."""
 
-    transitions: list[list[list[float]]] = Field(description="P[s][a][s'], each row a distribution")
+    transitions: list[list[Distribution]] = Field(description="P[s][a][s'], each row a distribution")
     rewards: list[list[float]] = Field(description="r(s, a)")
-    initial: list[float] = Field(description="start distribution ρ0")
+    initial: Distribution = Field(description="start distribution ρ0")
     gamma: float = Field(gt=0, lt=1)
-    pi_old: list[list[float]] = Field(description="π[s][a], the policy the rollouts come from")
-    pi_new: list[list[float]] = Field(description="π̃[s][a], the candidate new policy")
-
-    @model_validator(mode="after")
-    def _distributions_sum_to_one(self) -> DiscountedMdp:
-        rows = [self.initial, *self.pi_old, *self.pi_new, *(row for state in self.transitions for row in state)]
-        wrong = [row for row in rows if sum(as_written(p) for p in row) != 1 or min(row) < 0]
-        if wrong:
-            raise ValueError(f"these rows are not probability distributions (non-negative, summing to 1): {wrong}")
-        return self
+    pi_old: list[Distribution] = Field(description="π[s][a], the policy the rollouts come from")
+    pi_new: list[Distribution] = Field(description="π̃[s][a], the candidate new policy")
 
 
 @verifier("ppo.trpo_penalty_dropped_counterexample", kind="counterexample", params=DiscountedMdp)
@@ -746,14 +736,12 @@ def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
     negative and still below the true gain, as the theorem says. Exact policy evaluation in Fractions.
     """
     params = ctx.params
-
-    def exact(rows: object) -> object:
-        return [exact(row) for row in rows] if isinstance(rows, list) else as_written(rows)
-
-    mdp = {"transitions": exact(params.transitions), "rewards": exact(params.rewards),
-           "initial": exact(params.initial), "gamma": as_written(params.gamma)}
+    transitions, rewards, initial, pi_old, pi_new = (
+        as_fractions(table).tolist()
+        for table in (params.transitions, params.rewards, params.initial, params.pi_old, params.pi_new))
+    mdp = {"transitions": transitions, "rewards": rewards, "initial": initial, "gamma": as_written(params.gamma)}
     reach_mdp(mdp["transitions"], gamma=mdp["gamma"], horizon=math.inf, advantages="exact", data="old")
-    bound = _trpo_bound(mdp, exact(params.pi_old), exact(params.pi_new))
+    bound = _trpo_bound(mdp, pi_old, pi_new)
     penalised_gain = float(bound.surrogate_gain) - float(bound.penalty_coefficient) * bound.max_kl
     return {"surrogate_gain": bound.surrogate_gain, "true_gain": bound.true_gain,
             "penalty_coefficient": bound.penalty_coefficient, "max_kl": bound.max_kl,
@@ -778,8 +766,7 @@ def clip_cases_exact(ctx: Context) -> dict[str, object]:
     here), impl's clipped objective (their minimum), impl's gradient with respect to log π, and
     whether impl reports the clipped branch active (the plateau). All in exact Fractions."""
     epsilon = as_written(ctx.params.epsilon)
-    advantages = np.array([as_written(a) for a in ctx.params.advantages], dtype=object)
-    ratios = np.array([as_written(r) for r in ctx.params.ratios], dtype=object)
+    advantages, ratios = as_fractions(ctx.params.advantages), as_fractions(ctx.params.ratios)
     reach(advantages="estimated", data="old")  # ratios against π_old, advantages numbers written for Â
     clipped_ratios = [min(max(r, 1 - epsilon), 1 + epsilon) for r in ratios]
     return {

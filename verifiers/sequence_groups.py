@@ -19,6 +19,7 @@ from scipy.special import log_softmax, softmax
 
 from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import softmax_score
 from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 
@@ -82,8 +83,7 @@ def _enumerated_answers(distributions: dict[str, list[Fraction]], symbols: str, 
             choice = alphabet.index(symbol)
             probability *= distribution[choice]
             block = prefixes.index(answer[:t])
-            score[block] += np.array([Fraction(int(k == choice)) - distribution[k] for k in range(len(alphabet))],
-                                     dtype=object)
+            score[block] += softmax_score(distribution, choice)
         probabilities.append(probability)
         scores.append(score.reshape(-1))
     return answers, probabilities, np.array(scores, dtype=object)
@@ -319,8 +319,7 @@ def _token_scores(params: TabularSequencePolicy, answer: str) -> list[np.ndarray
     for t, symbol in enumerate(answer):
         distribution = [Fraction(q) for q in params.prefix_probabilities[answer[:t]]]
         score = np.zeros((len(prefixes), 3), dtype=object) + Fraction(0)
-        score[prefixes.index(answer[:t])] = [Fraction(int(k == "$ab".index(symbol))) - distribution[k]
-                                             for k in range(3)]
+        score[prefixes.index(answer[:t])] = softmax_score(distribution, "$ab".index(symbol))
         scores.append(score.reshape(-1))
     return scores
 

@@ -13,19 +13,19 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import as_fractions, softmax_score, softmax_scores
 from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit
-from verifiers.baseline_state import exact_softmax_scores, softmax_score_agrees
+from verifiers.baseline_state import softmax_score_agrees
 
 
-class BanditStep(BaseModel):
+class BanditStep(NoParams):
     """K arms at logits θ = 0, the drawn arm, its reward and the step size η."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     arms: int = Field(ge=2, le=16)
     drawn_arm: int = Field(ge=0)
     reward: float
@@ -67,7 +67,7 @@ def step_impl(ctx: Context) -> dict[str, object]:
     theta = np.zeros(params.arms)
     reach_bandit(theta.size, data="current", advantages="estimated")
     score = ctx.impl.softmax_score(theta, params.drawn_arm)
-    exact = [Fraction(int(k == params.drawn_arm)) - Fraction(1, params.arms) for k in range(params.arms)]
+    exact = softmax_score([Fraction(1, params.arms)] * params.arms, params.drawn_arm)
     after = theta + params.step_size * params.reward * score
     return {
         "score_matches_exact": bool(all(abs(Fraction(float(s)) - e) <= rounding_bound(4 * params.arms, 1.0)
@@ -202,10 +202,9 @@ def reward_sign_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, sign_follows, _steps)
 
 
-class Discounting(BaseModel):
+class Discounting(NoParams):
     """Discount factors, delays before a single reward of 1, and the length of an answer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     gamma: float = Field(ge=0, le=1)
     delays: list[int] = Field(min_length=1)
     long_gamma: float = Field(ge=0, le=1)
@@ -235,10 +234,9 @@ def discount_weights(ctx: Context) -> dict[str, object]:
             "weight_after_answer_length": worth(params.long_gamma, params.answer_length)}
 
 
-class UndiscountedAnswer(BaseModel):
+class UndiscountedAnswer(NoParams):
     """An answer of L tokens with one final reward."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     answer_length: int = Field(ge=1, le=10_000)
     final_reward: float
 
@@ -332,10 +330,9 @@ def discounted_return_bound_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, bounded, _long_rewards)
 
 
-class BanditBatch(BaseModel):
+class BanditBatch(NoParams):
     """Rewards of the arms of a uniform bandit (θ = 0) and the number of arms drawn per batch."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[float] = Field(min_length=2, max_length=6, description="R(a) per arm")
     batch_size: int = Field(ge=2, le=6, description="N, the arms drawn independently for one batch")
 
@@ -357,8 +354,8 @@ def batch_baselines_exact(ctx: Context) -> dict[str, object]:
     # batch mean and the leave-one-out mean are estimates of the baseline from the batch.
     reach_bandit(arms, group=n, data="current", advantages=["exact", "estimated"])
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
-    scores_a = exact_softmax_scores(pi)
+    reward_a = as_fractions(ctx.params.rewards)
+    scores_a = softmax_scores(pi)
     true_gradient = pi * reward_a @ scores_a
     advantages = {"no_baseline": lambda r: r, "batch_mean": ctx.impl.group_centered_advantages,
                   "leave_one_out": ctx.impl.leave_one_out_advantages}
@@ -383,10 +380,9 @@ def batch_baselines_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-class ActionBaselines(BaseModel):
+class ActionBaselines(NoParams):
     """Rewards of the arms of a uniform bandit (θ = 0) and a baseline b(a) per arm."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[float] = Field(min_length=2, description="R(a) per arm")
     action_baselines: list[float] = Field(min_length=2, description="b(a) per arm, subtracted from that arm's reward")
 
@@ -407,9 +403,8 @@ def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
     # The expectation over the policy's own arms, each with its exact (deterministic) reward.
     reach_bandit(arms, data="current", advantages="exact")
     pi = np.array([Fraction(1, arms)] * arms, dtype=object)
-    reward_a = np.array([as_written(r) for r in ctx.params.rewards], dtype=object)
-    baseline_a = np.array([as_written(b) for b in ctx.params.action_baselines], dtype=object)
-    scores_a = exact_softmax_scores(pi)
+    reward_a, baseline_a = as_fractions(ctx.params.rewards), as_fractions(ctx.params.action_baselines)
+    scores_a = softmax_scores(pi)
     advantages = ctx.impl.baseline_advantages(reward_a, baseline_a)
     expected = pi @ ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])
     true_gradient = pi * reward_a @ scores_a

@@ -16,30 +16,26 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import softmax_score, softmax_scores
 from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._params import PositiveDistribution
 from verifiers._reach import reach_bandit
-
-
-def _exact_scores(pi: list[Fraction]) -> np.ndarray:
-    """Row a is ∇_z log π(a) = e_a - π, exactly."""
-    return np.array([[Fraction(int(a == k)) - pi[k] for k in range(len(pi))] for a in range(len(pi))], dtype=object)
 
 
 def _policy_gradient(pi: list[Fraction], weights: list[Fraction]) -> np.ndarray:
     """Σ_a π(a) w(a) (e_a - π): the expected gradient when arms are drawn from π and weighted by w."""
-    return np.array(pi, dtype=object) * np.array(weights, dtype=object) @ _exact_scores(pi)
+    return np.array(pi, dtype=object) * np.array(weights, dtype=object) @ softmax_scores(pi)
 
 
-class TwoPolicies(BaseModel):
+class TwoPolicies(NoParams):
     """An old and a new policy over the same arms, and the arms' rewards (or advantages)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    pi_old: list[float] = Field(min_length=2, description="π_old(a), the policy that drew the samples")
-    pi_new: list[float] = Field(min_length=2, description="π_θ(a), the policy being trained")
+    pi_old: PositiveDistribution = Field(min_length=2, description="π_old(a), the policy that drew the samples")
+    pi_new: PositiveDistribution = Field(min_length=2, description="π_θ(a), the policy being trained")
     rewards: list[float] = Field(min_length=2, description="R(a) per arm")
     baseline: float = Field(0.0, description="b subtracted from every reward: Â(a) = R(a) - b")
     epsilon: float = Field(0.2, gt=0, lt=1, description="the clipping parameter ε")
@@ -48,9 +44,6 @@ class TwoPolicies(BaseModel):
     def _one_entry_per_arm(self) -> TwoPolicies:
         if not len(self.pi_old) == len(self.pi_new) == len(self.rewards):
             raise ValueError("pi_old, pi_new and rewards need one entry per arm")
-        for name in ("pi_old", "pi_new"):
-            if sum(as_written(p) for p in getattr(self, name)) != 1 or min(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be positive and sum to exactly 1")
         return self
 
 
@@ -90,7 +83,7 @@ def stale_samples_exact(ctx: Context) -> dict[str, object]:
     # Arms drawn by π_old, each with its exact reward, evaluated for π_θ: one token of one state.
     reach_bandit(len(old), data="old", advantages="exact", tokens=1)
     true_gradient = _policy_gradient(new, list(rewards))
-    scores = _exact_scores(new)
+    scores = softmax_scores(new)
     stale = np.array(old, dtype=object) * rewards @ scores
     reweighted = np.array(old, dtype=object) * ctx.impl.surrogate_objective_grad(ratios, rewards) @ scores
     return {"true_gradient": list(true_gradient), "stale_minus_true": list(stale - true_gradient),
@@ -152,27 +145,28 @@ def clipping_bias_exact(ctx: Context) -> dict[str, object]:
     # Arms drawn by π_old, each with its exact reward minus a constant: one token of one state.
     reach_bandit(len(old), data="old", advantages="exact", tokens=1)
     true_gradient = _policy_gradient(new, list(advantages))
-    scores = _exact_scores(new)
+    scores = softmax_scores(new)
     weights_old = np.array(old, dtype=object)
     unclipped = weights_old * ctx.impl.surrogate_objective_grad(ratios, advantages) @ scores
     clipped = weights_old * ctx.impl.ppo_clip_objective_grad(ratios, advantages, epsilon) @ scores
     ones = np.array([Fraction(1)] * len(old), dtype=object)
-    at_old = weights_old * ctx.impl.ppo_clip_objective_grad(ones, advantages, epsilon) @ _exact_scores(old)
+    at_old = weights_old * ctx.impl.ppo_clip_objective_grad(ones, advantages, epsilon) @ softmax_scores(old)
     return {"ratios": list(ratios), "true_gradient": list(true_gradient),
             "unclipped_minus_true": list(unclipped - true_gradient), "clipped_gradient": list(clipped),
             "clipped_minus_true": list(clipped - true_gradient),
             "clipped_minus_true_at_old": list(at_old - _policy_gradient(old, list(advantages)))}
 
 
-class TwoTokenAnswer(BaseModel):
+class TwoTokenAnswer(NoParams):
     """An answer of two tokens: the first drawn in the prompt's state, the second in the state the first leads to
     (the prefix: one state per first token), under an old and a new tabular softmax policy, with a final reward."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    first_old: list[float] = Field(min_length=2, description="π_old(a | prompt)")
-    first_new: list[float] = Field(min_length=2, description="π_θ(a | prompt)")
-    second_old: list[list[float]] = Field(min_length=2, description="π_old(b | prompt, a), one row per first token a")
-    second_new: list[list[float]] = Field(min_length=2, description="π_θ(b | prompt, a), one row per first token a")
+    first_old: PositiveDistribution = Field(min_length=2, description="π_old(a | prompt)")
+    first_new: PositiveDistribution = Field(min_length=2, description="π_θ(a | prompt)")
+    second_old: list[PositiveDistribution] = Field(min_length=2,
+                                                   description="π_old(b | prompt, a), one row per first token a")
+    second_new: list[PositiveDistribution] = Field(min_length=2,
+                                                   description="π_θ(b | prompt, a), one row per first token a")
     rewards: list[list[float]] = Field(min_length=2, description="R(a, b), the answer's one final reward")
     epsilon: float = Field(gt=0, lt=1, description="the clipping parameter ε")
 
@@ -185,10 +179,6 @@ class TwoTokenAnswer(BaseModel):
         width = len(self.second_old[0])
         if width < 2 or any(len(row) != width for table in rows for row in table):
             raise ValueError("every row of second_old, second_new and rewards needs the same two or more entries")
-        for name, policy in (("first_old", [self.first_old]), ("first_new", [self.first_new]),
-                             ("second_old", self.second_old), ("second_new", self.second_new)):
-            if any(sum(as_written(p) for p in row) != 1 or min(row) <= 0 for row in policy):
-                raise ValueError(f"every distribution of {name} must be positive and sum to exactly 1")
         return self
 
 
@@ -230,7 +220,7 @@ def per_token_surrogate_bias_exact(ctx: Context) -> dict[str, object]:
 
     def score(block: int, action: int, pi: list[Fraction]) -> np.ndarray:
         vector = np.array([Fraction(0)] * size, dtype=object)
-        vector[blocks[block]:blocks[block] + len(pi)] = _exact_scores(pi)[action]
+        vector[blocks[block]:blocks[block] + len(pi)] = softmax_score(pi, action)
         return vector
 
     values_after = [sum(p * r for p, r in zip(second["old"][a], rewards[a], strict=True)) for a in range(n_first)]
@@ -268,10 +258,9 @@ def per_token_surrogate_bias_exact(ctx: Context) -> dict[str, object]:
             "per_token_minus_true_at_old": list(at_old - true_at_old)}
 
 
-class ClippedEpochs(BaseModel):
+class ClippedEpochs(NoParams):
     """One state's old policy, a batch of (arm, Â), and plain gradient ascent on L^CLIP for some epochs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     pi_old: list[float] = Field(min_length=2, description="π_old over the arms")
     actions: list[int] = Field(min_length=1, description="the batch's sampled arms")
     advantages: list[float] = Field(min_length=1, description="Â of each sample")
@@ -383,10 +372,9 @@ def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, anchored, _anchors)
 
 
-class BanditTraining(BaseModel):
+class BanditTraining(NoParams):
     """The syllabus's bandit trained by PPO from π_ref, batch after batch, on expected gradients."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     rewards: list[float] = Field(min_length=2, description="R(a) per arm")
     epsilon: float = Field(gt=0, lt=1)
     beta: float = Field(gt=0, description="the KL penalty's coefficient in the penalised run")

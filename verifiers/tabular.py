@@ -18,12 +18,13 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from claims_harness import Context, Rounded, check_property, reach, verifier
+from claims_harness import Context, NoParams, Rounded, check_property, reach, verifier
 from claims_harness import strategies as st
+from verifiers._exact import exact_mdp, over, probability_rows
 from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp, transitions_of
 
@@ -32,10 +33,9 @@ S1, S2 = 0, 1
 
 
 
-class TwoStates(BaseModel):
+class TwoStates(NoParams):
     """The syllabus's two-state example."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     gamma: float = Field(gt=0, lt=1, description="the discount γ")
     stay_reward: float = Field(description="reward for 'stay' in s1")
     go_reward: float = Field(description="reward for 'go' from s1 to s2")
@@ -171,21 +171,11 @@ def _mdps_of_size(n_states: int, n_actions: int, top_sixteenths: int = 15) -> st
         functools.partial(_exact_mdp, n_states, n_actions))
 
 
-def _normalized_rows(weights: np.ndarray) -> np.ndarray:
-    """Integer weights to probabilities along the last axis; an all-zero row puts its mass on index 0."""
-    weights = np.array(weights, dtype=int)
-    weights[..., 0] += weights.sum(axis=-1) == 0
-    totals = weights.sum(axis=-1, keepdims=True)
-    return np.vectorize(Fraction, otypes=[object])(weights, totals)
-
-
 def _exact_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
+    """An MDP of :func:`exact_mdp` with two value vectors v and u in eighths."""
     table, eighths, policy, v, u, gamma_sixteenths = drawn
-    P = _normalized_rows(np.array(table).reshape(n_states, n_actions, n_states))
-    R = np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions)
-    return {"P": P, "R": R, "pi": _normalized_rows(np.array(policy)), "gamma": Fraction(gamma_sixteenths, 16),
-            "v": np.array([Fraction(k, 8) for k in v], dtype=object),
-            "u": np.array([Fraction(k, 8) for k in u], dtype=object)}
+    return {**exact_mdp(n_states, n_actions, (table, eighths, policy, gamma_sixteenths)), "v": over(v, 8),
+            "u": over(u, 8)}
 
 
 _exact_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(lambda size: _mdps_of_size(*size))
@@ -405,11 +395,9 @@ def _dyadic_mdps_of_size(n_states: int, n_actions: int) -> st.SearchStrategy:
 
 def _dyadic_mdp(n_states: int, n_actions: int, drawn: tuple) -> dict[str, object]:
     rows, eighths, v, gamma_sixteenths = drawn
-    P = np.array([[Fraction(high - low, 8) for low, high in zip([0, *cuts], [*cuts, 8], strict=True)]
-                  for cuts in rows], dtype=object).reshape(n_states, n_actions, n_states)
-    R = np.array([Fraction(k, 8) for k in eighths], dtype=object).reshape(n_states, n_actions)
-    return {"P": P, "R": R, "gamma": Fraction(gamma_sixteenths, 16), "v": np.array([Fraction(k, 8) for k in v],
-                                                                                   dtype=object)}
+    P = over([np.diff([0, *cuts, 8]) for cuts in rows], 8).reshape(n_states, n_actions, n_states)
+    R = over(eighths, 8).reshape(n_states, n_actions)
+    return {"P": P, "R": R, "gamma": Fraction(gamma_sixteenths, 16), "v": over(v, 8)}
 
 
 # Transition probabilities in eighths, rewards and V_0 in eighths, γ in sixteenths (up to 1): every value of the
@@ -612,13 +600,11 @@ def _episodic_mdp(n_live: int, n_actions: int, drawn: tuple) -> dict[str, object
     for s in range(n_live):
         weights[s, :, : s + 1] = 0
         weights[s, :, terminal] += weights[s].sum(axis=-1) == 0
-    P = np.concatenate([_normalized_rows(weights), np.zeros((1, n_actions, n_live + 1), dtype=int).astype(object)])
+    P = np.concatenate([probability_rows(weights), np.zeros((1, n_actions, n_live + 1), dtype=int).astype(object)])
     P[terminal, :, terminal] = 1
-    R = np.array([Fraction(k, 8) for k in eighths] + [Fraction(0)] * n_actions, dtype=object).reshape(
-        n_live + 1, n_actions)
-    start_weights = np.array(start + [0])
-    return {"P": P, "R": R, "pi": _normalized_rows(np.array(policy)), "gamma": Fraction(gamma_sixteenths, 16),
-            "rho": _normalized_rows(start_weights), "horizon": n_live}
+    R = over(eighths + [0] * n_actions, 8).reshape(n_live + 1, n_actions)
+    return {"P": P, "R": R, "pi": probability_rows(policy), "gamma": Fraction(gamma_sixteenths, 16),
+            "rho": probability_rows(start + [0]), "horizon": n_live}
 
 
 _episodic_mdps = st.tuples(st.integers(1, 3), st.integers(1, 3)).flatmap(lambda size: _episodic_mdps_of_size(*size))
@@ -750,10 +736,9 @@ def return_minus_value_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, estimates_advantage, episodic_mdps_any_discount)
 
 
-class RewardBefore(BaseModel):
+class RewardBefore(NoParams):
     """A two-step episode: one action in s0 with a reward, then a choice in s1, then the terminal."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     gamma: float = Field(ge=0, lt=1)
     reward_before: float = Field(description="reward of the single action in s0")
     rewards_after: list[float] = Field(min_length=2, description="reward of each action in s1")

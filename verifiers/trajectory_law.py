@@ -7,7 +7,6 @@ the rollouts follow and the objective the gradients are of, computed here from t
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -16,7 +15,8 @@ from scipy.special import softmax
 
 from claims_harness import Context, check_property, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import central_difference, exact_distribution, rounding_bound
+from verifiers._exact import random_exact_mdp
+from verifiers._numeric import central_difference, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.policy_gradient import (
     MDPExample,
@@ -122,12 +122,7 @@ def exact_mdps(draw: st.DrawFn, most_trajectories: int | None = None) -> tuple[_
         longest = max([1] + [h for h in (2, 3) if n_states ** (h + 1) * n_actions**h <= most_trajectories])
     horizon = draw(st.integers(1, longest))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    P = np.array([[exact_distribution(rng, n_states, True, 6) for _ in range(n_actions)] for _ in range(n_states)],
-                 dtype=object)
-    R = np.array([[Fraction(int(r), 4) for r in row] for row in rng.integers(-8, 9, (n_states, n_actions))],
-                 dtype=object)
-    rho = np.array(exact_distribution(rng, n_states, True, 6), dtype=object)
-    pi = np.array([exact_distribution(rng, n_actions, False, 6) for _ in range(n_states)], dtype=object)
+    P, R, rho, pi = random_exact_mdp(rng, n_states, n_actions, 6)
     return _ExactMDP(P, R, rho), pi, horizon
 
 

@@ -1,0 +1,31 @@
+"""Field types the verifiers' parameter models share: the probability distributions a claim file writes.
+
+A claim writes a probability as a decimal (a float that stands for the rational it spells, 0.35 for 7/20) or
+as a fraction string such as '1/3'; either is read exactly (:func:`verifiers._exact.as_fraction`), so a
+distribution sums to exactly one, not to one up to rounding. A field of one of these types is validated as a
+field, and a violation is reported at its place in the parameters (``P.0.1``, ``prefix_probabilities.ab``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from verifiers._exact import as_fraction
+
+
+def _summing_to_one(row: list, *, positive: bool) -> list:
+    exact = [as_fraction(p) for p in row]
+    if sum(exact) != 1 or any(p <= 0 if positive else p < 0 for p in exact):
+        raise ValueError(f"must be {'positive' if positive else 'non-negative'} and sum to exactly one, got {row}")
+    return row
+
+
+# Non-negative decimals summing to one: rows P[s][a], a start distribution, a policy that may leave out actions.
+Distribution = Annotated[list[float], AfterValidator(functools.partial(_summing_to_one, positive=False))]
+# Positive decimals summing to one: a softmax policy, whose logits log π must be finite.
+PositiveDistribution = Annotated[list[float], AfterValidator(functools.partial(_summing_to_one, positive=True))]
+# Positive fraction strings ('1/3') summing to one: a softmax policy whose probabilities no decimal writes.
+PositiveFractions = Annotated[list[str], AfterValidator(functools.partial(_summing_to_one, positive=True))]
