@@ -45,8 +45,7 @@ _exact_batches = st.integers(min_value=1, max_value=8).flatmap(
                         st.integers(1, 16)))
 
 
-@verifier("actor_critic.value_loss_gradient_property", kind="property",
-          uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
+@verifier(kind="property", uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
 def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
     """On random batches of exact predictions and targets, impl's gradient of the critic loss
     equals central finite differences of impl's loss, (L(V + h e_i) - L(V - h e_i)) / 2h, which
@@ -83,7 +82,7 @@ _targets = st.integers(min_value=2, max_value=40).flatmap(
                         st.floats(-100, 100, allow_nan=False)))
 
 
-@verifier("actor_critic.explained_variance_property", kind="property", uses=("explained_variance",))
+@verifier(kind="property", uses=("explained_variance",))
 def explained_variance_property(ctx: Context) -> dict[str, object]:
     """On random targets that vary, impl's explained variance is exactly 1 for predictions equal to
     the targets and 0 up to rounding for any constant prediction.
@@ -114,8 +113,7 @@ _fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
                            st.integers(1, 16)))
 
 
-@verifier("actor_critic.critic_fits_target_errors_property", kind="property",
-          uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
+@verifier(kind="property", uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
 def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
     """On random exact batches of visited states, targets V̂_t and target errors ε_t, a tabular
     critic V_φ(s) = φ[s] trained on impl's loss ends where the loss is least: in each state, at the
@@ -173,8 +171,7 @@ class OneStepCritics(NoParams):
     bad_critic: list[float] = Field(min_length=1, description="V̂(s) of the bad critic, one per start state")
 
 
-@verifier("actor_critic.bad_critic_variance_exact", kind="exact", uses=("gae_advantages", "score_function_gradient",
-                                                           "softmax_score"), params=OneStepCritics)
+@verifier(kind="exact", uses=("gae_advantages", "score_function_gradient", "softmax_score"), params=OneStepCritics)
 def bad_critic_variance_exact(ctx: Context) -> dict[str, object]:
     """The exact variance of the actor's one-sample update Â ∇_θ log π_θ(a|s), with Â from impl's
     GAE (one step to a true terminal: Â = r - V̂(s)) and impl's score-function estimate, for three
@@ -243,7 +240,7 @@ def _shared_layer_gradient(grads: dict[str, np.ndarray]) -> np.ndarray:
                            (grads["policy.b0"] + grads["value.b0"]).ravel()])
 
 
-@verifier("actor_critic.shared_trunk_routes_property", kind="property",
+@verifier(kind="property",
           uses=("actor_critic_init", "actor_critic_forward", "actor_critic_backward"), params=SharedTrunk)
 def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
     """impl's actor-critic network with the first layers of its two heads tied into one shared
@@ -429,7 +426,7 @@ def _rollout_findings(ctx: Context, params: Corridor, mdp: dict[str, np.ndarray]
     }
 
 
-@verifier("actor_critic.rollout_contents", kind="exact", uses=("collect_rollout",), params=Corridor)
+@verifier(kind="exact", uses=("collect_rollout",), params=Corridor)
 def rollout_contents(ctx: Context) -> dict[str, object]:
     """What impl's rollout stores, checked against the policy, the critic and the environment.
 
@@ -458,7 +455,7 @@ _corridors = st.builds(Corridor, states=st.integers(1, 4), slip=st.sampled_from(
 _seeds = st.integers(0, 2**32 - 1)
 
 
-@verifier("actor_critic.rollout_contents_property", kind="property", uses=("collect_rollout",))
+@verifier(kind="property", uses=("collect_rollout",))
 def rollout_contents_property(ctx: Context) -> dict[str, object]:
     """:func:`rollout_contents`'s findings on random corridors, time limits, buffer sizes, actors and
     critics: every stored array must be what the policy, the critic and the environment produced,
@@ -523,7 +520,7 @@ def _one_loop(ctx: Context, params: Corridor, seed: int) -> tuple[np.ndarray, np
     return theta, phi, rollout, advantages, scale
 
 
-@verifier("actor_critic.actor_step_property", kind="property", uses=("collect_rollout", "actor_critic_iteration"))
+@verifier(kind="property", uses=("collect_rollout", "actor_critic_iteration"))
 def actor_step_property(ctx: Context) -> dict[str, object]:
     """On random corridors, actors, critics and rollouts, impl's actor step treats the advantages
     as numbers fixed when the data was collected.
@@ -556,7 +553,7 @@ def actor_step_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, fixed_advantages, _corridors, _seeds)
 
 
-@verifier("actor_critic.critic_step_property", kind="property", uses=("collect_rollout", "actor_critic_iteration"))
+@verifier(kind="property", uses=("collect_rollout", "actor_critic_iteration"))
 def critic_step_property(ctx: Context) -> dict[str, object]:
     """On random corridors, actors, critics and rollouts, impl's critic step is the gradient step of
     L_V = (1/2N) Σ_t (φ[s_t] - V̂_t)^2 alone, with the targets V̂_t = V_old(s_t) + Â_t built here from
@@ -581,8 +578,7 @@ def critic_step_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, regresses_on_targets, _corridors, _seeds)
 
 
-@verifier("actor_critic.actor_loss_depends_on_critic", kind="exact",
-          uses=("collect_rollout", "gae_advantages"), params=Corridor)
+@verifier(kind="exact", uses=("collect_rollout", "gae_advantages"), params=Corridor)
 def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
     """The actor's loss -(1/N) Σ_t Â_t(φ) log π_θ(a_t|s_t), with impl's GAE recomputed from the
     critic's values φ[s_t], φ[s_{t+1}] on impl's rollout, does depend on φ: without the stop-gradient
@@ -610,9 +606,7 @@ def actor_loss_depends_on_critic(ctx: Context) -> dict[str, object]:
             "rounding_bound": noise}
 
 
-@verifier("actor_critic.normalisation_leaves_critic_step", kind="exact",
-          uses=("collect_rollout", "actor_critic_iteration"),
-          params=Corridor)
+@verifier(kind="exact", uses=("collect_rollout", "actor_critic_iteration"), params=Corridor)
 def normalisation_leaves_critic_step(ctx: Context) -> dict[str, object]:
     """impl's iteration with and without advantage normalisation: the critic's step (which follows
     the value targets) must be identical, while the actor's step differs."""
@@ -628,9 +622,7 @@ def normalisation_leaves_critic_step(ctx: Context) -> dict[str, object]:
             "actor_step_difference": float(np.abs(updates[True][0] - updates[False][0]).max())}
 
 
-@verifier("actor_critic.iteration_improves_return", kind="experiment",
-          uses=("collect_rollout", "actor_critic_iteration"),
-          params=Corridor)
+@verifier(kind="experiment", uses=("collect_rollout", "actor_critic_iteration"), params=Corridor)
 def iteration_improves_return(ctx: Context) -> dict[str, object]:
     """One iteration of impl's loop from the uniform policy and a zero critic, repeated on
     independent rollouts: the exact J before, and J after each run, by a linear solve here.
@@ -760,7 +752,7 @@ def _strictly(values: list[Fraction], better: str) -> bool:
         all(later > earlier for earlier, later in pairs)
 
 
-@verifier("actor_critic.td_error_bias_exact", kind="exact", uses=("td_errors",), params=Chain)
+@verifier(kind="exact", uses=("td_errors",), params=Chain)
 def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     """E[δ_0 | s_0, a_0] - A^π(s_0, a_0) on the chain, for both actions, with impl's TD error of each
     first step enumerated exactly: zero with the exact critic, and with the claim's critic error e
@@ -787,7 +779,7 @@ def td_error_bias_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("actor_critic.n_step_tradeoff_exact", kind="exact", uses=("n_step_advantages",), params=Chain)
+@verifier(kind="exact", uses=("n_step_advantages",), params=Chain)
 def n_step_tradeoff_exact(ctx: Context) -> dict[str, object]:
     """For n = 1 .. length on the chain, the bias and the variance of impl's n-step estimate at
     (s_0, risky), over every episode enumerated exactly with the claim's approximate critic.
@@ -897,7 +889,7 @@ def _path_masks(s: np.ndarray, terminal: int | None) -> tuple[np.ndarray, np.nda
     return terminated, trace_cut
 
 
-@verifier("actor_critic.n_step_tradeoff_property", kind="property", uses=("n_step_advantages",))
+@verifier(kind="property", uses=("n_step_advantages",))
 def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs (discounted with γ < 1, or episodic with γ <= 1, γ = 1 included; stochastic or
     deterministic transitions; 2 or 3 actions), policies and critic errors e = V̂ - V^π, for each horizon
@@ -947,7 +939,7 @@ def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, trades_bias_for_variance, _small_exact_mdps)
 
 
-@verifier("actor_critic.td_error_mean_property", kind="property", uses=("td_errors",))
+@verifier(kind="property", uses=("td_errors",))
 def td_error_mean_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies (:func:`_small_mdp`: discounted with γ < 1, or episodic with γ <= 1,
     γ = 1 included; stochastic or deterministic transitions; 1 to 3 live states, 2 or 3 actions), with
@@ -987,7 +979,7 @@ class TwoChains(NoParams):
     stochastic: Chain
 
 
-@verifier("actor_critic.long_target_noise_exact", kind="exact", uses=("n_step_advantages",), params=TwoChains)
+@verifier(kind="exact", uses=("n_step_advantages",), params=TwoChains)
 def long_target_noise_exact(ctx: Context) -> dict[str, object]:
     """The Monte Carlo estimate (n = length, to the episode's end) and the one-step estimate at s_0,
     over every episode of each chain enumerated exactly with impl's n-step estimate: their

@@ -48,7 +48,7 @@ def _single_sample_gradients(ctx: Context, reward_a: np.ndarray, baseline: objec
     return advantages, ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])
 
 
-@verifier("baseline_bandit.step_and_variance_exact", kind="exact", params=UniformBandit, uses=(*_USES, "softmax_score"))
+@verifier(kind="exact", params=UniformBandit, uses=(*_USES, "softmax_score"))
 def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     """Every arm's update without and with the baseline, the mean update and the total variance,
     by exact enumeration of the arms (fractions; the exact scores e_a - π are checked against
@@ -74,8 +74,7 @@ def step_and_variance_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("baseline_bandit.variance_montecarlo", kind="montecarlo",
-          params=UniformBandit, uses=(*_USES, "softmax", "softmax_score"))
+@verifier(kind="montecarlo", params=UniformBandit, uses=(*_USES, "softmax", "softmax_score"))
 def variance_montecarlo(ctx: Context) -> dict[str, object]:
     """The total variance estimated from independent pairs: E||g - g'||^2 / 2 = tr Cov(g).
 
@@ -148,8 +147,7 @@ def _moments(ctx: Context, prompts: dict, baselines: list[Fraction]) -> tuple[np
     return mean, second
 
 
-@verifier("baseline_bandit.state_baseline_variance_property", kind="property",
-          uses=(*_USES, "softmax_score"))
+@verifier(kind="property", uses=(*_USES, "softmax_score"))
 def state_baseline_variance_property(ctx: Context) -> dict[str, object]:
     """On random prompts (one to three, drawn with random probabilities d(s)), each a softmax policy over two to
     four arms with exact rewards, and a random baseline b(s) per prompt: subtracting b(s) leaves E[g] as it is and

@@ -28,7 +28,7 @@ from verifiers.baseline_state import softmax_score_agrees
 _ADVANTAGES = ("group_centered_advantages", "leave_one_out_advantages")
 
 
-@verifier("baseline_groups.group_estimators_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
     """E[(1/G) Σ_i A_i S_i] for the group-mean and leave-one-out advantages, G symbolic.
 
@@ -55,7 +55,7 @@ def group_estimators_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_groups.variance_ratio_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
     """Var(group-mean estimate) / Var(leave-one-out estimate) for symbolic G.
 
@@ -106,8 +106,7 @@ def _group_estimates(ctx: Context, rewards: np.ndarray, scores: np.ndarray) -> d
     return {name: ctx.impl.score_function_gradient(a, scores) for name, a in advantages.items()}
 
 
-@verifier("baseline_groups.categorical_estimators_exact", kind="exact", params=CategoricalGroup,
-          uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
+@verifier(kind="exact", params=CategoricalGroup, uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
 def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of the three estimators over all K^G groups, in rational arithmetic.
 
@@ -132,8 +131,7 @@ def categorical_estimators_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_groups.categorical_estimators_montecarlo", kind="montecarlo", params=CategoricalGroup,
-          uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
+@verifier(kind="montecarlo", params=CategoricalGroup, uses=(*_ADVANTAGES, "score_function_gradient", "softmax_score"))
 def categorical_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     """Sample independent groups through impl (float scores from impl's softmax score at logits
     log π) and estimate every coordinate of each estimator's mean with an interval.
@@ -184,8 +182,7 @@ _categorical_groups = st.integers(2, 4).flatmap(lambda k: st.tuples(st.just(k), 
                                                 ).flatmap(lambda size: _categorical_groups_of_size(*size))
 
 
-@verifier("baseline_groups.categorical_estimators_property", kind="property",
-          uses=(*_ADVANTAGES, "score_function_gradient"))
+@verifier(kind="property", uses=(*_ADVANTAGES, "score_function_gradient"))
 def categorical_estimators_property(ctx: Context) -> dict[str, object]:
     """For random exact softmax policies over K = 2 to 4 answers, rewards and G = 2 to 4, the exact expectations
     over all K^G groups of independent answers of impl's three estimators (1/G) Σ_i A_i S_i: without a baseline
@@ -215,7 +212,7 @@ _float_groups = _group_sizes.flatmap(lambda g: st.lists(_float_reward, min_size=
 _eps = st.floats(min_value=1e-12, max_value=1.0)
 
 
-@verifier("baseline_groups.centered_sum_zero_property", kind="property", uses=("group_centered_advantages",))
+@verifier(kind="property", uses=("group_centered_advantages",))
 def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
     """impl's group-centred advantages are R_i - (1/G) Σ_j R_j on exact rewards and sum to exactly zero
     there, and sum to zero up to rounding on floats: the rounding of the mean scales with the rewards'
@@ -238,7 +235,7 @@ def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
 _constant_groups = st.tuples(st.integers(min_value=1, max_value=16), _float_reward, _exact_reward, _eps)
 
 
-@verifier("baseline_groups.equal_rewards_property", kind="property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
+@verifier(kind="property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
 def equal_rewards_property(ctx: Context) -> dict[str, object]:
     """A group whose rewards are all equal gets zero advantages, never NaN, from every group baseline of
     impl (the std-normalised one with any eps > 0): exactly zero for exact rewards, and for float rewards
@@ -270,7 +267,7 @@ def equal_rewards_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, all_zero, _constant_groups)
 
 
-@verifier("baseline_groups.normalized_advantages_property", kind="property", uses=("group_normalized_advantages",))
+@verifier(kind="property", uses=("group_normalized_advantages",))
 def normalized_advantages_property(ctx: Context) -> dict[str, object]:
     """On any float group, impl's std-normalised advantages are finite, sum to zero up to rounding
     and have mean square at most 1 (the population std makes it std^2/(std + eps)^2).

@@ -39,7 +39,7 @@ def state_value_formula(pi: sp.IndexedBase, q: sp.IndexedBase, a: sp.Symbol, cat
     return sp.Sum(pi[a] * q[a], (a, 1, categories)) / sp.Sum(pi[a], (a, 1, categories))
 
 
-@verifier("baseline_optimal.second_moment_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def second_moment_symbolic(ctx: Context) -> dict[str, object]:
     """M(b) = E||(Q(A) - b) g(A)||^2 = Σ_a π_a (Q_a - b)^2 n_a with n_a = ||g(a)||^2, K symbolic.
 
@@ -63,7 +63,7 @@ def second_moment_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_optimal.constant_norm_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def constant_norm_symbolic(ctx: Context) -> dict[str, object]:
     """b* - V when ||g(a)||^2 = c for every action: Σ π Q c / Σ π c - Σ π Q, zero once Σ π = 1."""
     categories, a, _, pi, q, n = _symbols()
@@ -89,7 +89,7 @@ _cases = st.tuples(st.integers(min_value=2, max_value=5), st.integers(min_value=
     ))
 
 
-@verifier("baseline_optimal.minimises_second_moment_property", kind="property", uses=("optimal_scalar_baseline",))
+@verifier(kind="property", uses=("optimal_scalar_baseline",))
 def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
     """For random exact policies, action values, score vectors (any parameterisation) and b, the
     second moment M(b), computed here from its definition, satisfies M(b) - M(b*) =
@@ -128,7 +128,7 @@ class SoftmaxState(NoParams):
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
 
 
-@verifier("baseline_optimal.softmax_example", kind="exact", params=SoftmaxState,
+@verifier(kind="exact", params=SoftmaxState,
           uses=("softmax", "softmax_score", "state_value_from_q", "optimal_scalar_baseline"))
 def softmax_example(ctx: Context) -> dict[str, object]:
     """V and b* through impl (softmax, its score for every action, V, b*) at the given logits, and
@@ -164,8 +164,7 @@ class UniformState(NoParams):
     q: list[float] = Field(min_length=2, description="Q(s, a) per action")
 
 
-@verifier("baseline_optimal.uniform_policy_exact", kind="exact", params=UniformState,
-          uses=("softmax_score", "state_value_from_q", "optimal_scalar_baseline"))
+@verifier(kind="exact", params=UniformState, uses=("softmax_score", "state_value_from_q", "optimal_scalar_baseline"))
 def uniform_policy_exact(ctx: Context) -> dict[str, object]:
     """Under a uniform softmax policy every ||e_a - π||^2 is (K-1)/K, so impl's b* must equal its V,
     exactly (fractions; the exact scores are checked against impl's softmax score)."""
@@ -185,7 +184,7 @@ def uniform_policy_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_optimal.value_gap_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def value_gap_symbolic(ctx: Context) -> dict[str, object]:
     """b* - V = Cov_π(Q, ||g||^2) / E_π||g||^2 for K symbolic actions, with n_a = ||g(a)||^2.
 
@@ -222,7 +221,7 @@ class ExactSoftmaxState(NoParams):
         return self
 
 
-@verifier("baseline_optimal.value_gap_exact", kind="exact", params=ExactSoftmaxState,
+@verifier(kind="exact", params=ExactSoftmaxState,
           uses=("softmax_score", "state_value_from_q", "optimal_scalar_baseline"))
 def value_gap_exact(ctx: Context) -> dict[str, object]:
     """impl's b* and V for a softmax policy over its logits (exact scores e_a - π, checked against impl's
@@ -273,8 +272,7 @@ def _scores_at(probabilities: list[sp.Basic], theta: tuple[sp.Symbol, ...], poin
     return policy, scores
 
 
-@verifier("baseline_optimal.parameterisation_exact", kind="counterexample", params=ReparameterisedState,
-          uses=("state_value_from_q", "optimal_scalar_baseline"))
+@verifier(kind="counterexample", params=ReparameterisedState, uses=("state_value_from_q", "optimal_scalar_baseline"))
 def parameterisation_exact(ctx: Context) -> dict[str, object]:
     """One policy π over K actions written three ways, and impl's b* for each with the Euclidean norm of
     that parameterisation's score:
@@ -319,7 +317,7 @@ _TWO_ACTIONS = 2
 _PARAMETERS = 3
 
 
-@verifier("baseline_optimal.two_action_parameterisation_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def two_action_parameterisation_symbolic(ctx: Context) -> dict[str, object]:
     """b* of a two-action policy in any parameterisation and any weighted Euclidean norm, K = 2 and sympy.
 
@@ -359,7 +357,7 @@ def two_action_parameterisation_symbolic(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("baseline_optimal.regression_target_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def regression_target_symbolic(ctx: Context) -> dict[str, object]:
     """The squared error E_π[(Q(A) - v)^2] = Σ_a π_a (Q_a - v)^2 of a constant prediction v, K symbolic.
 
@@ -384,7 +382,7 @@ _regression_cases = st.integers(min_value=1, max_value=6).flatmap(lambda k: st.t
     st.lists(_weights, min_size=k, max_size=k), st.lists(_rational, min_size=k, max_size=k), _rational))
 
 
-@verifier("baseline_optimal.regression_target_property", kind="property", uses=("state_value_from_q",))
+@verifier(kind="property", uses=("state_value_from_q",))
 def regression_target_property(ctx: Context) -> dict[str, object]:
     """For random exact policies, action values and predictions v, the squared error E_π[(Q - v)^2],
     computed here from its definition, exceeds that of impl's V by exactly (v - V)^2: impl's V is the

@@ -34,7 +34,7 @@ def softmax_score_agrees(ctx: Context, pi_a: np.ndarray, scores: np.ndarray) -> 
     return bool(np.all(np.abs(observed - scores.astype(float)) <= rounding_bound(4 * len(pi_a), 1.0)))
 
 
-@verifier("baseline_state.score_mean_zero_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def score_mean_zero_symbolic(ctx: Context) -> dict[str, object]:
     """E_{a~π}[b ∇_θ log π(a)] = b ∇_θ Σ_a π(a) = b ∇_θ 1 = 0, for K symbolic actions.
 
@@ -107,7 +107,7 @@ def _two_step_expected_gradient(ctx: Context, p_s: list[Fraction], r_sa: list[li
     return expected, len(steps)
 
 
-@verifier("baseline_state.state_baseline_unbiased_property", kind="property", uses=("baseline_advantages",))
+@verifier(kind="property", uses=("baseline_advantages",))
 def state_baseline_unbiased_property(ctx: Context) -> dict[str, object]:
     """On random two-step MDPs with exact rational policies, rewards, discounts and baselines, the
     expected gradient with impl's A_t = G_t - b(s_t) equals the one without a baseline exactly.
@@ -141,7 +141,7 @@ def compensating_term(pi: sp.Function, baseline: sp.IndexedBase, a: sp.Symbol, t
 _SOFTMAX_ACTIONS = 3
 
 
-@verifier("baseline_state.action_dependent_compensated_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def action_dependent_compensated_symbolic(ctx: Context) -> dict[str, object]:
     """E_a[(Q(a) - b(a)) ∇ log π(a)] + Σ_a b(a) ∇π(a) - ∇ Σ_a π(a) Q(a), for K symbolic actions.
 
@@ -195,8 +195,7 @@ _exact_probability_vectors = st.integers(min_value=2, max_value=5).flatmap(lambd
     st.lists(_value, min_size=k, max_size=k)))
 
 
-@verifier("baseline_state.action_dependent_compensated_property", kind="property",
-          uses=("baseline_advantages", "score_function_gradient"))
+@verifier(kind="property", uses=("baseline_advantages", "score_function_gradient"))
 def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
     """For random exact softmax policies at one state, action values Q(a) and baselines b(a), with
     impl's advantages Q(a) - b(a) and one-sample estimates (Q(a) - b(a)) (e_a - π):
@@ -239,7 +238,7 @@ class ActionBaseline(NoParams):
         return self
 
 
-@verifier("baseline_state.action_dependent_bias", kind="counterexample", params=ActionBaseline,
+@verifier(kind="counterexample", params=ActionBaseline,
           uses=("softmax_score", "baseline_advantages", "score_function_gradient"))
 def action_dependent_bias(ctx: Context) -> dict[str, object]:
     """Σ_a π(a) [(Q(a) - b(a)) - Q(a)] ∇ log π(a): the bias an action-dependent baseline adds, exactly.
@@ -272,7 +271,7 @@ def state_value_sum(pi: sp.IndexedBase, q: sp.IndexedBase, index: sp.Symbol, cat
     return sp.Sum(pi[index] * q[index], (index, 1, categories))
 
 
-@verifier("baseline_state.advantage_mean_zero_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def advantage_mean_zero_symbolic(ctx: Context) -> dict[str, object]:
     """E_{a~π}[Q(a) - V] with V = Σ_b π(b) Q(b): Σ_a π_a Q_a - V Σ_a π_a, zero once Σ_a π_a = 1.
 
@@ -296,8 +295,7 @@ _policies_and_values = st.integers(min_value=1, max_value=8).flatmap(lambda k: s
     st.fractions(min_value=-1000, max_value=1000, max_denominator=10)))
 
 
-@verifier("baseline_state.advantage_mean_zero_property", kind="property",
-          uses=("state_value_from_q", "baseline_advantages"))
+@verifier(kind="property", uses=("state_value_from_q", "baseline_advantages"))
 def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
     """For random exact policies and action values, impl's V equals Σ_a π(a) Q(a), impl's advantages
     Q - V have π-mean exactly zero, and adding one constant c to every Q(a) (every completion earns
@@ -430,7 +428,7 @@ def tabular_softmax_scores(pi: np.ndarray) -> np.ndarray:
     return scores
 
 
-@verifier("baseline_state.state_baseline_exact_q_property", kind="property", uses=("baseline_advantages",))
+@verifier(kind="property", uses=("baseline_advantages",))
 def state_baseline_exact_q_property(ctx: Context) -> dict[str, object]:
     """On random MDPs (:data:`mdps_with_end`: one to three states, two to four actions, deterministic or stochastic
     moves, γ in (0, 1]) with a tabular softmax policy, the policy gradient Σ_s d(s) Σ_a π(a|s) C(s, a) ∇log π(a|s)

@@ -11,7 +11,7 @@ from claims_harness import Context, check_property, reach, verifier
 from claims_harness import strategies as st
 
 
-@verifier("baselines.loo_identity", kind="symbolic")
+@verifier(kind="symbolic")
 def loo_identity(ctx: Context) -> dict[str, object]:
     """A_i^LOO - G/(G-1) (R_i - mean R), simplified for a symbolic group size G.
 
@@ -31,8 +31,7 @@ _groups = st.integers(min_value=2, max_value=10).flatmap(
     lambda size: st.lists(st.lists(_exact_rewards, min_size=size, max_size=size), min_size=1, max_size=4))
 
 
-@verifier("baselines.loo_identity_property", kind="property",
-          uses=("leave_one_out_advantages", "group_centered_advantages"))
+@verifier(kind="property", uses=("leave_one_out_advantages", "group_centered_advantages"))
 def loo_identity_property(ctx: Context) -> dict[str, object]:
     """On random groups of exact rewards, impl's LOO advantages are G/(G-1) times its centred ones
     and match the definition R_i - mean_{j≠i} R_j."""

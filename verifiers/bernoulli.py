@@ -47,7 +47,7 @@ def logit_score_formulas() -> dict[int, sp.Basic]:
     return {a: sp.simplify(sp.diff(log_prob, z).subs(z, sp.log(p / (1 - p)))) for a, log_prob in log_pi.items()}
 
 
-@verifier("bernoulli.logit_score_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def logit_score_symbolic(ctx: Context) -> dict[str, object]:
     """The derivative of log π(a) in the logit z, minus a - p, for both actions (sympy, p = σ(z) symbolic)."""
     p = sp.Symbol("p", positive=True)
@@ -60,7 +60,7 @@ def logit_score_symbolic(ctx: Context) -> dict[str, object]:
 _probabilities = st.fractions(min_value=Fraction(1, 1000), max_value=Fraction(999, 1000), max_denominator=1000)
 
 
-@verifier("bernoulli.logit_score_property", kind="property", uses=("bernoulli_logit_score",))
+@verifier(kind="property", uses=("bernoulli_logit_score",))
 def logit_score_property(ctx: Context) -> dict[str, object]:
     """For random exact p and arrays of actions, impl's Bernoulli logit score equals the sympy derivative
     of log π(a) in the logit, evaluated exactly at p."""
@@ -107,7 +107,7 @@ def _group_outcomes(params: BernoulliGroup) -> tuple[np.ndarray, np.ndarray, Fra
     return groups, probability, p, rewards
 
 
-@verifier("bernoulli.group_estimators_exact", kind="exact", uses=_USES, params=BernoulliGroup)
+@verifier(kind="exact", uses=_USES, params=BernoulliGroup)
 def group_estimators_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of the three estimators over all 2^G groups, in rational arithmetic.
 
@@ -129,7 +129,7 @@ def group_estimators_exact(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("bernoulli.group_estimators_montecarlo", kind="montecarlo", uses=_USES, params=BernoulliGroup)
+@verifier(kind="montecarlo", uses=_USES, params=BernoulliGroup)
 def group_estimators_montecarlo(ctx: Context) -> dict[str, object]:
     """Sample independent groups through impl and estimate each estimator's mean with an interval.
 
@@ -159,8 +159,7 @@ def group_estimators_montecarlo(ctx: Context) -> dict[str, object]:
             for name, values in estimates.items()}
 
 
-@verifier("bernoulli.group_estimator_variances_exact", kind=("exact", "counterexample"),
-          uses=_USES, params=BernoulliGroup)
+@verifier(kind=("exact", "counterexample"), uses=_USES, params=BernoulliGroup)
 def group_estimator_variances_exact(ctx: Context) -> dict[str, object]:
     """Exact variances of the three per-group estimates over all 2^G groups (rational arithmetic).
 
@@ -198,7 +197,7 @@ class NormalizedGroups(NoParams):
     eps: float = Field(gt=0, description="the guard added to the group std")
 
 
-@verifier("bernoulli.normalized_estimator_ratios", kind="counterexample", params=NormalizedGroups,
+@verifier(kind="counterexample", params=NormalizedGroups,
           uses=("bernoulli_logit_score", "score_function_gradient", "group_centered_advantages",
                 "group_normalized_advantages"))
 def normalized_estimator_ratios(ctx: Context) -> dict[str, object]:

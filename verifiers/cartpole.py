@@ -130,8 +130,7 @@ def _states_and_actions(draw: Any, bounds: np.ndarray) -> tuple[np.ndarray, np.n
     return unit * bounds, actions, draw(st.integers(0, 2**32))
 
 
-@verifier("cartpole.step_matches_equations_property", kind="property", uses=("VectorCartPole", "cartpole_dynamics"),
-          params=EquationsOfMotion)
+@verifier(kind="property", uses=("VectorCartPole", "cartpole_dynamics"), params=EquationsOfMotion)
 def step_matches_equations_property(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole, the class the PPO loop steps, against the verifiers' own Euler step of
     the equations of motion with the stated constants, a few steps from random states inside the
@@ -194,7 +193,7 @@ def _balancing_actions(rng: np.random.Generator, observation: np.ndarray, random
     return actions
 
 
-@verifier("cartpole.time_limit_from_reset", kind="property", uses=("VectorCartPole",), params=TimeLimitEpisodes)
+@verifier(kind="property", uses=("VectorCartPole",), params=TimeLimitEpisodes)
 def time_limit_from_reset(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole from its own reset, driven by a balancing controller with some random
     actions for long enough that most environments reach the time limit twice: the lengths of the
@@ -260,7 +259,7 @@ def _gymnasium_constants_differing(constants: CartPoleConstants, cartpole: Any) 
     return differing + ([] if getattr(cartpole, "kinematics_integrator", None) == "euler" else ["integrator"])
 
 
-@verifier("cartpole.matches_gymnasium", kind="property", uses=("VectorCartPole",), params=GymnasiumComparison)
+@verifier(kind="property", uses=("VectorCartPole",), params=GymnasiumComparison)
 def matches_gymnasium(ctx: Context) -> dict[str, object]:
     """impl's VectorCartPole beside Gymnasium's registered CartPole-v1 (its TimeLimit wrapper
     included), from the same states with the same actions: one step from random states inside the
@@ -420,8 +419,7 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return median if math.isfinite(median) else None
 
 
-@verifier("cartpole.ppo_training_experiment", kind="experiment",
-          uses=(*LOOP_USES, "learning_curve_figure"), params=TrainingBudget)
+@verifier(kind="experiment", uses=(*LOOP_USES, "learning_curve_figure"), params=TrainingBudget)
 def ppo_training_experiment(ctx: Context) -> dict[str, object]:
     """Train impl's PPO on impl's CartPole once per seed, then evaluate each seed's final policy
     greedily on ``final_eval_episodes`` fresh episodes by the verifiers' own loop. Reported: each
@@ -484,7 +482,7 @@ class OneDetailChanged(NoParams):
                                                        "policy")
 
 
-@verifier("cartpole.one_detail_changed_experiment", kind="experiment", uses=LOOP_USES, params=OneDetailChanged)
+@verifier(kind="experiment", uses=LOOP_USES, params=OneDetailChanged)
 def one_detail_changed_experiment(ctx: Context) -> dict[str, object]:
     """Train impl's PPO on the same seeds twice, with its default configuration and with one detail
     changed, and compare seed by seed. The outcome: each final greedy policy's mean return over
@@ -541,7 +539,7 @@ class ShortRuns(NoParams):
     total_env_steps: int = Field(ge=256, description="environment steps of each run")
 
 
-@verifier("cartpole.ratios_in_training", kind="experiment", uses=LOOP_USES, params=ShortRuns)
+@verifier(kind="experiment", uses=LOOP_USES, params=ShortRuns)
 def ratios_in_training(ctx: Context) -> dict[str, object]:
     """Train impl's PPO briefly once per seed and read each run's own diagnostics after each
     iteration's epochs: the fraction of the batch's ratios outside [1-ε, 1+ε], the fraction clipped,

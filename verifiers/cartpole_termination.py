@@ -30,7 +30,7 @@ def _on_and_beyond(bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
     return np.array(on, dtype=float), np.array(beyond, dtype=float)
 
 
-@verifier("cartpole_termination.bounds_are_strict", kind="exact", uses=("cartpole_terminated",), params=Bounds)
+@verifier(kind="exact", uses=("cartpole_terminated",), params=Bounds)
 def bounds_are_strict(ctx: Context) -> dict[str, object]:
     """impl's ``cartpole_terminated`` on the four states exactly on the x and θ bounds, and on the four
     one float beyond them (see :func:`_on_and_beyond`)."""

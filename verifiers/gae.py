@@ -43,7 +43,7 @@ def reach_buffer(gamma: object, length: int) -> None:
     reach(discount=gamma, horizon=length, advantages="estimated")
 
 
-@verifier("gae.telescoping_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def telescoping_symbolic(ctx: Context) -> dict[str, object]:
     """Σ_{l=0}^{n} γ^l δ_{t+l} = Σ_{l=0}^{n} γ^l r_{t+l+1} + γ^{n+1} V_{t+n+1} - V_t, by induction on n.
 
@@ -81,7 +81,7 @@ _segments = st.integers(min_value=1, max_value=40).flatmap(
     ))
 
 
-@verifier("gae.telescoping_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def telescoping_property(ctx: Context) -> dict[str, object]:
     """impl's GAE with λ = 1 on a random uncut segment equals the discounted rewards plus
     γ^{K-t+1} V(s_{K+1}) minus V(s_t); at a true terminal the tail is 0.
@@ -223,7 +223,7 @@ class Discounting(NoParams):
 # Step 4.3.2: n-step estimates ------------------------------------------------------------------
 
 
-@verifier("gae.n_step_endpoints_property", kind="property", uses=("n_step_advantages", "td_errors"))
+@verifier(kind="property", uses=("n_step_advantages", "td_errors"))
 def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
     """On random buffers of exact numbers, impl's n-step estimate is δ_t at n = 1, the Monte Carlo
     return minus V(s_t) once n reaches a true terminal (n = T + 1 reaches every episode's end),
@@ -263,7 +263,7 @@ def _n_step_definition(events: Sequence[str], r: Sequence, v: Sequence, v_next: 
     return sum(gamma**lag * r[t + lag] for lag in range(m)) + gamma**m * tail - v[t]
 
 
-@verifier("gae.n_step_definition_float_property", kind="property", uses=("n_step_advantages",))
+@verifier(kind="property", uses=("n_step_advantages",))
 def n_step_definition_float_property(ctx: Context) -> dict[str, object]:
     """On random float buffers with all four events, impl's n-step estimate at n = 1, 2, 3 and T + 1 is the
     definition stopped at the fragment's end, within the rounding of the column's sums: the same check as
@@ -288,7 +288,7 @@ def n_step_definition_float_property(ctx: Context) -> dict[str, object]:
 # Step 4.3.3: the recursion, its sum, λ = 0, the mixture of n-step estimates, value targets ----
 
 
-@verifier("gae.recursion_equals_sum_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def recursion_equals_sum_symbolic(ctx: Context) -> dict[str, object]:
     """S_L(t) = Σ_{l=0}^{L-1} c^l δ_{t+l} (c = γλ) solves Â_t = δ_t + c Â_{t+1} with Â = 0 past the
     fragment, by induction on the fragment length L.
@@ -365,7 +365,7 @@ def _array_bound(*arrays: np.ndarray) -> float:
     return rounding_bound(4 * len(arrays[0]), float(sum(np.abs(a).sum() for a in arrays)))
 
 
-@verifier("gae.recursion_equals_sum_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
     """impl's GAE on random [T] and [T, n_envs] rollouts (events drawn entry by entry, see
     :func:`_rollout`) equals the explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
@@ -381,7 +381,7 @@ def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, equals_sum, _rollout_arrays)
 
 
-@verifier("gae.lambda_zero_property", kind="property", uses=("gae_advantages", "td_errors"))
+@verifier(kind="property", uses=("gae_advantages", "td_errors"))
 def lambda_zero_property(ctx: Context) -> dict[str, object]:
     """With λ = 0, impl's GAE is the TD error δ_t = r_t + γ (1 - terminated_t) V(s_{t+1}) - V(s_t),
     both impl's own and the one written out here, on random rollouts with every event (:func:`_rollout`)."""
@@ -407,7 +407,7 @@ _terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
     ))
 
 
-@verifier("gae.terminal_monte_carlo_exact", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def terminal_monte_carlo_exact(ctx: Context) -> dict[str, object]:
     """In exact arithmetic, impl's GAE with λ = 1 on an episode that ends in a true terminal is the
     Monte Carlo return Σ_k γ^k r_{t+k} minus V(s_t), whatever value the terminal state is given."""
@@ -427,7 +427,7 @@ def terminal_monte_carlo_exact(ctx: Context) -> dict[str, object]:
     return check_property(ctx, monte_carlo, _terminal_episodes)
 
 
-@verifier("gae.mixture_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def mixture_symbolic(ctx: Context) -> dict[str, object]:
     """The weight of δ_{t+l} in the λ-mixture of n-step estimates is (γλ)^l, for symbolic l and L.
 
@@ -453,7 +453,7 @@ def mixture_symbolic(ctx: Context) -> dict[str, object]:
             "unbounded_residual": sp.simplify(gamma**lag * below_one - weight)}
 
 
-@verifier("gae.mixture_property", kind="property", uses=("gae_advantages", "n_step_advantages"))
+@verifier(kind="property", uses=("gae_advantages", "n_step_advantages"))
 def mixture_property(ctx: Context) -> dict[str, object]:
     """In exact arithmetic on random buffers with all four events, impl's GAE equals
     (1-λ) Σ_{n=1}^{L_t-1} λ^{n-1} Â_t^(n) + λ^{L_t-1} Â_t^(L_t) built from impl's n-step estimates,
@@ -476,8 +476,7 @@ def mixture_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, mixes, _exact_buffers)
 
 
-@verifier("gae.value_targets_property", kind="property",
-          uses=("gae_advantages", "value_targets", "normalize_advantages"))
+@verifier(kind="property", uses=("gae_advantages", "value_targets", "normalize_advantages"))
 def value_targets_property(ctx: Context) -> dict[str, object]:
     """impl's value targets are V_old(s_t) + Â_t; normalising the advantages returns a new array with
     mean 0 and standard deviation at most 1, and at least sqrt((N-1)/N) (1 - STABILISER_AT_MOST)
@@ -538,8 +537,7 @@ def _estimates_and_targets(ctx: Context, columns: list, gamma: object, lambda_: 
     return estimates, value_targets, targets
 
 
-@verifier("gae.target_minus_prediction_property", kind="property",
-          uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
+@verifier(kind="property", uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
 def target_minus_prediction_property(ctx: Context) -> dict[str, object]:
     """In exact arithmetic on random buffers with all four events, each of impl's advantage estimates
     is a target minus the critic's prediction V(s_t), the target written out here from the rewards and
@@ -570,8 +568,7 @@ def target_minus_prediction_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_target_minus_prediction, _exact_buffers)
 
 
-@verifier("gae.target_minus_prediction_float_property", kind="property",
-          uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
+@verifier(kind="property", uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
 def target_minus_prediction_float_property(ctx: Context) -> dict[str, object]:
     """:func:`target_minus_prediction_property` on random float buffers, within the rounding of each column's
     sums: the same check for implementations that compute only in floats."""
@@ -606,7 +603,7 @@ def _one_answer(answers: dict[str, bool | str]) -> bool | str:
     return "; ".join(f"{where}: {answer}" for where, answer in answers.items())
 
 
-@verifier("gae.four_events_table_exact", kind="exact", uses=("gae_advantages",), params=Discounting)
+@verifier(kind="exact", uses=("gae_advantages",), params=Discounting)
 def four_events_table_exact(ctx: Context) -> dict[str, object]:
     """The table of step 4.3.4 read off impl's GAE in exact arithmetic, one row per event.
 
@@ -670,7 +667,7 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("gae.four_events_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def four_events_property(ctx: Context) -> dict[str, object]:
     """On random buffers of 1 to 3 environments, each column holding all four events, impl's GAE
     equals the reference written from the events: per-fragment sums Σ (γλ)^l δ_{t+l}, bootstrapping
@@ -713,8 +710,7 @@ class TruncatedStep(NoParams):
     value: float = Field(description="V(s_t) of the truncated transition's state")
 
 
-@verifier("gae.single_done_counterexample", kind="counterexample",
-          uses=("gae_advantages", "value_targets"), params=TruncatedStep)
+@verifier(kind="counterexample", uses=("gae_advantages", "value_targets"), params=TruncatedStep)
 def single_done_counterexample(ctx: Context) -> dict[str, object]:
     """The value target of a time-limit truncation, in exact arithmetic: impl with its two masks,
     and the single-``done`` variant above.
@@ -737,7 +733,7 @@ def single_done_counterexample(ctx: Context) -> dict[str, object]:
     return {"correct_target": correct, "single_done_target": single_flag, "removed_term": correct - single_flag}
 
 
-@verifier("gae.single_done_bias_property", kind="property", uses=("gae_advantages", "value_targets"))
+@verifier(kind="property", uses=("gae_advantages", "value_targets"))
 def single_done_bias_property(ctx: Context) -> dict[str, object]:
     """On random buffers with all four events, the single-flag targets differ from impl's exactly on
     the fragments that end in a truncation at step e, by -γ (γλ)^{e-t} V(s_{e+1}): downward where
@@ -772,7 +768,7 @@ def _pieces(length: int, splits: list[bool]) -> list[slice]:
     return [slice(start, stop) for start, stop in zip(starts, [*starts[1:], length], strict=True)]
 
 
-@verifier("gae.streaming_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def streaming_property(ctx: Context) -> dict[str, object]:
     """A random buffer with all four events, split into consecutive pieces at random steps and run
     through impl's GAE from the last piece to the first, each passing its first advantage as the
@@ -813,7 +809,7 @@ def truncated_lambda_return_advantages(events: Sequence[str], r: Sequence, v: Se
     return [g - value for g, value in zip(returns, v, strict=True)]
 
 
-@verifier("gae.batch_cut_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def batch_cut_property(ctx: Context) -> dict[str, object]:
     """A random buffer with all four events, split at random steps into pieces run through impl's
     GAE independently (a batch: each piece's end cuts the trace), gives on each piece the truncated

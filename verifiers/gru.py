@@ -46,7 +46,7 @@ def _all_answers(vocab_size: int, eos_id: int, max_tokens: int) -> list[tuple[tu
     return [(a, False) for a in finished] + [(a, True) for a in cut]
 
 
-@verifier("gru.answer_distribution_exact", kind="exact",
+@verifier(kind="exact",
           uses=("gru_init", "gru_forward", "token_log_probs", "response_mask", "sequence_log_prob"),
           params=GruPolicy)
 def answer_distribution_exact(ctx: Context) -> dict[str, object]:
@@ -100,7 +100,7 @@ class EqualRewards(GruPolicy):
     epsilon: float = Field(gt=0, lt=1)
 
 
-@verifier("gru.equal_rewards_no_signal", kind="counterexample",
+@verifier(kind="counterexample",
           uses=("gru_init", "gru_forward", "gru_backward", "gru_sample", "rloo_advantages",
                 "group_mean_advantages", "grpo_advantages", "response_mask", "token_log_probs",
                 "token_log_probs_vjp", "token_clipped_surrogate", "kl_penalty_loss"),
@@ -175,8 +175,7 @@ class SamplerSpec(NoParams):
     string: list[int] = Field(min_length=1, description="a string to copy, in the task's symbol tokens")
 
 
-@verifier("gru.eos_and_truncation_property", kind="property",
-          uses=("gru_init", "gru_sample", "response_mask", "verifiable_reward"), params=SamplerSpec)
+@verifier(kind="property", uses=("gru_init", "gru_sample", "response_mask", "verifiable_reward"), params=SamplerSpec)
 def eos_and_truncation_property(ctx: Context) -> dict[str, object]:
     """Sampled answers: ``truncated`` exactly when max_tokens tokens were written without an EOS;
     otherwise the answer ends with its first EOS; the response mask covers every written token
@@ -266,9 +265,7 @@ def _train_gru(run: SeedRun, iterations: int, params: Training) -> dict[str, lis
                                      max_tokens=params.max_tokens, eval_every=params.eval_every, ops=run.impl)
 
 
-@verifier("gru.training_experiment", kind="experiment",
-          uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS),
-          params=Training)
+@verifier(kind="experiment", uses=("train_gru_policy", "plot_gru_training", *_TRAINING_BLOCKS), params=Training)
 def training_experiment(ctx: Context) -> dict[str, object]:
     """Train the GRU with RLOO and clipped PPO epochs for every seed; median and IQR of the reward.
 
@@ -366,7 +363,7 @@ class FigureRuns(NoParams):
 _schedules = st.tuples(st.integers(1, 8), st.integers(1, 20), st.integers(0, 2**32 - 1), st.booleans())
 
 
-@verifier("gru.training_figure_property", kind="property", uses=("plot_gru_training",), params=FigureRuns)
+@verifier(kind="property", uses=("plot_gru_training",), params=FigureRuns)
 def training_figure_property(ctx: Context) -> dict[str, object]:
     """impl's training figure of ``runs`` random training histories draws, at every evaluation, the runs'
     median and interquartile range (:func:`figure_shows_median_and_iqr`).
@@ -423,8 +420,7 @@ def _train_gru_evaluated_at_ends(run: SeedRun, iterations: int, params: SeedSpre
                                      eval_samples_per_prompt=params.eval_samples_per_prompt, ops=run.impl)
 
 
-@verifier("gru.seed_spread_experiment", kind="experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS),
-          params=SeedSpread)
+@verifier(kind="experiment", uses=("train_gru_policy", "task_prompts", *_TRAINING_BLOCKS), params=SeedSpread)
 def seed_spread_experiment(ctx: Context) -> dict[str, object]:
     """Several seeds of one configuration: do they all learn, and do they end at the same expected reward?
 
@@ -534,7 +530,7 @@ def _causal_mask(tokens: np.ndarray, prompt_length: np.ndarray, generated: np.nd
     return mask
 
 
-@verifier("gru.training_loop_contract", kind="property",
+@verifier(kind="property",
           uses=("train_gru_policy", "verifiable_reward", "task_prompts", *_TRAINING_BLOCKS),
           params=LoopContract)
 def training_loop_contract(ctx: Context) -> dict[str, object]:

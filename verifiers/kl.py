@@ -13,7 +13,7 @@ from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 
 
-@verifier("kl.k3_nonnegative_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def k3_nonnegative_symbolic(ctx: Context) -> dict[str, object]:
     """f(r) = (r - 1) - log r on r > 0: its critical points, f there, and the sign of f''.
 
@@ -35,7 +35,7 @@ _log_ratios = st.arrays(np.float64, st.integers(1, 64),
                         elements=st.floats(min_value=-20, max_value=20, allow_nan=False))
 
 
-@verifier("kl.k3_nonnegative_property", kind="property", uses=("kl_k3",))
+@verifier(kind="property", uses=("kl_k3",))
 def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     """impl's k3 is >= 0 for every log-ratio (up to the rounding of (r - 1) - log r: three operations on
     numbers up to max(r, 1), so the plain ``np.exp(x) - 1 - x`` passes as well as ``expm1``), 0 at log r = 0,
@@ -57,7 +57,7 @@ def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, nonnegative, _log_ratios)
 
 
-@verifier("kl.k3_unbiased_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def k3_unbiased_symbolic(ctx: Context) -> dict[str, object]:
     """E_{a~p}[(r(a) - 1) - log r(a)] - KL(p || q) with r = q/p, for K symbolic categories.
 
@@ -85,7 +85,7 @@ _categoricals = st.integers(2, 12).flatmap(lambda k: st.tuples(
 ))
 
 
-@verifier("kl.k3_unbiased_property", kind="property", uses=("kl_k3",))
+@verifier(kind="property", uses=("kl_k3",))
 def k3_unbiased_property(ctx: Context) -> dict[str, object]:
     """For random categorical π_old and π, Σ_a π_old(a) k3(a) from impl equals KL(π_old || π)
     computed from its definition, up to float64 rounding."""
@@ -123,8 +123,7 @@ def _finite_batch(ctx: Context) -> tuple[np.ndarray, np.ndarray, float]:
     return actions, log_ratio, float(p_old @ (np.log(p_old) - np.log(p_new)))
 
 
-@verifier("kl.k3_finite_batch_counterexample", kind="counterexample",
-          uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
+@verifier(kind="counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
 def k3_finite_batch_counterexample(ctx: Context) -> dict[str, object]:
     """On one finite batch of actions from π_old, the sample mean of r - 1 (impl's ratios) is not zero, and
     the batch mean of impl's k3 is not KL(π_old || π_θ), which is computed here exactly from both
@@ -136,7 +135,7 @@ def k3_finite_batch_counterexample(ctx: Context) -> dict[str, object]:
             "k3_minus_kl": k3_mean - kl, "action_counts": np.bincount(actions, minlength=len(ctx.params.pi_old))}
 
 
-@verifier("kl.k1_negative_counterexample", kind="counterexample", uses=("kl_k1",), params=FiniteBatch)
+@verifier(kind="counterexample", uses=("kl_k1",), params=FiniteBatch)
 def k1_negative_counterexample(ctx: Context) -> dict[str, object]:
     """impl's k1 = -log r on one sample with r > 1 (the action the new policy prefers), and its
     mean on a finite batch from π_old: both negative here, although KL(π_old || π_θ) >= 0."""
@@ -173,8 +172,7 @@ def _kl(p: np.ndarray, q: np.ndarray) -> float:
     return float(p[support] @ (np.log(p[support]) - np.log(q[support])))
 
 
-@verifier("kl.k3_unbiasedness_conditions_counterexample", kind="counterexample",
-          uses=("kl_k3",), params=UnbiasednessConditions)
+@verifier(kind="counterexample", uses=("kl_k3",), params=UnbiasednessConditions)
 def k3_unbiasedness_conditions_counterexample(ctx: Context) -> dict[str, object]:
     """The expectation of impl's k3 misses KL(π_old || π_θ) when either condition of step 4.4.4 fails.
 
@@ -200,7 +198,7 @@ class SameStep(NoParams):
     step: list[float] = Field(min_length=2, description="the same step in parameter space, added to both")
 
 
-@verifier("kl.same_step_different_kl_counterexample", kind="counterexample", params=SameStep)
+@verifier(kind="counterexample", params=SameStep)
 def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
     """The same step in the logits moves a softmax policy by very different KL at two points.
 

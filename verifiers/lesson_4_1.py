@@ -43,7 +43,7 @@ from verifiers.trajectory_law import exact_mdps
 # --------------------------------------------------------------------------- 4.1.1
 
 
-@verifier("lesson_4_1.current_policy_samples_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def current_policy_samples_symbolic(ctx: Context) -> dict[str, object]:
     """E_{X~q}[f(X) ∂_θ log p_θ(X)] - ∂_θ E_{X~p_θ}[f(X)] for K symbolic outcomes.
 
@@ -86,8 +86,7 @@ class SampledCategorical(NoParams):
         return self
 
 
-@verifier("lesson_4_1.off_policy_samples_exact", kind=("exact", "counterexample"), uses=("score_function_gradient",),
-          params=SampledCategorical)
+@verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=SampledCategorical)
 def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
     """impl's estimate (1/N) Σ_i f(x_i) (e_{x_i} - p) averaged exactly over every sample of size N = 1..max_samples,
     with the x_i drawn from p (the current policy) and from q, minus the gradient Σ_x p_x f_x (e_x - p).
@@ -119,7 +118,7 @@ def off_policy_samples_exact(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.2
 
 
-@verifier("lesson_4_1.support_depends_on_theta_symbolic", kind=("symbolic", "counterexample"))
+@verifier(kind=("symbolic", "counterexample"))
 def support_depends_on_theta_symbolic(ctx: Context) -> dict[str, object]:
     """The textbook failure of the exchange (Mohamed et al. 2020): X ~ Uniform(0, θ), f(x) = x, θ > 0.
 
@@ -163,8 +162,7 @@ class CheckedAnswers(NoParams):
         return self
 
 
-@verifier("lesson_4_1.bad_checker_exact", kind=("exact", "counterexample"), uses=("score_function_gradient",),
-          params=CheckedAnswers)
+@verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=CheckedAnswers)
 def bad_checker_exact(ctx: Context) -> dict[str, object]:
     """The expectation of impl's one-answer estimate r'(y) (e_y - π) with the checker's reward r', exactly
     (π-weighted over the answers), against the gradients of the checker's objective E[r'] and of the true
@@ -195,7 +193,7 @@ def _all_exact(values: np.ndarray) -> bool:
     return all(isinstance(value, int | Fraction) for value in np.ravel(values))
 
 
-@verifier("lesson_4_1.causal_weights_property", kind="property",
+@verifier(kind="property",
           uses=("enumerate_trajectories", "full_return_weights", "discounted_objective_weights", "reinforce_gradient"))
 def causal_weights_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs (1 to 3 states, 2 or 3 actions, horizons 1 to 3 with at most 128 trajectories,
@@ -241,8 +239,7 @@ def _sampled_terms(draw: st.DrawFn) -> tuple[np.ndarray, int, int, float, float,
     return logits, state, action, value, baseline, draw(st.floats(min_value=1e-3, max_value=2))
 
 
-@verifier("lesson_4_1.sampled_term_sign_property", kind="property",
-          uses=("tabular_softmax_score", "reinforce_gradient"))
+@verifier(kind="property", uses=("tabular_softmax_score", "reinforce_gradient"))
 def sampled_term_sign_property(ctx: Context) -> dict[str, object]:
     """One sampled term's step θ ← θ + η (Q(s,a) - b(s)) ∇_θ log π_θ(a|s), through impl's score and estimator (one
     step of one trajectory), on random tabular logits: it equals the verifier's η w (e_a - π(·|s)) in row s (w =
@@ -300,7 +297,7 @@ def _reinforce_batches(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
             np.array(scores, dtype=object).reshape(horizon, batches, trajectories, size))
 
 
-@verifier("lesson_4_1.reinforce_form_property", kind="property", uses=("reinforce_gradient",))
+@verifier(kind="property", uses=("reinforce_gradient",))
 def reinforce_form_property(ctx: Context) -> dict[str, object]:
     """On random exact weights and scores, impl's REINFORCE estimate of every batch equals
     (1/N) Σ_i Σ_t w_{i,t} s_{i,t}, the sum over the steps of each trajectory averaged over its N
@@ -410,7 +407,7 @@ def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return P, R, rho, pi, Fraction(draw(st.integers(0, 9)), 10)
 
 
-@verifier("lesson_4_1.policy_gradient_theorem_property", kind="property", uses=("policy_action_values",))
+@verifier(kind="property", uses=("policy_action_values",))
 def policy_gradient_theorem_property(ctx: Context) -> dict[str, object]:
     """On random exact infinite-horizon MDPs, policies and γ < 1: ∂J/∂θ_{s,a} of the tabular softmax policy,
     differentiated here with dual numbers (forward mode, exact), equals the theorem's
@@ -457,7 +454,7 @@ def _finite_horizon_objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi:
     return total
 
 
-@verifier("lesson_4_1.reinforce_weights_objective_exact", kind=("exact", "counterexample"),
+@verifier(kind=("exact", "counterexample"),
           uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "reinforce_gradient"),
           params=ExactMDP)
 def reinforce_weights_objective_exact(ctx: Context) -> dict[str, object]:
@@ -508,8 +505,7 @@ class ExpectedStepExample(NoParams):
         return self
 
 
-@verifier("lesson_4_1.expected_step_probabilities_exact", kind=("exact", "counterexample"),
-          uses=("score_function_gradient",), params=ExpectedStepExample)
+@verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=ExpectedStepExample)
 def expected_step_probabilities_exact(ctx: Context) -> dict[str, object]:
     """The expected policy-gradient step at one state and what it does to each action's probability, exactly.
 

@@ -39,8 +39,7 @@ _states = st.integers(min_value=1, max_value=8).flatmap(lambda k: st.tuples(
     st.lists(_values, min_size=k, max_size=k)))
 
 
-@verifier("lesson_4_2.advantage_coefficient_property", kind="property",
-          uses=("state_value_from_q", "baseline_advantages"))
+@verifier(kind="property", uses=("state_value_from_q", "baseline_advantages"))
 def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
     """For random exact policies and action values at one state, the coefficient impl gives the score
     with the baseline b(s) = V(s) (its own V) is Q(a) - Σ_b π(b) Q(b) for every action, exactly, and it
@@ -79,8 +78,7 @@ _discounted_mdps = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(
     lambda size: _discounted_mdps_of_size(*size))
 
 
-@verifier("lesson_4_2.bellman_value_is_expected_q_property", kind="property",
-          uses=("policy_state_values", "policy_action_values", "state_value_from_q"))
+@verifier(kind="property", uses=("policy_state_values", "policy_action_values", "state_value_from_q"))
 def bellman_value_is_expected_q_property(ctx: Context) -> dict[str, object]:
     """On random discounted MDPs and policies, impl's Bellman evaluation of the policy is the verifier's own:
     impl's V^π is the exact solution of (I - γ P_π) V = R_π, impl's Q^π is R + γ P V^π for that solution, and
@@ -104,7 +102,7 @@ def bellman_value_is_expected_q_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, evaluates, _discounted_mdps)
 
 
-@verifier("lesson_4_2.value_from_exact_q_property", kind="property", uses=("state_value_from_q",))
+@verifier(kind="property", uses=("state_value_from_q",))
 def value_from_exact_q_property(ctx: Context) -> dict[str, object]:
     """On random MDPs, episodic at γ = 1 and episodic or discounted below it (:data:`mdps_with_end`), impl's
     V from Q, applied to the exact Q^π of every state, gives the exact V^π: both solved here over the
@@ -146,7 +144,7 @@ _rloo_batches = st.tuples(st.integers(2, 3), st.integers(2, 4), st.integers(1, 2
     lambda size: _rloo_batches_of_size(*size))
 
 
-@verifier("lesson_4_2.rloo_answer_level_property", kind="property", uses=("rloo_advantages", "reinforce_gradient"))
+@verifier(kind="property", uses=("rloo_advantages", "reinforce_gradient"))
 def rloo_answer_level_property(ctx: Context) -> dict[str, object]:
     """On random batches of answers (one to three tokens each, with exact token scores) in contiguous groups of G
     per prompt, impl's RLOO advantages, each weighting every token of its answer, and impl's REINFORCE estimate
@@ -196,7 +194,7 @@ class ScaledGroups(NoParams):
         return self
 
 
-@verifier("lesson_4_2.group_variances_by_parameterisation_exact", kind=("exact", "counterexample"),
+@verifier(kind=("exact", "counterexample"),
           params=ScaledGroups,
           uses=("group_centered_advantages", "leave_one_out_advantages", "score_function_gradient"))
 def group_variances_by_parameterisation_exact(ctx: Context) -> dict[str, object]:

@@ -52,7 +52,7 @@ def _share_batches() -> st.SearchStrategy:
                             st.integers(0, 16)))
 
 
-@verifier("lesson_4_3.explained_variance_share_property", kind="property", uses=("explained_variance",))
+@verifier(kind="property", uses=("explained_variance",))
 def explained_variance_share_property(ctx: Context) -> dict[str, object]:
     """On random targets V̂, impl's explained variance is the share of the targets' variance the
     critic accounts for, between the endpoints as well as at them:
@@ -102,8 +102,7 @@ class GrowingChain(NoParams):
     lengths: list[int] = Field(min_length=2, description="episode lengths, each at most 6 (Chain's limit)")
 
 
-@verifier("lesson_4_3.long_target_variance_grows_exact", kind="exact", uses=("n_step_advantages",),
-          params=GrowingChain)
+@verifier(kind="exact", uses=("n_step_advantages",), params=GrowingChain)
 def long_target_variance_grows_exact(ctx: Context) -> dict[str, object]:
     """For each episode length L, the variance at s_0 of impl's Monte Carlo estimate (n = L, to the
     episode's end) and of its one-step estimate (n = 1), over every episode enumerated exactly, and
@@ -161,8 +160,7 @@ def _episodes(mdp: EpisodicMDP, horizon: int) -> tuple[np.ndarray, np.ndarray, n
     return states, actions, np.array([path[2] for path in paths], dtype=object), (P, R, pi)
 
 
-@verifier("lesson_4_3.long_target_noise_by_transitions_exact", kind="exact", uses=("n_step_advantages",),
-          params=TwoEnvironments)
+@verifier(kind="exact", uses=("n_step_advantages",), params=TwoEnvironments)
 def long_target_noise_by_transitions_exact(ctx: Context) -> dict[str, object]:
     """The variance of the Monte Carlo target (impl's n-step estimate with n = horizon, to the episode's end)
     and of the one-step target at the start state, each plus V^π(s_0), over every episode enumerated
@@ -229,7 +227,7 @@ def _edge_tail_draws() -> st.SearchStrategy:
                      st.integers(0, 2**32 - 1))
 
 
-@verifier("lesson_4_3.edge_tail_weight_property", kind="property", uses=("gae_advantages",))
+@verifier(kind="property", uses=("gae_advantages",))
 def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
     """Where the bootstrapped tail at a rollout's edge weighs most, read off impl's batch GAE.
 
@@ -286,8 +284,7 @@ def policy_values(theta: np.ndarray, mdp: dict[str, np.ndarray], gamma: float) -
     return np.linalg.solve(np.eye(len(pi)) - gamma * transition, (pi * mdp["R"]).sum(axis=1))
 
 
-@verifier("lesson_4_3.truncation_continuation_value_exact", kind="exact", uses=("collect_rollout",),
-          params=Corridor)
+@verifier(kind="exact", uses=("collect_rollout",), params=Corridor)
 def truncation_continuation_value_exact(ctx: Context) -> dict[str, object]:
     """The states at which impl's rollout on the corridor cuts an episode by its time limit, and
     their value under the collecting policy in the untruncated task, solved here.
@@ -401,7 +398,7 @@ def _one_step_problems() -> st.SearchStrategy:
                      st.lists(st.integers(-80, 80), min_size=3, max_size=3), st.integers(1, 32)).map(problem)
 
 
-@verifier("lesson_4_3.single_use_step_property", kind="property", uses=("actor_critic_iteration",))
+@verifier(kind="property", uses=("actor_critic_iteration",))
 def single_use_step_property(ctx: Context) -> dict[str, object]:
     """On random one-step problems (1 to 3 equally likely start states, 2 or 3 actions, rewards R,
     a tabular softmax actor θ and any critic φ), impl's actor step on a batch collected by the policy
@@ -442,7 +439,7 @@ class OneStepBatch(NoParams):
     actor_lr: float = Field(gt=0)
 
 
-@verifier("lesson_4_3.reused_batch_exact", kind="exact", uses=("actor_critic_iteration",), params=OneStepBatch)
+@verifier(kind="exact", uses=("actor_critic_iteration",), params=OneStepBatch)
 def reused_batch_exact(ctx: Context) -> dict[str, object]:
     """A batch used once, and the same batch used again after the policy changed.
 
@@ -476,8 +473,7 @@ def reused_batch_exact(ctx: Context) -> dict[str, object]:
             **{f"{name}_gap": gap for name, gap in gaps.items()}, "rounding_bound": bound}
 
 
-@verifier("lesson_4_3.ppo_reuse_epochs_exact", kind="exact",
-          uses=("ppo_clip_objective_grad", "surrogate_objective_grad"), params=ClippedEpochs)
+@verifier(kind="exact", uses=("ppo_clip_objective_grad", "surrogate_objective_grad"), params=ClippedEpochs)
 def ppo_reuse_epochs_exact(ctx: Context) -> dict[str, object]:
     """One batch reused for several epochs of gradient ascent on the shared logits, once on PPO's
     clipped objective and once on the plain surrogate r_t Â_t, through impl's per-sample derivatives

@@ -62,7 +62,7 @@ def _tree_gains(p_first: float, p_second: float) -> tuple[float, float]:
     return true_new - value_old["s0"], surrogate
 
 
-@verifier("lesson_4_4.surrogate_error_grows_over_epochs", kind="counterexample", params=SurrogateAscent)
+@verifier(kind="counterexample", params=SurrogateAscent)
 def surrogate_error_grows_over_epochs(ctx: Context) -> dict[str, object]:
     """Several epochs of gradient ascent on the local surrogate of one batch (its expectation, so no
     sampling noise) in the two-step tree of :func:`_tree_gains`, from θ_old = (0, 0) in logits.
@@ -100,8 +100,7 @@ def surrogate_error_grows_over_epochs(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.4: k3 on a batch bounds nothing
 
 
-@verifier("lesson_4_4.k3_batch_bounds_no_update", kind="counterexample", uses=("probability_ratios", "kl_k3"),
-          params=FiniteBatch)
+@verifier(kind="counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
 def k3_batch_bounds_no_update(ctx: Context) -> dict[str, object]:
     """impl's ratios and k3 on one batch drawn from π_old, beside the exact KL(π_old || π_θ) and the
     exact probability that π_old draws that batch (in rationals, from the probabilities as written).
@@ -146,8 +145,7 @@ def _clip_objective(ratio: np.ndarray, advantage: np.ndarray, epsilon: float) ->
         return float(np.mean(np.minimum(ratio * advantage, np.clip(ratio, 1 - epsilon, 1 + epsilon) * advantage)))
 
 
-@verifier("lesson_4_4.unstable_log_probabilities_break_ppo", kind="counterexample",
-          uses=("log_softmax", "probability_ratios", "ppo_clip_objective"), params=ShiftedBatch)
+@verifier(kind="counterexample", uses=("log_softmax", "probability_ratios", "ppo_clip_objective"), params=ShiftedBatch)
 def unstable_log_probabilities_break_ppo(ctx: Context) -> dict[str, object]:
     """PPO's clipped objective of one batch whose logits are all shifted by one constant, which
     changes neither policy: from log-probabilities computed as written (exp, normalise, log: the
@@ -347,8 +345,7 @@ def _cosine(u: list[list[Fraction]], v: list[list[Fraction]]) -> sp.Expr | None:
                         / sp.sqrt(sp.Rational(norms.numerator, norms.denominator)))
 
 
-@verifier("lesson_4_4.time_uniform_surrogate_misses_discounted_gradient", kind="symbolic",
-          uses=("probability_ratios", "surrogate_objective_grad"), params=DiscountedWitness)
+@verifier(kind="symbolic", uses=("probability_ratios", "surrogate_objective_grad"), params=DiscountedWitness)
 def time_uniform_surrogate_misses_discounted_gradient(ctx: Context) -> dict[str, object]:
     """∇L^PG at θ = θ_old against ∇J_γ, on a witness MDP, with the exact advantages A^π_t of each step.
 

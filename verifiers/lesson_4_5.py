@@ -89,7 +89,7 @@ def _off_direction(vector: np.ndarray, direction: np.ndarray) -> Fraction:
     return largest_magnitude(vector - (vector @ direction) / (direction @ direction) * direction)
 
 
-@verifier("lesson_4_5.truncation_objective_exact", kind=("exact", "counterexample"), params=CutWitness)
+@verifier(kind=("exact", "counterexample"), params=CutWitness)
 def truncation_objective_exact(ctx: Context) -> dict[str, object]:
     """The expected reward with and without a cut at max_tokens, and with two rules for a cut answer.
 
@@ -263,7 +263,7 @@ def _largest_gap(left: list[sp.Expr], right: list[sp.Expr]) -> int | float:
     return float(max(abs(sp.N(gap, 30)) for gap in gaps))
 
 
-@verifier("lesson_4_5.kl_penalty_placements_exact", kind=("exact", "counterexample"), params=PenaltyWitness)
+@verifier(kind=("exact", "counterexample"), params=PenaltyWitness)
 def kl_penalty_placements_exact(ctx: Context) -> dict[str, object]:
     """Where a KL penalty goes, for answers of several tokens: the placements' expected gradients against ∇ KL.
 

@@ -42,7 +42,7 @@ _answers = st.tuples(st.integers(1, 600), st.floats(min_value=-10, max_value=10,
                      st.sampled_from([1, 1.0]))
 
 
-@verifier("lesson_week16.undiscounted_answer_property", kind="property", uses=("discounted_returns",))
+@verifier(kind="property", uses=("discounted_returns",))
 def undiscounted_answer_property(ctx: Context) -> dict[str, object]:
     """For answers of 1 to 600 tokens whose only reward r is the last one, and γ = 1 (the integer or
     the float): every reward-to-go G_t from impl is r itself, one score for every token.
@@ -100,7 +100,7 @@ def _expected_targets(ctx: Context, mdp: dict, values: np.ndarray) -> np.ndarray
 _episodic_choices = episodic_mdps_any_discount.filter(lambda mdp: mdp["R"].shape[1] >= 2)
 
 
-@verifier("lesson_week16.value_head_fixed_point_property", kind="property", uses=("td_errors", "value_targets"))
+@verifier(kind="property", uses=("td_errors", "value_targets"))
 def value_head_fixed_point_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included) and
     policies π that are not optimal (V^π ≠ V*, both computed here):
@@ -187,8 +187,7 @@ def gae_lambda_keeps_expectation_in_floats(ctx: Context) -> dict[str, object]:
     return check_property(ctx, lambda case: _same_mean_for_every_lambda(ctx, case, in_floats=True), _lambda_cases)
 
 
-@verifier("lesson_week16.gae_lambda_keeps_expectation_property", kind="property", uses=("gae_advantages",),
-          in_floats=gae_lambda_keeps_expectation_in_floats)
+@verifier(kind="property", uses=("gae_advantages",), in_floats=gae_lambda_keeps_expectation_in_floats)
 def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, with the exact V^π as the critic: for λ = 0, a random λ in
     (0, 1) and λ = 1, the mean of impl's GAE estimate Â_0 over every path of H = 2 or 3 steps from

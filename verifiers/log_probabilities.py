@@ -18,7 +18,7 @@ _shifted_logits = st.tuples(st.integers(1, 4), st.integers(2, 8)).flatmap(lambda
     st.arrays(np.float64, shape[0], elements=_row_offsets)))
 
 
-@verifier("log_probabilities.stable_softmax_property", kind="property", uses=("log_softmax", "softmax"))
+@verifier(kind="property", uses=("log_softmax", "softmax"))
 def stable_softmax_property(ctx: Context) -> dict[str, object]:
     """impl's log_softmax and softmax of a batch of logit rows, each row shifted by its own constant c_b
     (|c_b| up to 1000), are finite and equal the verifier's log-softmax of the unshifted rows, and its exp.

@@ -86,7 +86,7 @@ def _sticky_probabilities(groups: np.ndarray, p: Fraction, stickiness: Fraction)
     return np.array(probabilities, dtype=object)
 
 
-@verifier("loo_conditions.dependent_answers_exact", kind="counterexample", params=DependentGroups, uses=_USES)
+@verifier(kind="counterexample", params=DependentGroups, uses=_USES)
 def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     """Exact expectations of the no-baseline and leave-one-out estimates, each divided by the gradient
     of one answer's expected reward, for answers from the sticky sampler and (``*_independent``) for
@@ -116,7 +116,7 @@ def dependent_answers_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("loo_conditions.shared_reward_exact", kind="counterexample", params=SharedBonusGroups, uses=_USES)
+@verifier(kind="counterexample", params=SharedBonusGroups, uses=_USES)
 def shared_reward_exact(ctx: Context) -> dict[str, object]:
     """Independent answers whose rewards R_i = r(Y_i) + λ (1/G) Σ_j Y_j share a group bonus.
 
@@ -162,7 +162,7 @@ class StaleGroups(_BernoulliGroups):
         return self
 
 
-@verifier("loo_conditions.stale_policy_answers_exact", kind="counterexample", params=StaleGroups, uses=_USES)
+@verifier(kind="counterexample", params=StaleGroups, uses=_USES)
 def stale_policy_answers_exact(ctx: Context) -> dict[str, object]:
     """Independent answers, the first ``stale_answers`` of each group drawn with probability ``stale_p`` of
     action 1 and the others with p; every score is S_i = Y_i - p, the current policy's. Reported: the exact

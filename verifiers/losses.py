@@ -133,7 +133,7 @@ def _ratio_gradient_check(ctx: Context, name: str, args: tuple, ratio: np.ndarra
                             f"{numeric.tolist()} against {expected.tolist()}")
 
 
-@verifier("losses.reinforce_loss_property", kind="property", uses=("reinforce_loss",))
+@verifier(kind="property", uses=("reinforce_loss",))
 def reinforce_loss_property(ctx: Context) -> dict[str, object]:
     """``reinforce_loss(logp, adv, mask)`` is -Σ mask Â logp / Σ mask, and its gradient with respect to
     logp, by central differences, is -mask Â / Σ mask: each sampled token's SFT gradient weighted by
@@ -162,7 +162,7 @@ def reinforce_loss_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, matches_definition, _token_batches)
 
 
-@verifier("losses.surrogate_loss_property", kind="property", uses=("surrogate_loss",))
+@verifier(kind="property", uses=("surrogate_loss",))
 def surrogate_loss_property(ctx: Context) -> dict[str, object]:
     """``surrogate_loss(logp, logp_old, adv, mask)`` is -Σ mask r Â / Σ mask with r = exp(logp - logp_old),
     and its gradient with respect to logp, by central differences with the module's bound, is
@@ -197,7 +197,7 @@ class ClipDefault(NoParams):
     default_epsilon: float = Field(gt=0, lt=1, description="the ε a call without one means: the syllabus's 0.2")
 
 
-@verifier("losses.ppo_clip_loss_property", kind="property", uses=("ppo_clip_loss",), params=ClipDefault)
+@verifier(kind="property", uses=("ppo_clip_loss",), params=ClipDefault)
 def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
     """``ppo_clip_loss(logp, logp_old, adv, eps, mask)`` is -Σ mask min(r Â, clip(r, 1-ε, 1+ε) Â) / Σ mask,
     and its gradient with respect to logp, by central differences, is -mask r Â / Σ mask where the
@@ -232,7 +232,7 @@ def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, matches_definition, _token_batches)
 
 
-@verifier("losses.key_test_property", kind="property", uses=("reinforce_loss", "surrogate_loss", "ppo_clip_loss"))
+@verifier(kind="property", uses=("reinforce_loss", "surrogate_loss", "ppo_clip_loss"))
 def key_test_property(ctx: Context) -> dict[str, object]:
     """The syllabus's key test on the implementation's own losses: at logp = logp_old the gradients of
     ``surrogate_loss`` and ``ppo_clip_loss`` with respect to logp equal ``reinforce_loss``'s, all three
@@ -279,7 +279,7 @@ def _fraction(name: str, diagnostics: object, key: str) -> float:
     return float(np.asarray(diagnostics[key]).reshape(()))
 
 
-@verifier("losses.clip_diagnostics_property", kind="property", uses=("clip_diagnostics",), params=ClipDefault)
+@verifier(kind="property", uses=("clip_diagnostics",), params=ClipDefault)
 def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     """``clip_diagnostics(logp, logp_old, adv, eps, mask)`` gives, over the masked tokens, the share whose
     ratio lies outside [1-ε, 1+ε] (``outside_fraction``) and the share whose clipped branch is strictly
@@ -317,7 +317,7 @@ _reward_groups = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(
                            elements=st.sampled_from([0.0, 1.0]) if spec[2] else st.floats(-10, 10)))
 
 
-@verifier("losses.group_baselines_property", kind="property", uses=("mean_baseline", "rloo_baseline"))
+@verifier(kind="property", uses=("mean_baseline", "rloo_baseline"))
 def group_baselines_property(ctx: Context) -> dict[str, object]:
     """``mean_baseline(rewards)`` gives every answer its group's mean reward, (1/G) Σ_j R_j, and
     ``rloo_baseline(rewards)`` the mean of the others', (1/(G-1)) Σ_{j≠i} R_j, for rewards [..., G]

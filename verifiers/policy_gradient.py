@@ -200,8 +200,7 @@ def _softmax_symbols() -> tuple[sp.Symbol, sp.Symbol, sp.Symbol, sp.IndexedBase,
 # --------------------------------------------------------------------------- 4.1.1
 
 
-@verifier("policy_gradient.state_distribution_moves", kind="counterexample", uses=("enumerate_trajectories", "softmax"),
-          params=MDPExample)
+@verifier(kind="counterexample", uses=("enumerate_trajectories", "softmax"), params=MDPExample)
 def state_distribution_moves(ctx: Context) -> dict[str, object]:
     """The distribution of s_1 under the claim's logits θ and under θ with every logit of action
     1 raised by one: same MDP, different data."""
@@ -229,9 +228,7 @@ class SampledBandit(NoParams):
     step: float = Field(gt=0, le=1e-6)
 
 
-@verifier("policy_gradient.sampled_action_pathwise_gradient", kind="counterexample",
-          uses=("sample_trajectories", "objective_gradient"),
-          params=SampledBandit)
+@verifier(kind="counterexample", uses=("sample_trajectories", "objective_gradient"), params=SampledBandit)
 def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
     """Differentiate the reward of a sampled arm through the sampling, holding the randomness fixed.
 
@@ -273,7 +270,7 @@ def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.2
 
 
-@verifier("policy_gradient.log_derivative_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def log_derivative_symbolic(ctx: Context) -> dict[str, object]:
     """∇_θ Σ_x f(x) p_θ(x) - Σ_x p_θ(x) f(x) ∇_θ log p_θ(x), for K symbolic outcomes.
 
@@ -314,9 +311,7 @@ class Categorical(NoParams):
         return self
 
 
-@verifier("policy_gradient.score_function_montecarlo", kind="montecarlo",
-          uses=("softmax_score", "score_function_gradient"),
-          params=Categorical)
+@verifier(kind="montecarlo", uses=("softmax_score", "score_function_gradient"), params=Categorical)
 def score_function_montecarlo(ctx: Context) -> dict[str, object]:
     """Single-sample estimates f(x) ∇_z log π(x) from impl, minus the exact gradient, per logit.
 
@@ -360,8 +355,7 @@ class ExactCategorical(NoParams):
         return self
 
 
-@verifier("policy_gradient.score_function_estimator_exact", kind="exact", uses=("score_function_gradient",),
-          params=ExactCategorical)
+@verifier(kind="exact", uses=("score_function_gradient",), params=ExactCategorical)
 def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
     """E[(1/N) Σ_i f(x_i) ∇_z log π(x_i)] over all K^N samples of size N, in rational arithmetic.
 
@@ -385,7 +379,7 @@ def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
             "gradient_is_nonzero": any(g != 0 for g in gradient)}
 
 
-@verifier("policy_gradient.direct_dependence_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def direct_dependence_symbolic(ctx: Context) -> dict[str, object]:
     """∇_θ Σ_k f(k, θ) p(k, θ) against E[f ∇log p + ∇f] and against E[f ∇log p] alone, K symbolic.
 
@@ -415,8 +409,7 @@ class PenalisedCategorical(NoParams):
     penalty: float
 
 
-@verifier("policy_gradient.direct_dependence_counterexample", kind="counterexample", uses=("softmax", "softmax_score"),
-          params=PenalisedCategorical)
+@verifier(kind="counterexample", uses=("softmax", "softmax_score"), params=PenalisedCategorical)
 def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
     """With f_θ(a) = r_a - β π_θ(a), the score term alone against the true gradient of E[f_θ].
 
@@ -443,7 +436,7 @@ def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
             "cosine_score_term_to_gradient": _cosine(score_term, true_gradient)}
 
 
-@verifier("policy_gradient.softmax_score_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def softmax_score_symbolic(ctx: Context) -> dict[str, object]:
     """∂ log π_k / ∂z_m - (δ_km - π_m) for K symbolic logits, m one of the K categories."""
     categories, k, m, z, pi = _softmax_symbols()
@@ -458,7 +451,7 @@ _logit_vectors = st.integers(2, 12).flatmap(lambda size: st.tuples(
     st.integers(0, size - 1)))
 
 
-@verifier("policy_gradient.softmax_score_property", kind="property", uses=("softmax_score", "log_softmax"))
+@verifier(kind="property", uses=("softmax_score", "log_softmax"))
 def softmax_score_property(ctx: Context) -> dict[str, object]:
     """impl's softmax score equals the central difference of impl's log-softmax, and impl's
     log-softmax agrees with the verifier's own (so a fault there cannot hide one in the score).
@@ -488,7 +481,7 @@ def softmax_score_property(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.3
 
 
-@verifier("policy_gradient.trajectory_score_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def trajectory_score_symbolic(ctx: Context) -> dict[str, object]:
     """∇_θ log p_θ(τ) = Σ_t ∇_θ log π_θ(a_t|s_t), by induction on the horizon T.
 
@@ -542,8 +535,7 @@ def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _F
     return mdp, theta, horizon, draw(st.floats(0, 1))
 
 
-@verifier("policy_gradient.trajectory_score_property", kind="property",
-          uses=("trajectory_score", "tabular_softmax_score"))
+@verifier(kind="property", uses=("trajectory_score", "tabular_softmax_score"))
 def trajectory_score_property(ctx: Context) -> dict[str, object]:
     """On random MDPs, for every trajectory, impl's ∇_θ log p_θ(τ) equals the central difference of
     the verifier's own log p_θ(τ); when the dynamics do not depend on θ it also equals the sum over
@@ -591,7 +583,7 @@ def trajectory_score_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, matches, _random_mdps(st.booleans()))
 
 
-@verifier("policy_gradient.policy_dependent_dynamics_counterexample", kind="counterexample",
+@verifier(kind="counterexample",
           uses=("objective_gradient", "enumerate_trajectories", "softmax", "tabular_softmax_score",
                 "full_return_weights", "reinforce_gradient"),
           params=MDPExample)
@@ -629,8 +621,7 @@ _reward_batches = st.tuples(
     st.integers(0, 10).map(lambda n: Fraction(n, 10)))
 
 
-@verifier("policy_gradient.return_weights_property", kind="property",
-          uses=("discounted_returns", "discounted_objective_weights", "full_return_weights"))
+@verifier(kind="property", uses=("discounted_returns", "discounted_objective_weights", "full_return_weights"))
 def return_weights_property(ctx: Context) -> dict[str, object]:
     """On random exact rewards [T, 3] and a rational γ in [0, 1], impl's three weights equal their
     definitions exactly: G_t = Σ_{k>=t} γ^{k-t} r_{k+1}, γ^t G_t, and R(τ) = G_0 at every t; one
@@ -655,7 +646,7 @@ def return_weights_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, definitions_hold, _reward_batches)
 
 
-@verifier("policy_gradient.expected_score_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def expected_score_symbolic(ctx: Context) -> dict[str, object]:
     """Σ_a π_a ∂ log π_a / ∂z_m for a softmax over K symbolic logits, m one of the K categories.
 
@@ -671,7 +662,7 @@ def expected_score_symbolic(ctx: Context) -> dict[str, object]:
     return {"expected_score": sp.simplify(sp.simplify(expectation).subs(same_partition))}
 
 
-@verifier("policy_gradient.expected_score_property", kind="property", uses=("softmax", "softmax_score"))
+@verifier(kind="property", uses=("softmax", "softmax_score"))
 def expected_score_property(ctx: Context) -> dict[str, object]:
     """Σ_a π(a) (impl's score of a) is zero up to float64 rounding for random logits."""
 
@@ -727,7 +718,7 @@ def finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray
     return gradient
 
 
-@verifier("policy_gradient.causal_weights_exact", kind="exact",
+@verifier(kind="exact",
           uses=("enumerate_trajectories", "full_return_weights", "discounted_objective_weights",
                 "reinforce_gradient"),
           params=ExactMDP)
@@ -839,7 +830,7 @@ def asymmetry(matrix: np.ndarray) -> Fraction:
     return largest_magnitude(matrix - matrix.T)
 
 
-@verifier("policy_gradient.undiscounted_weighting_is_no_gradient", kind="counterexample",
+@verifier(kind="counterexample",
           uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "full_return_weights",
                 "reinforce_gradient"),
           params=ExactMDP)
@@ -871,7 +862,7 @@ def undiscounted_weighting_is_no_gradient(ctx: Context) -> dict[str, object]:
             "jacobian_with_discount_factor_is_objective_hessian_by_gamma": hessian_agrees}
 
 
-@verifier("policy_gradient.discounted_visitation_property", kind="property", uses=("objective_gradient",))
+@verifier(kind="property", uses=("objective_gradient",))
 def discounted_visitation_property(ctx: Context) -> dict[str, object]:
     """On random MDPs with dynamics independent of θ, random logits and γ in [0, 1]: impl's gradient of the
     literal J_γ equals Σ_t Σ_s γ^t d_t(s) Σ_a π(a|s) Q_t(s, a) ∇log π(a|s), the form without an outer
@@ -912,7 +903,7 @@ class WeightsProperty(NoParams):
     weights: Literal["full_return_weights", "discounted_objective_weights"]
 
 
-@verifier("policy_gradient.enumerated_gradient_property", kind="property",
+@verifier(kind="property",
           uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient",
                 "full_return_weights", "discounted_objective_weights", "objective", "objective_gradient"),
           params=WeightsProperty)
@@ -947,7 +938,7 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, agrees, _random_mdps())
 
 
-@verifier("policy_gradient.dropping_discount_counterexample", kind="counterexample",
+@verifier(kind="counterexample",
           uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient",
                 "discounted_objective_weights", "discounted_returns"),
           params=MDPExample)
@@ -972,7 +963,7 @@ def dropping_discount_counterexample(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.1.5
 
 
-@verifier("policy_gradient.reinforce_montecarlo", kind="montecarlo",
+@verifier(kind="montecarlo",
           uses=("sample_trajectories", "tabular_softmax_score", "reinforce_gradient", *_WEIGHTS),
           params=MDPEstimator)
 def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
@@ -1015,7 +1006,7 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
             "reference_error_bound": objective_difference_bound(mdp, horizon, gamma, step)}
 
 
-@verifier("policy_gradient.single_batch_direction_exact", kind="exact",
+@verifier(kind="exact",
           uses=("enumerate_trajectories", "softmax", "tabular_softmax_score", "reinforce_gradient", *_WEIGHTS),
           params=MDPEstimator)
 def single_batch_direction_exact(ctx: Context) -> dict[str, object]:
@@ -1054,7 +1045,7 @@ class DiscountedMDP(NoParams):
     gamma: float = Field(ge=0, lt=1)
 
 
-@verifier("policy_gradient.policy_gradient_theorem_exact", kind="exact", params=DiscountedMDP)
+@verifier(kind="exact", params=DiscountedMDP)
 def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
     """The policy gradient theorem in its discounted-visitation form, exactly, on one small MDP.
 

@@ -25,7 +25,7 @@ from verifiers._reach import reach_mdp, transitions_of
 _probabilities = st.floats(min_value=1e-6, max_value=1.0)
 
 
-@verifier("ppo.ratio_from_log_probabilities_property", kind="property", uses=("probability_ratios",))
+@verifier(kind="property", uses=("probability_ratios",))
 def ratio_from_log_probabilities_property(ctx: Context) -> dict[str, object]:
     """impl's r from log π and log π_old equals π / π_old, and r > 1 exactly when π > π_old.
 
@@ -49,7 +49,7 @@ def ratio_from_log_probabilities_property(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.1 gradient at θ_old
 
 
-@verifier("ppo.surrogate_gradient_at_old_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def surrogate_gradient_at_old_symbolic(ctx: Context) -> dict[str, object]:
     """∂/∂θ [π_θ(a|s) / π_old(a|s)] at θ = θ_old minus ∂/∂θ log π_θ(a|s) at θ_old, for any policy.
 
@@ -122,7 +122,7 @@ def _mean_surrogate(impl: object, batch: _StoredBatch, epsilon: float | None, ta
     return float(np.mean(impl.ppo_clip_objective(ratio, batch.advantages, epsilon)))
 
 
-@verifier("ppo.surrogate_gradient_at_old_finite_difference", kind="property",
+@verifier(kind="property",
           uses=("log_softmax", "probability_ratios", "surrogate_objective", "ppo_clip_objective",
                 "surrogate_objective_grad", "ppo_clip_objective_grad", "softmax_score"),
           params=TabularBatch)
@@ -201,8 +201,7 @@ def _clip_fraction(ratio: Fraction, epsilon: Fraction) -> Fraction:
     return min(max(ratio, 1 - epsilon), 1 + epsilon)
 
 
-@verifier("ppo.surrogate_gradient_code_exact_property", kind="property",
-          uses=("surrogate_objective", "surrogate_objective_grad", "ppo_clip_objective_grad"))
+@verifier(kind="property", uses=("surrogate_objective", "surrogate_objective_grad", "ppo_clip_objective_grad"))
 def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
     """impl's surrogate and its gradient code in exact rationals, for ratios anywhere in [1/100, 10^4]:
     the per-sample surrogate is r Â (the definition of L^PG), its derivative with respect to
@@ -273,7 +272,7 @@ def _two_step_tree(p_first: sp.Expr, p_second: sp.Expr, behaviour_first: sp.Expr
     return true_objective - value_old["s0"], surrogate
 
 
-@verifier("ppo.surrogate_differs_away_from_old", kind="counterexample", params=TwoStepPolicy)
+@verifier(kind="counterexample", params=TwoStepPolicy)
 def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
     """A two-step decision tree where the local surrogate and the true gain agree at θ_old in value
     and gradient but differ away from it, because the surrogate keeps π_old's state distribution.
@@ -305,7 +304,7 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.2 trajectory ratios
 
 
-@verifier("ppo.trajectory_ratio_product_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def trajectory_ratio_product_symbolic(ctx: Context) -> dict[str, object]:
     """p_θ(τ)/p_old(τ) = Π_t r_t when both policies act in the same environment, by induction on T.
 
@@ -378,8 +377,7 @@ def _weighted_expectations(rho: np.ndarray, transition_old: np.ndarray, transiti
     return totals
 
 
-@verifier("ppo.trajectory_ratio_importance_exact", kind="exact",
-          uses=("probability_ratios",), params=TrajectoryEnumeration)
+@verifier(kind="exact", uses=("probability_ratios",), params=TrajectoryEnumeration)
 def trajectory_ratio_importance_exact(ctx: Context) -> dict[str, object]:
     """Enumerate every trajectory of a random tabular MDP: weighting by the product of per-step
     ratios turns expectations under π_old into expectations under π_θ exactly (Fractions), and the
@@ -465,7 +463,7 @@ def _trajectory_witnesses(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
     return rho, transition, pi_old, pi_new, reward, np.array(horizon)
 
 
-@verifier("ppo.trajectory_ratio_importance_property", kind="property", uses=("probability_ratios",))
+@verifier(kind="property", uses=("probability_ratios",))
 def trajectory_ratio_importance_property(ctx: Context) -> dict[str, object]:
     """:func:`trajectory_ratio_importance_exact` on random MDPs (:func:`_trajectory_witnesses`): enumerating every
     trajectory in Fractions, the old expectation of the return weighted by the product of per-step ratios is the
@@ -504,7 +502,7 @@ class TokenRatios(NoParams):
     tokens: int = Field(ge=1, le=10_000)
 
 
-@verifier("ppo.token_ratio_products", kind="exact", uses=("probability_ratios",), params=TokenRatios)
+@verifier(kind="exact", uses=("probability_ratios",), params=TokenRatios)
 def token_ratio_products(ctx: Context) -> dict[str, object]:
     """The ratio of one token, and the trajectory ratio of ``tokens`` tokens with equal per-token
     ratios: exactly in rationals, and as the product of impl's per-token ratios from log-probabilities.
@@ -527,7 +525,7 @@ def token_ratio_products(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("ppo.ratio_product_variance_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def ratio_product_variance_symbolic(ctx: Context) -> dict[str, object]:
     """Var_old(Π_{t=1}^T r_t) = E_old[r^2]^T - 1 for i.i.d. per-step ratios, by induction on T.
 
@@ -555,7 +553,7 @@ class IidRatios(NoParams):
     max_horizon: int = Field(ge=1, le=12)
 
 
-@verifier("ppo.ratio_product_variance_exact", kind="exact", params=IidRatios)
+@verifier(kind="exact", params=IidRatios)
 def ratio_product_variance_exact(ctx: Context) -> dict[str, object]:
     """Enumerate all action sequences up to ``max_horizon`` in Fractions: the exact variance of the
     product of per-step ratios under π_old, against E[r^2]^T - 1, and the growth factor per step."""
@@ -683,7 +681,7 @@ def _random_mdp_and_policies(draw: st.DrawFn) -> tuple[dict[str, object], list[l
     return mdp, pi_old, pi_new
 
 
-@verifier("ppo.trpo_lower_bound_property", kind="property")
+@verifier(kind="property")
 def trpo_lower_bound_property(ctx: Context) -> dict[str, object]:
     """TRPO's lower bound (Schulman et al. 2015, Theorem 1 and eq. 9) on random small MDPs, by exact
     policy evaluation in Fractions: η(π̃) >= L_π(π̃) - C α² with α the largest total variation
@@ -729,7 +727,7 @@ class DiscountedMdp(NoParams):
     pi_new: list[Distribution] = Field(description="π̃[s][a], the candidate new policy")
 
 
-@verifier("ppo.trpo_penalty_dropped_counterexample", kind="counterexample", params=DiscountedMdp)
+@verifier(kind="counterexample", params=DiscountedMdp)
 def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
     """A witness that TRPO's guarantee needs its penalty: L_π(π̃) > η(π), so the surrogate alone
     promises an improvement, yet η(π̃) < η(π); the penalised bound L_π(π̃) - C KL^max - η(π) is
@@ -759,8 +757,7 @@ class ClipCases(NoParams):
     ratios: list[float] = Field(min_length=1)
 
 
-@verifier("ppo.clip_cases_exact", kind="exact", uses=("ppo_clip_objective", "ppo_clip_objective_grad", "clip_active"),
-          params=ClipCases)
+@verifier(kind="exact", uses=("ppo_clip_objective", "ppo_clip_objective_grad", "clip_active"), params=ClipCases)
 def clip_cases_exact(ctx: Context) -> dict[str, object]:
     """For each (Â, r): the unclipped term r Â and the clipped term clip(r, 1-ε, 1+ε) Â (computed
     here), impl's clipped objective (their minimum), impl's gradient with respect to log π, and
@@ -793,7 +790,7 @@ def _sign(expression: sp.Expr) -> str:
     return "undecided"
 
 
-@verifier("ppo.clip_pessimistic_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def clip_pessimistic_symbolic(ctx: Context) -> dict[str, object]:
     """min(r Â, clip(r, 1-ε, 1+ε) Â) - r Â and the sign of the term's slope in r, in each of the six
     regions of ``CLIP_REGIONS``, for every ε in (0, 1), every Â of the region's sign and every r in it.
@@ -820,7 +817,7 @@ def clip_pessimistic_symbolic(ctx: Context) -> dict[str, object]:
             "never_above_unclipped": all(g in ("zero", "negative") for g in gaps)}
 
 
-@verifier("ppo.clip_objective_pessimistic_property", kind="property", uses=("ppo_clip_objective",))
+@verifier(kind="property", uses=("ppo_clip_objective",))
 def clip_objective_pessimistic_property(ctx: Context) -> dict[str, object]:
     """impl's clipped term in exact rationals, for r in [1/100, 10^4], Â in [-10^4, 10^4] and
     ε in {1/100, ..., 99/100}: it is at most the unclipped r Â and at most the clipped clip(r) Â (the pessimistic
@@ -848,7 +845,7 @@ _ratios = st.floats(min_value=1e-4, max_value=1e4)
 _epsilons = st.floats(min_value=0.01, max_value=0.99)
 
 
-@verifier("ppo.clipping_never_blocks_correction_property", kind="property", uses=("ppo_clip_objective_grad",))
+@verifier(kind="property", uses=("ppo_clip_objective_grad",))
 def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]:
     """For every sign of Â, every r > 0 and every ε in (0, 1), impl's gradient of the clipped term
     with respect to log π is r Â (the unclipped gradient, pointing toward the advantage) whenever
@@ -874,8 +871,7 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
     return check_property(ctx, never_blocks, st.tuples(_signed_advantages, _ratios, _epsilons))
 
 
-@verifier("ppo.clip_fractions_counterexample", kind="counterexample", uses=("ratio_clip_diagnostics",),
-          params=ClipCases)
+@verifier(kind="counterexample", uses=("ratio_clip_diagnostics",), params=ClipCases)
 def clip_fractions_counterexample(ctx: Context) -> dict[str, object]:
     """impl's two clip diagnostics on one batch: ratios outside [1-ε, 1+ε] and clipping active."""
     reach(advantages="estimated", data="old")
@@ -903,7 +899,7 @@ _diagnostic_batches = st.tuples(st.one_of(st.floats(0.01, 0.99), st.sampled_from
     lambda epsilon_and_size: _diagnostic_batch(*epsilon_and_size))
 
 
-@verifier("ppo.clip_diagnostics_property", kind="property", uses=("ratio_clip_diagnostics",))
+@verifier(kind="property", uses=("ratio_clip_diagnostics",))
 def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     """impl's two diagnostics of step 4.4.4 against their definitions, on random batches: the share
     of ratios outside [1-ε, 1+ε], and the share of samples whose clipped branch is strictly the
@@ -938,7 +934,7 @@ class SharedLogits(NoParams):
     steps: list[int] = Field(min_length=2, description="increasing numbers of gradient steps to report")
 
 
-@verifier("ppo.clipping_is_no_trust_region", kind="counterexample", params=SharedLogits,
+@verifier(kind="counterexample", params=SharedLogits,
           uses=("probability_ratios", "ppo_clip_objective_grad", "softmax_score", "log_softmax",
                 "ratio_clip_diagnostics", "kl_k3"))
 def clipping_is_no_trust_region(ctx: Context) -> dict[str, object]:
@@ -998,7 +994,7 @@ _loss_batches = st.integers(1, 32).flatmap(lambda n: st.tuples(
     st.floats(0, 2), st.floats(0, 0.1), st.floats(0.05, 0.5)))
 
 
-@verifier("ppo.total_loss_composition_property", kind="property",
+@verifier(kind="property",
           uses=("log_softmax", "probability_ratios", "ppo_clip_objective", "ppo_clip_objective_grad",
                 "squared_error_value_loss", "categorical_entropy", "categorical_entropy_grad", "ppo_total_loss",
                 "softmax_score"))

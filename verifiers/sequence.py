@@ -50,7 +50,7 @@ def _answer_spans(params: MaskedBatch) -> list[range]:
     return spans
 
 
-@verifier("sequence.masked_gradient_structure", kind=("exact", "counterexample"),
+@verifier(kind=("exact", "counterexample"),
           uses=("token_log_probs", "response_mask", "sequence_log_prob"),
           params=MaskedBatch)
 def masked_gradient_structure(ctx: Context) -> dict[str, object]:
@@ -154,7 +154,7 @@ def _own_mask(tokens: np.ndarray, prompt_lengths: list[int], generated_lengths: 
     return mask
 
 
-@verifier("sequence.response_mask_property", kind="property", uses=("response_mask",))
+@verifier(kind="property", uses=("response_mask",))
 def response_mask_property(ctx: Context) -> dict[str, object]:
     """On random rows (prompt, generated tokens with EOS anywhere, padding), impl's response mask is
     exactly the verifier's own: 1 at entry k when token k + 1 was generated and no generated EOS
@@ -173,7 +173,7 @@ def response_mask_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, mask_holds, _layout_rows)
 
 
-@verifier("sequence.log_prob_chain_rule_property", kind="property", uses=("token_log_probs", "sequence_log_prob"))
+@verifier(kind="property", uses=("token_log_probs", "sequence_log_prob"))
 def log_prob_chain_rule_property(ctx: Context) -> dict[str, object]:
     """On random rows and logits, impl's sequence log-probability (its causal token log-probabilities,
     summed under the verifier's own mask) equals Σ_t log π(y_t | x, y_<t) computed here from the
@@ -213,9 +213,7 @@ class RatioWitness(NoParams):
     epsilon: float = Field(gt=0, lt=1)
 
 
-@verifier("sequence.token_clip_vs_product_clip", kind="counterexample",
-          uses=("token_clipped_surrogate", "sequence_clipped_surrogate"),
-          params=RatioWitness)
+@verifier(kind="counterexample", uses=("token_clipped_surrogate", "sequence_clipped_surrogate"), params=RatioWitness)
 def token_clip_vs_product_clip(ctx: Context) -> dict[str, object]:
     """Clip each token ratio (mean over the answer's tokens) versus clip the product of the ratios.
 
@@ -253,7 +251,7 @@ class LengthWitness(NoParams):
     epsilon: float = Field(0.2, gt=0, lt=1)
 
 
-@verifier("sequence.aggregation_units", kind="counterexample", uses=("token_clipped_surrogate",), params=LengthWitness)
+@verifier(kind="counterexample", uses=("token_clipped_surrogate",), params=LengthWitness)
 def aggregation_units(ctx: Context) -> dict[str, object]:
     """The three averaging units on one batch: objectives and the gradient weight of each answer's token.
 
@@ -341,8 +339,7 @@ def _clipped_terms(log_pi: np.ndarray, log_pi_old: np.ndarray, advantages: np.nd
     return np.minimum(unclipped, clipped), unclipped, np.where(unclipped <= clipped, unclipped, 0.0)
 
 
-@verifier("sequence.aggregation_unit_property", kind="property",
-          uses=("token_clipped_surrogate",), params=AggregationUnit)
+@verifier(kind="property", uses=("token_clipped_surrogate",), params=AggregationUnit)
 def aggregation_unit_property(ctx: Context) -> dict[str, object]:
     """On random padded batches, impl's token clipped objective with the named unit, and its gradient
     with respect to log π, equal the unit's definition computed here: Σ w_t min(r_t A, clip(r_t) A)
@@ -365,7 +362,7 @@ def aggregation_unit_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, definition_holds, _padded_batches)
 
 
-@verifier("sequence.token_clip_pessimistic_property", kind="property", uses=("token_clipped_surrogate",))
+@verifier(kind="property", uses=("token_clipped_surrogate",))
 def token_clip_pessimistic_property(ctx: Context) -> dict[str, object]:
     """For every unit, on random padded batches: impl's clipped objective is at most the unclipped
     Σ w r A computed here, equal to it when every answer token's ratio lies in [1-ε, 1+ε], and at
@@ -433,8 +430,7 @@ def _kl_placements(ctx: Context, z: np.ndarray, z_ref: np.ndarray, rewards: np.n
             "bound": rounding_bound(8 * len(z), float(np.abs(shaped).max()))}
 
 
-@verifier("sequence.kl_double_count", kind="counterexample",
-          uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
+@verifier(kind="counterexample", uses=("kl_penalized_rewards", "kl_penalty_loss"), params=KlWitness)
 def kl_double_count(ctx: Context) -> dict[str, object]:
     """The three placements of a KL penalty on one witness (see :func:`_kl_placements`).
 
@@ -457,7 +453,7 @@ _kl_cases = st.integers(min_value=2, max_value=6).flatmap(lambda actions: st.tup
     *(st.lists(st.floats(-3, 3), min_size=actions, max_size=actions) for _ in range(3)), st.floats(0.01, 2.0)))
 
 
-@verifier("sequence.kl_placement_property", kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
+@verifier(kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
 def kl_placement_property(ctx: Context) -> dict[str, object]:
     """On random logits, reference logits, rewards and β (one-token answers, see :func:`_kl_placements`):
     the penalty in the stop-gradient reward alone, and in the loss alone, each give the exact gradient
@@ -474,7 +470,7 @@ def kl_placement_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, placements_hold, _kl_cases)
 
 
-@verifier("sequence.sequence_surrogate_property", kind="property", uses=("sequence_clipped_surrogate",))
+@verifier(kind="property", uses=("sequence_clipped_surrogate",))
 def sequence_surrogate_property(ctx: Context) -> dict[str, object]:
     """On random padded batches, impl's sequence-level surrogate and its gradient with respect to log π
     equal their definitions computed here: (1/B) Σ_b min(ρ_b A_b, clip(ρ_b, 1-ε, 1+ε) A_b), ρ_b being the
@@ -517,7 +513,7 @@ _kl_batches = st.tuples(_padded_batches, st.integers(2, 5), st.floats(0.01, 2.0)
                         st.sampled_from(("token_mean", "answer_mean", "answer_sum")))
 
 
-@verifier("sequence.kl_terms_batch_property", kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
+@verifier(kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
 def kl_terms_batch_property(ctx: Context) -> dict[str, object]:
     """On random padded batches over a vocabulary of 2 to 5 tokens, for every averaging unit: impl's
     penalised rewards are R_b - β Σ_t m_bt (log π_bt - log π_ref,bt) over answer b's own tokens, and

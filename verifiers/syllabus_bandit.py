@@ -32,7 +32,7 @@ class BanditStep(NoParams):
     step_size: float = Field(gt=0)
 
 
-@verifier("syllabus_bandit.step_symbolic", kind="exact", params=BanditStep)
+@verifier(kind="exact", params=BanditStep)
 def step_symbolic(ctx: Context) -> dict[str, object]:
     """The bandit step at θ = 0 in exact arithmetic: sympy differentiates log softmax(θ)[a].
 
@@ -56,7 +56,7 @@ def step_symbolic(ctx: Context) -> dict[str, object]:
             "pi_drawn_before": sp.exp(log_pi).subs(at_zero), "pi_drawn_after": pi_after}
 
 
-@verifier("syllabus_bandit.step_impl", kind="exact", uses=("softmax", "softmax_score"), params=BanditStep)
+@verifier(kind="exact", uses=("softmax", "softmax_score"), params=BanditStep)
 def step_impl(ctx: Context) -> dict[str, object]:
     """The same step with impl's softmax and score at θ = 0 (float64).
 
@@ -78,7 +78,7 @@ def step_impl(ctx: Context) -> dict[str, object]:
     }
 
 
-@verifier("syllabus_bandit.cross_entropy_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def cross_entropy_symbolic(ctx: Context) -> dict[str, object]:
     """For K symbolic logits, ∂/∂z_m of the cross-entropy -log softmax(z)[a] is π_m - δ_am, so the
     REINFORCE step R (e_a - π) is -R times the cross-entropy gradient on label a.
@@ -110,7 +110,7 @@ _steps = st.integers(2, 10).flatmap(lambda size: st.tuples(
     st.floats(min_value=1e-3, max_value=2)))
 
 
-@verifier("syllabus_bandit.cross_entropy_property", kind="property", uses=("softmax_score",))
+@verifier(kind="property", uses=("softmax_score",))
 def cross_entropy_property(ctx: Context) -> dict[str, object]:
     """For random logits, label a and reward R: impl's R·(score of a) equals -R times the central
     difference of the verifier's own cross-entropy -log softmax(z)[a].
@@ -149,8 +149,7 @@ def _reference_pi(logits: np.ndarray, arm: int) -> float:
     return float(np.exp(log_softmax(logits))[arm])
 
 
-@verifier("syllabus_bandit.reward_sign_exact", kind="exact",
-          uses=("softmax_score", "score_function_gradient"), params=BanditStep)
+@verifier(kind="exact", uses=("softmax_score", "score_function_gradient"), params=BanditStep)
 def reward_sign_exact(ctx: Context) -> dict[str, object]:
     """The bandit step at θ = 0 with reward R, 0 and -R, through impl's estimator and score.
 
@@ -174,7 +173,7 @@ def reward_sign_exact(ctx: Context) -> dict[str, object]:
             "pi_drawn_after_negative_reward": _reference_pi(theta + steps["negative"], params.drawn_arm)}
 
 
-@verifier("syllabus_bandit.reward_sign_property", kind="property", uses=("softmax_score", "score_function_gradient"))
+@verifier(kind="property", uses=("softmax_score", "score_function_gradient"))
 def reward_sign_property(ctx: Context) -> dict[str, object]:
     """For random logits, arm a, reward R (zero, positive or negative) and step size η > 0: impl's
     step η R ∇ log π(a) equals the verifier's η R (e_a - π) up to rounding, is exactly zero for
@@ -211,7 +210,7 @@ class Discounting(NoParams):
     answer_length: int = Field(ge=1, le=10_000)
 
 
-@verifier("syllabus_bandit.discount_weights", kind="exact", uses=("discounted_returns",), params=Discounting)
+@verifier(kind="exact", uses=("discounted_returns",), params=Discounting)
 def discount_weights(ctx: Context) -> dict[str, object]:
     """What a reward of 1 is worth at the first decision, through impl's returns.
 
@@ -241,8 +240,7 @@ class UndiscountedAnswer(NoParams):
     final_reward: float
 
 
-@verifier("syllabus_bandit.undiscounted_answer_exact", kind="exact",
-          uses=("discounted_returns",), params=UndiscountedAnswer)
+@verifier(kind="exact", uses=("discounted_returns",), params=UndiscountedAnswer)
 def undiscounted_answer_exact(ctx: Context) -> dict[str, object]:
     """With γ = 1 (exact integer) and one exact final reward, every token's reward-to-go from impl."""
     params = ctx.params
@@ -255,7 +253,7 @@ def undiscounted_answer_exact(ctx: Context) -> dict[str, object]:
             "every_token_gets_final_reward": all(g == final for g in returns)}
 
 
-@verifier("syllabus_bandit.discounted_sum_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def discounted_sum_symbolic(ctx: Context) -> dict[str, object]:
     """Σ_{k>=0} γ^k for 0 <= γ < 1 (written γ = 1/(1 + x), x > 0) and for γ = 1.
 
@@ -275,7 +273,7 @@ def discounted_sum_symbolic(ctx: Context) -> dict[str, object]:
             "near_reward_worth_more": bool(sp.simplify(gamma**k - gamma ** (k + 1)).is_positive)}
 
 
-@verifier("syllabus_bandit.infinite_return_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def infinite_return_symbolic(ctx: Context) -> dict[str, object]:
     """The return G_t = Σ_{k>=0} γ^k r_{t+k} over an unbounded horizon, for 0 < γ < 1 (γ = 1/(1 + x), x > 0)
     and two bounded reward sequences whose plain sum never settles: a constant reward, r_k = c, and an
@@ -314,7 +312,7 @@ _long_rewards = st.tuples(
     st.floats(min_value=0, max_value=0.99))
 
 
-@verifier("syllabus_bandit.discounted_return_bound_property", kind="property", uses=("discounted_returns",))
+@verifier(kind="property", uses=("discounted_returns",))
 def discounted_return_bound_property(ctx: Context) -> dict[str, object]:
     """For random rewards in [-1, 1] and γ in [0, 0.99], every |G_t| from impl is at most
     max|r| / (1 - γ), up to float64 rounding."""
@@ -337,7 +335,7 @@ class BanditBatch(NoParams):
     batch_size: int = Field(ge=2, le=6, description="N, the arms drawn independently for one batch")
 
 
-@verifier("syllabus_bandit.batch_baselines_exact", kind="exact", params=BanditBatch,
+@verifier(kind="exact", params=BanditBatch,
           uses=("group_centered_advantages", "leave_one_out_advantages", "score_function_gradient", "softmax_score"))
 def batch_baselines_exact(ctx: Context) -> dict[str, object]:
     """The batch estimator (1/N) Σ_i (R_i - b_i) ∇ log π(a_i) with no baseline, the batch mean
@@ -393,7 +391,7 @@ class ActionBaselines(NoParams):
         return self
 
 
-@verifier("syllabus_bandit.action_baseline_bias_exact", kind="counterexample", params=ActionBaselines,
+@verifier(kind="counterexample", params=ActionBaselines,
           uses=("baseline_advantages", "score_function_gradient", "softmax_score"))
 def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
     """Σ_a π(a) (R(a) - b(a)) (e_a - π) at the uniform policy, each one-sample update through impl

@@ -57,7 +57,7 @@ def _exact_policies(params: TwoPolicies) -> tuple[list[Fraction], list[Fraction]
 # --------------------------------------------------------------------------- step 3: off-policy data
 
 
-@verifier("syllabus_ppo.importance_weighting_symbolic", kind="symbolic")
+@verifier(kind="symbolic")
 def importance_weighting_symbolic(ctx: Context) -> dict[str, object]:
     """Σ_a π_old(a) [π(a)/π_old(a)] f(a) - Σ_a π(a) f(a) over K symbolic arms, any f and positive
     π_old: weighting samples of π_old by r = π/π_old gives expectations under π."""
@@ -70,7 +70,7 @@ def importance_weighting_symbolic(ctx: Context) -> dict[str, object]:
     return {"residual": sp.simplify(weighted - sp.Sum(new[a] * f[a], (a, 1, categories)))}
 
 
-@verifier("syllabus_ppo.stale_samples_exact", kind="exact", uses=("surrogate_objective_grad",), params=TwoPolicies)
+@verifier(kind="exact", uses=("surrogate_objective_grad",), params=TwoPolicies)
 def stale_samples_exact(ctx: Context) -> dict[str, object]:
     """The gradient of J(θ) = E_{π_θ}[R] at π_θ, estimated from arms drawn by π_old, exactly.
 
@@ -101,8 +101,7 @@ _clip_batches = st.integers(1, 8).flatmap(lambda n: st.tuples(
     st.integers(1, 19).map(lambda k: Fraction(k, 20))))
 
 
-@verifier("syllabus_ppo.clipped_objective_property", kind="property",
-          uses=("ppo_clip_objective", "ppo_clip_objective_grad"))
+@verifier(kind="property", uses=("ppo_clip_objective", "ppo_clip_objective_grad"))
 def clipped_objective_property(ctx: Context) -> dict[str, object]:
     """For random exact ratios r > 0, advantages Â and ε in (0, 1): impl's clipped objective equals
     min(r Â, clip(r, 1-ε, 1+ε) Â) and its derivative with respect to log π equals r Â, or 0 where
@@ -128,9 +127,7 @@ def clipped_objective_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, matches_definition, _clip_batches)
 
 
-@verifier("syllabus_ppo.clipping_bias_exact", kind="counterexample",
-          uses=("surrogate_objective_grad", "ppo_clip_objective_grad"),
-          params=TwoPolicies)
+@verifier(kind="counterexample", uses=("surrogate_objective_grad", "ppo_clip_objective_grad"), params=TwoPolicies)
 def clipping_bias_exact(ctx: Context) -> dict[str, object]:
     """Expected gradients with respect to the logits at π_θ, from arms drawn by π_old, exactly.
 
@@ -194,8 +191,7 @@ def product_of_ratios_weights(ratios: np.ndarray, advantages: np.ndarray) -> np.
     return np.array([weight] * len(ratios), dtype=object)
 
 
-@verifier("syllabus_ppo.per_token_surrogate_bias_exact", kind="counterexample", params=TwoTokenAnswer,
-          uses=("surrogate_objective_grad", "ppo_clip_objective_grad"))
+@verifier(kind="counterexample", params=TwoTokenAnswer, uses=("surrogate_objective_grad", "ppo_clip_objective_grad"))
 def per_token_surrogate_bias_exact(ctx: Context) -> dict[str, object]:
     """Expected gradients with respect to every state's logits at π_θ, from answers drawn by π_old, exactly.
 
@@ -273,7 +269,7 @@ def _log_ratios(logits: np.ndarray, old_logits: np.ndarray, actions: np.ndarray)
     return (log_softmax(logits) - log_softmax(old_logits))[actions]
 
 
-@verifier("syllabus_ppo.clipped_epochs_leave_band", kind="counterexample", params=ClippedEpochs,
+@verifier(kind="counterexample", params=ClippedEpochs,
           uses=("log_softmax", "probability_ratios", "ppo_clip_objective_grad", "softmax_score"))
 def clipped_epochs_leave_band(ctx: Context) -> dict[str, object]:
     """Several epochs of full-batch gradient ascent on L^CLIP, every step through impl, on one batch.
@@ -334,8 +330,7 @@ _anchors = st.integers(2, 6).flatmap(lambda k: st.tuples(
     st.floats(0.05, 0.5), st.floats(0.01, 2)))
 
 
-@verifier("syllabus_ppo.clip_and_kl_anchors_property", kind="property",
-          uses=("ppo_clip_objective_grad", "kl_penalty_loss"))
+@verifier(kind="property", uses=("ppo_clip_objective_grad", "kl_penalty_loss"))
 def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
     """What each term is anchored to, for random logits of π, π_old and π_ref, one sample per arm
     with a random Â, random ε and β.
@@ -411,7 +406,7 @@ def _train_bandit(ctx: Context, params: BanditTraining, beta: float) -> list[flo
     return reported
 
 
-@verifier("syllabus_ppo.clip_and_kl_over_training", kind="counterexample", params=BanditTraining,
+@verifier(kind="counterexample", params=BanditTraining,
           uses=("ppo_clip_objective_grad", "softmax_score", "kl_penalty_loss"))
 def clip_and_kl_over_training(ctx: Context) -> dict[str, object]:
     """PPO on the bandit over many batches, with the clip alone and with the clip and a KL penalty.

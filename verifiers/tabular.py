@@ -103,7 +103,7 @@ def value_iteration_two_states_in_floats(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("tabular.value_iteration_two_states", kind="exact",
+@verifier(kind="exact",
           uses=("value_iteration", "action_values", "greedy_policy"),
           params=TwoStates, in_floats=value_iteration_two_states_in_floats)
 def value_iteration_two_states(ctx: Context) -> dict[str, object]:
@@ -126,7 +126,7 @@ def value_iteration_two_states(ctx: Context) -> dict[str, object]:
     return observed
 
 
-@verifier("tabular.fixed_point_two_states", kind="exact",
+@verifier(kind="exact",
           uses=("policy_state_values", "greedy_policy", "bellman_optimality_operator", "value_iteration"),
           params=TwoStates)
 def fixed_point_two_states(ctx: Context) -> dict[str, object]:
@@ -188,8 +188,7 @@ def _max_norm(x: np.ndarray) -> Fraction:
     return largest_magnitude(x)
 
 
-@verifier("tabular.contraction_property", kind="property",
-          uses=("bellman_optimality_operator", "bellman_expectation_operator"))
+@verifier(kind="property", uses=("bellman_optimality_operator", "bellman_expectation_operator"))
 def contraction_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, policies and pairs of value functions V, U, with γ in [0, 1] (γ = 1
     included: there the operators do not expand), impl's optimality operator T and expectation
@@ -253,8 +252,7 @@ def _rational(x: Fraction | int) -> object:
     return QQ(int(x.numerator), int(x.denominator))
 
 
-@verifier("tabular.td_error_expectation_property", kind="property",
-          uses=("td_errors", "policy_state_values", "policy_action_values"))
+@verifier(kind="property", uses=("td_errors", "policy_state_values", "policy_action_values"))
 def td_error_expectation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, with V = V^π, the expectation over s_{t+1} of impl's TD
     error at (s_t, a_t) equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
@@ -276,8 +274,7 @@ def td_error_expectation_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_advantage, _exact_mdps)
 
 
-@verifier("tabular.policy_evaluation_property", kind="property",
-          uses=("policy_state_values", "policy_action_values", "bellman_expectation_operator"))
+@verifier(kind="property", uses=("policy_state_values", "policy_action_values", "bellman_expectation_operator"))
 def policy_evaluation_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs and policies, impl's V^π is the solution sympy finds for
     (I - γ P_π) V = R_π, a fixed point of impl's T^π, and Σ_a π(a|s) Q^π(s, a) for impl's Q^π; given
@@ -328,8 +325,7 @@ def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple
     raise AssertionError("policy iteration did not settle")
 
 
-@verifier("tabular.optimal_residual_property", kind="property",
-          uses=("td_errors", "greedy_policy", "bellman_optimality_operator", "action_values"))
+@verifier(kind="property", uses=("td_errors", "greedy_policy", "bellman_optimality_operator", "action_values"))
 def optimal_residual_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included), with V*
     and Q* = R + γ P V* computed here (:func:`exact_optimal_values`): impl's optimality operator
@@ -429,8 +425,7 @@ def value_iteration_synchronous_in_floats(ctx: Context) -> dict[str, object]:
     return check_property(ctx, synchronous, _dyadic_mdps, st.integers(1, _FLOAT_EXACT_SWEEPS))
 
 
-@verifier("tabular.value_iteration_synchronous_property", kind="property", uses=("value_iteration",),
-          in_floats=value_iteration_synchronous_in_floats)
+@verifier(kind="property", uses=("value_iteration",), in_floats=value_iteration_synchronous_in_floats)
 def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs with γ in [0, 1], from a random V_0 and from the default V_0 = 0 (one
     value per state, whatever the number of actions), impl's n iterations equal n synchronous
@@ -475,7 +470,7 @@ def value_iteration_relabelled_two_states_in_floats(ctx: Context) -> dict[str, o
     return observed
 
 
-@verifier("tabular.value_iteration_relabelled_two_states", kind="exact", uses=("value_iteration",), params=TwoStates,
+@verifier(kind="exact", uses=("value_iteration",), params=TwoStates,
           in_floats=value_iteration_relabelled_two_states_in_floats)
 def value_iteration_relabelled_two_states(ctx: Context) -> dict[str, object]:
     """The syllabus's two-state example with the states numbered the other way (s2 first), exactly.
@@ -527,7 +522,7 @@ def _within_contraction_in_floats(ctx: Context, mdp: dict, n: int) -> None:
                               f"float64 rounding allow ({allowed:.3g})", iterated, optimal)
 
 
-@verifier("tabular.value_iteration_runs_every_sweep_property", kind="property", uses=("value_iteration",))
+@verifier(kind="property", uses=("value_iteration",))
 def value_iteration_runs_every_sweep_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs (γ <= 3/4), from a random V_0, impl's 150 iterations in float64 are within
     γ^150 |V_0 - V*|_∞ of V* plus float64 rounding (:func:`_within_contraction_in_floats`): value iteration asked
@@ -555,8 +550,7 @@ def value_iteration_convergence_in_floats(ctx: Context) -> dict[str, object]:
     return check_property(ctx, converges_in_floats, _exact_mdps, _iterations)
 
 
-@verifier("tabular.value_iteration_convergence_property", kind="property", uses=("value_iteration",),
-          in_floats=value_iteration_convergence_in_floats)
+@verifier(kind="property", uses=("value_iteration",), in_floats=value_iteration_convergence_in_floats)
 def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs, from a random start V_0, impl's V_n is within γ^n |V_0 - V*|_∞ of V*,
     with V* computed here (:func:`exact_optimal_values`): the contraction makes value iteration
@@ -633,7 +627,7 @@ def episodes(P: np.ndarray, pi: np.ndarray, first_states: dict[int, Fraction], h
     return paths
 
 
-@verifier("tabular.value_is_expected_return_property", kind="property", uses=("policy_state_values",))
+@verifier(kind="property", uses=("policy_state_values",))
 def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
     """On random episodic MDPs (:func:`_episodic_mdp`) and policies, impl's V^π(s) equals the
     expected discounted return E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode, exactly.
@@ -654,8 +648,7 @@ def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
     return check_property(ctx, is_expected_return, _episodic_mdps)
 
 
-@verifier("tabular.episodic_bellman_property", kind="property",
-          uses=("bellman_expectation_operator", "action_values", "td_errors"))
+@verifier(kind="property", uses=("bellman_expectation_operator", "action_values", "td_errors"))
 def episodic_bellman_property(ctx: Context) -> dict[str, object]:
     """On random episodic MDPs (:func:`_episodic_mdp`) and policies, with γ in [0, 1] and γ = 1
     included: the value V(s) = E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode (the
@@ -713,8 +706,7 @@ def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tupl
     return {key: weighted[key] / mass[key] for key in mass}
 
 
-@verifier("tabular.return_minus_value_property", kind="property",
-          uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
+@verifier(kind="property", uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
 def return_minus_value_property(ctx: Context) -> dict[str, object]:
     """On random episodic MDPs (γ in [0, 1], γ = 1 included), policies and start distributions: for
     every step t and every (s_t, a_t) an episode can reach, the mean of G_t - V^π(s_t) over the
@@ -745,7 +737,7 @@ class RewardBefore(NoParams):
     pi_after: list[float] = Field(min_length=2, description="the policy in s1")
 
 
-@verifier("tabular.total_return_minus_value_exact", kind="counterexample",
+@verifier(kind="counterexample",
           uses=("policy_state_values", "discounted_returns", "baseline_advantages"), params=RewardBefore)
 def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
     """At t = 1 of a two-step episode that collected a reward at t = 0: the conditional means of

@@ -43,8 +43,7 @@ def _marginals(params: MDPExample) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(joint), state, kernel
 
 
-@verifier("trajectory_law.visit_frequencies_montecarlo", kind="montecarlo", uses=("sample_trajectories",),
-          params=MDPExample)
+@verifier(kind="montecarlo", uses=("sample_trajectories",), params=MDPExample)
 def visit_frequencies_montecarlo(ctx: Context) -> dict[str, object]:
     """The share of impl's sampled trajectories with (s_t, a_t) = (s, a) at each step t < T, and with
     s_T = s, minus that probability under p_θ (:func:`_marginals`): one interval per entry, each
@@ -78,8 +77,7 @@ class UndiscountedExample(MDPExample):
     P_alt: None = Field(None, description="none: the dynamics do not depend on θ")
 
 
-@verifier("trajectory_law.objective_without_discount_exact", kind="exact", uses=("objective", "objective_gradient"),
-          params=UndiscountedExample)
+@verifier(kind="exact", uses=("objective", "objective_gradient"), params=UndiscountedExample)
 def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
     """impl's ``objective`` and ``objective_gradient`` called with no discount, against the verifier's own
     J(θ) = Σ_τ p_θ(τ) R(τ) (undiscounted, by enumeration) and its central difference (step 1e-4):
@@ -126,7 +124,7 @@ def exact_mdps(draw: st.DrawFn, most_trajectories: int | None = None) -> tuple[_
     return _ExactMDP(P, R, rho), pi, horizon
 
 
-@verifier("trajectory_law.enumerated_probabilities_property", kind="property", uses=("enumerate_trajectories",))
+@verifier(kind="property", uses=("enumerate_trajectories",))
 def enumerated_probabilities_property(ctx: Context) -> dict[str, object]:
     """On random exact MDPs whose ρ and dynamics do not depend on θ, impl's enumeration lists every
     (s_0, a_0, ..., s_T) exactly once, with the reward R(s_t, a_t) at each step and the probability
