@@ -115,6 +115,13 @@ def test_the_harness_has_no_import_circle():
             visit(module, [])
 
 
+def test_every_module_of_the_harness_has_its_line_in_the_architecture_page():
+    page = (PROJECT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [str(path.relative_to(PROJECT)) for path in _files("harness")
+               if path.name != "__init__.py" and f"`{path.name}`" not in page]
+    assert not missing, f"add a line for each to docs/architecture.md's table of modules: {missing}"
+
+
 def test_every_subpackage_says_what_it_may_import():
     for layer in LAYERS:
         assert "May import:" in (PROJECT / "harness" / layer / "__init__.py").read_text(encoding="utf-8"), layer
