@@ -217,16 +217,17 @@ def on_lanes(count: int, work: Callable[[int], Any], lanes: int, done: Callable[
     A lane is a process group of its own, killed with this process. ``work`` returns JSON-ready data; ``done``
     is called as each task ends, in the order they end. A lane that dies, or that is still on a task
     ``limit_of(number)`` seconds after it began, is killed with all it started and the task's end says so; a new
-    lane takes the tasks left. A lane's address space is limited as a check's worker's is. With ``fresh`` each lane
-    runs one task only, its output discarded (what a task leaves behind, a mutant's trampoline state, reaches no
-    other task).
+    lane takes the tasks left. With ``fresh`` each lane runs one task only (what a task leaves behind, a mutant's
+    trampoline state, reaches no other task), its output discarded and its address space limited as a check's
+    worker's is: such a task may run the implementation in the lane itself (the mutants do). A lane that only
+    evaluates checks leaves that to the workers and hosts it starts, as a run in one process does.
     """
     waiting = list(reversed(range(count)))
     running: dict[Connection, _Lane] = {}
     try:
         while waiting or any(lane.number is not None for lane in running.values()):
             while waiting and len(running) < lanes:
-                lane = _Lane(work, quiet=fresh)
+                lane = _Lane(work, fresh)
                 running[lane.connection] = lane
             for lane in list(running.values()):
                 if lane.number is None and waiting:
@@ -259,13 +260,13 @@ class _Lane:
     """One lane: a process forked from this one that runs ``work`` on the task numbers it is given, one at a
     time."""
 
-    def __init__(self, work: Callable[[int], Any], quiet: bool):
+    def __init__(self, work: Callable[[int], Any], fresh: bool):
         self.connection, theirs = multiprocessing.Pipe(duplex=True)
         self.number: int | None = None
         self.began = self.deadline = math.inf
         with quiet_stdio():
             # Not a daemon: the checks it runs fork workers, whose seeds may run in a pool of their own.
-            self.process = multiprocessing.get_context("fork").Process(target=_lane_main, args=(work, theirs, quiet))
+            self.process = multiprocessing.get_context("fork").Process(target=_lane_main, args=(work, theirs, fresh))
             self.process.start()
         theirs.close()
 
@@ -315,11 +316,11 @@ class _Lane:
         self.connection.close()
 
 
-def _lane_main(work: Callable[[int], Any], connection: Connection, quiet: bool) -> None:
+def _lane_main(work: Callable[[int], Any], connection: Connection, fresh: bool) -> None:
     os.setpgrp()
     die_with_parent()
-    limit_memory()
-    if quiet:
+    if fresh:  # a mutant's lane runs the implementation itself: bounded as a check's worker is, and quiet
+        limit_memory()
         redirect_output(os.open(os.devnull, os.O_WRONLY))
     try:
         while (number := json.loads(connection.recv_bytes())) is not None:
