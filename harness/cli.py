@@ -365,7 +365,8 @@ def _sharpness(args: argparse.Namespace) -> int:
     outcomes = [outcome for outcome in cached.values() if outcome is not None]
     uncached = len(cached) - len(outcomes)
     checks = sum(1 for part in every_part(catalogue) if part.index is not None)
-    if uncached == checks:
+    # A check of another profile is "found" without running: only an observation of this profile is one.
+    if not any(outcome.status != "skipped" for outcome in outcomes if outcome.evidence.get("check")):
         print(f"claims sharpness: no observation of the {options.profile} profile is cached in {args.course.cache}/; "
               f"run 'claims verify --claims-profile {options.profile}' first", file=sys.stderr)
         return 2

@@ -131,6 +131,16 @@ def test_the_command_needs_cached_observations(course_two, capsys):
     assert "run 'claims verify --claims-profile smoke' first" in capsys.readouterr().err
 
 
+def test_the_command_needs_observations_of_the_profile_asked_for(course_two, capsys):
+    """A check that runs only in another profile is found without running: it is no observation of this one."""
+    rewrite(course_two, "        verifier: toy.closed_form_property\n",
+            "        verifier: toy.closed_form_property\n        profiles: [smoke]\n")
+    assert claims_main(["verify"]) == 0
+    capsys.readouterr()
+    assert claims_main(["sharpness", "--claims-profile", "full"]) == 2
+    assert "run 'claims verify --claims-profile full' first" in capsys.readouterr().err
+
+
 def test_the_command_reports_the_score_and_every_survivor_from_the_cache(course_two, capsys):
     assert claims_main(["verify"]) == 0
     capsys.readouterr()
