@@ -8,7 +8,8 @@ tests) uses the names here, grouped as a run flows:
   passed, failed, error and skipped (:data:`NOT_JUDGED`, and :data:`USED_BY_FAILING` for a function), the attribute
   by which a student's module says it starts from the reference (:data:`FALLBACK_ATTRIBUTE`);
 * the course and its claims: :func:`find_course`, :func:`load_course`, :func:`load_catalogue`, :func:`registered`,
-  :func:`json_schema_text`; what a claim expects, :func:`parse_expectation` and :func:`compare`, and how sharply
+  :func:`json_schema_text`, a course's sources table (:func:`with_sources_table`) and the largest claim file read
+  (:data:`MAX_FILE_BYTES`); what a claim expects, :func:`parse_expectation` and :func:`compare`, and how sharply
   (:func:`perturbations`, :func:`summarize`); a statement's scope (:func:`parse_dimensions`, :func:`resolve_scope`,
   :func:`describe_scope`, :func:`unreached`);
 * the run: the parts of a catalogue (:func:`every_part`), one part evaluated (:func:`evaluate`), many on lanes
@@ -18,9 +19,10 @@ tests) uses the names here, grouped as a run flows:
 * the implementation under test, in a process of its own: :func:`check_implementation`, its host and servers
   (:func:`implementation_host`, :func:`server_starter`, :func:`connect`, :func:`close_hosts`), a call in a
   supervised worker (:func:`run_isolated`), and what crosses between them (:func:`encode`, :func:`decode`);
-* the cache: :class:`ObservationCache`, :func:`code_digest`;
+* the cache: :class:`ObservationCache`, :func:`code_digest`, :func:`forget_sources`;
 * the results and reports: :func:`read_results`, :func:`build_results`, :func:`write_reports`,
-  :func:`render_markdown`, :func:`render_html`, :func:`normalized`, :func:`function_scoreboard`, and the release
+  :func:`render_markdown`, :func:`render_html`, :func:`normalized`, :func:`function_scoreboard`, how a result's
+  parts read (:func:`is_interval`, :func:`rejects_text`, :func:`library_versions`, :func:`library_of`), and the release
   gate's :func:`snapshot`, :func:`compare_snapshots`, :func:`gate_findings`;
 * authoring: :func:`write_exercises`, and ``claims new``'s :class:`NewClaim`, :func:`validate`,
   :func:`claim_skeleton`.
@@ -46,13 +48,18 @@ from claims_harness._claims.formats import (
     PROFILES,
     USED_BY_FAILING,
     Profile,
+    is_interval,
+    library_versions,
+    rejects_text,
 )
 from claims_harness._claims.loading import Catalogue, ClaimEntry, load_catalogue
 from claims_harness._claims.plain import plain
+from claims_harness._claims.reading import MAX_FILE_BYTES
 from claims_harness._claims.registry import registered
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
 from claims_harness._claims.schema import KINDS, Check, Statement, json_schema_text
 from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
+from claims_harness._claims.sources import with_sources_table
 from claims_harness._power.audit import audit
 from claims_harness._power.mutation_results import mutation_inputs_digest, mutation_summary
 from claims_harness._reporting.gate import (
@@ -69,12 +76,13 @@ from claims_harness._reporting.report import MARKDOWN_FILE, write_reports
 from claims_harness._reporting.results import build_results, normalized, scope_shortfalls
 from claims_harness._reporting.rows import function_scoreboard
 from claims_harness._running.cache import ObservationCache, code_digest, forget_sources
-from claims_harness._running.driver import TIMED_OUT, drive, on_lanes
+from claims_harness._running.driver import drive, on_lanes
 from claims_harness._running.engine import Part, evaluate, every_part
+from claims_harness._running.frameworks import library_of
 from claims_harness._running.implementation import contract_functions, is_stub, provenance, reference_implementation
 from claims_harness._running.isolation import run_isolated
 from claims_harness._running.options import RunOptions
-from claims_harness._running.processes import Answer, judge_records
+from claims_harness._running.processes import TIMED_OUT, Answer, judge_records
 from claims_harness._running.remote import (
     check_implementation,
     close_hosts,
@@ -94,6 +102,7 @@ __all__ = [
     "KILLED",
     "KINDS",
     "MARKDOWN_FILE",
+    "MAX_FILE_BYTES",
     "NOT_JUDGED",
     "PROFILES",
     "RESULTS_FILE",
@@ -138,9 +147,12 @@ __all__ = [
     "gate_findings",
     "implementation_host",
     "in_process",
+    "is_interval",
     "is_stub",
     "json_schema_text",
     "judge_records",
+    "library_of",
+    "library_versions",
     "load_catalogue",
     "load_course",
     "mutation_inputs_digest",
@@ -155,6 +167,7 @@ __all__ = [
     "read_results",
     "reference_implementation",
     "registered",
+    "rejects_text",
     "render_html",
     "render_markdown",
     "resolve_scope",
@@ -168,6 +181,7 @@ __all__ = [
     "summarize",
     "unreached",
     "validate",
+    "with_sources_table",
     "write_exercises",
     "write_reports",
 ]

@@ -14,7 +14,7 @@ import pytest
 import sympy as sp
 
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
-from claims_harness._claims.formats import rejects_text
+from claims_harness.engine import rejects_text
 from verifiers import baseline_optimal, baseline_state, bernoulli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -22,10 +22,9 @@ import pytest
 
 from claims_harness._reporting import report as _report
 from claims_harness._reporting.results import _revision
-from claims_harness._running import cache as _cache
 from claims_harness._running import driver
 from claims_harness.cli import main as claims_main
-from claims_harness.engine import ObservationCache, code_digest
+from claims_harness.engine import ObservationCache, code_digest, forget_sources
 
 PROJECT = Path(__file__).resolve().parents[1]
 MODELINE = "# yaml-language-server: $schema=schema.json\n"
@@ -373,12 +372,12 @@ def test_a_student_module_is_keyed_on_the_package_it_imports(tmp_path, monkeypat
     (tmp_path / "reference_pkg" / "core.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
     (tmp_path / "student_module.py").write_text("from reference_pkg import *\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    _cache.forget_sources()
+    forget_sources()
     first = code_digest("student_module", ("add",))
     (tmp_path / "reference_pkg" / "core.py").write_text("def add(a, b):\n    return a - b\n", encoding="utf-8")
-    _cache.forget_sources()
+    forget_sources()
     assert code_digest("student_module", ("add",)) != first
-    _cache.forget_sources()
+    forget_sources()
 
 
 def test_concurrent_stores_of_one_key_never_collide(tmp_path):

@@ -22,7 +22,6 @@ from conftest import view_of, write_course
 import claims_harness
 import impl
 from claims_harness import ClaimsError, RunOptions, SeedRun, load_catalogue, run_check
-from claims_harness._claims.formats import library_versions
 from claims_harness._running.executor import (
     SeedRunner,
     SeedTask,
@@ -31,7 +30,7 @@ from claims_harness._running.executor import (
     run_seed,
     shutdown_executors,
 )
-from claims_harness.engine import RESULTS_FILE, json_schema_text, normalized
+from claims_harness.engine import RESULTS_FILE, json_schema_text, library_versions, normalized
 
 PROJECT = Path(__file__).resolve().parents[1]
 PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark")

@@ -23,9 +23,8 @@ from markupsafe import escape
 
 from claims_harness import load_catalogue
 from claims_harness._claims.formats import counted
-from claims_harness._claims.reading import MAX_FILE_BYTES
 from claims_harness.cli import main as claims_main
-from claims_harness.engine import json_schema_text
+from claims_harness.engine import MAX_FILE_BYTES, json_schema_text
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Plugins that would reorder, cache or (under xdist) warn in the inner runs.

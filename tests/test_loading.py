@@ -277,7 +277,7 @@ def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
 def linted_project(root: Path) -> Path:
     """A clean project whose generated registry matches its committed reports/claims.json."""
     from claims_harness import _verify
-    from claims_harness._claims.sources import with_sources_table
+    from claims_harness.engine import with_sources_table
 
     root.mkdir()
     directory = claims_dir(root, {"a.yaml": claim_file(claim("good"))})

@@ -25,7 +25,6 @@ from conftest import pythonpath
 from test_loading import claim, claim_file, claims_dir
 
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
-from claims_harness._claims.formats import is_interval
 from claims_harness.cli import main as claims_main
 from claims_harness.engine import (
     RESULTS_FILE,
@@ -36,6 +35,7 @@ from claims_harness.engine import (
     compare,
     compare_snapshots,
     gate_findings,
+    is_interval,
     snapshot,
     stated_differences,
 )

@@ -109,8 +109,7 @@ def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(
     import importlib
 
     from claims_harness import load_catalogue
-    from claims_harness._running.frameworks import library_of
-    from claims_harness.engine import write_exercises
+    from claims_harness.engine import library_of, write_exercises
     from claims_harness.errors import ClaimsError
 
     catalogue = load_catalogue(ROOT / "claims")

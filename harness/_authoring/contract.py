@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from claims_harness._authoring.exercises import exercised
 from claims_harness._claims.loading import Catalogue
 from claims_harness.errors import ClaimsError
 
@@ -31,15 +32,7 @@ _SECTION = re.compile(r"^(Args|Returns|Raises|Yields|Attributes|Examples?|Notes?
 
 def contract_page(catalogue: Catalogue, head: str) -> str:
     """The whole page: ``head`` (the hand-written part, up to the marker), the marker, and a section per lesson."""
-    needed: dict[str, list[str]] = {}
-    first_file: dict[str, str] = {}
-    for entry in catalogue.entries:
-        for check in entry.claim.checks if entry.claim else ():
-            verifier = catalogue.verifiers.get(check.verifier)
-            for function in verifier.uses if verifier else ():
-                if entry.id not in needed.setdefault(function, []):
-                    needed[function].append(entry.id)
-                first_file.setdefault(function, entry.file)
+    needed = exercised(catalogue)
     reference = importlib.import_module(catalogue.course.implementation)
     missing = sorted(function for function in needed if not hasattr(reference, function))
     if missing:
@@ -47,15 +40,16 @@ def contract_page(catalogue: Catalogue, head: str) -> str:
                           "in uses=: define them there, or correct the verifiers' uses=")
     lines = [head.rstrip(), "", MARKER, ""]
     for file in catalogue.files:
-        functions = sorted(function for function, first in first_file.items() if first == file)
+        functions = sorted(function for function, where in needed.items()
+                           if min(where.files, key=catalogue.files.index) == file)
         if functions:
             lines += [f"## {catalogue.titles[file]}", ""]
         for function in functions:
-            lines += _entry(function, getattr(reference, function), needed[function])
+            lines += _entry(function, getattr(reference, function), needed[function].claims)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _entry(name: str, value: Any, claims: list[str]) -> list[str]:
+def _entry(name: str, value: Any, claims: tuple[str, ...]) -> list[str]:
     summary, arguments, returns = _docstring(inspect.getdoc(value) or "")
     lines = [f"### `{name}`", "", f"`{name}{_signature(value)}`", ""]
     if summary:

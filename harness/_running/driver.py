@@ -35,7 +35,7 @@ from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.results_file import check_seconds, results_if_readable
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, never_reported
 from claims_harness._running.options import RunOptions
-from claims_harness._running.processes import (  # noqa: F401 - TIMED_OUT is named with the lanes
+from claims_harness._running.processes import (
     TIMED_OUT,
     describe_exit,
     die_with_parent,
