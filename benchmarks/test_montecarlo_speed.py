@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from claims_harness._claims.loading import ClaimEntry, load_catalogue
 from claims_harness._claims.registry import Verifier
 from claims_harness._running.options import RunOptions
 from claims_harness._running.runner import check_names, run_check
+from claims_harness.engine import ClaimEntry, load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = load_catalogue(ROOT / "claims")

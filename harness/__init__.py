@@ -8,7 +8,7 @@ of observed values; the harness compares those with what the claim file expects.
 :func:`reach` with the values each witness or drawn example used (the discount, the number of
 actions, ...), which the report compares with the scope each statement speaks for. A program (a
 notebook, a test) loads the claims with :func:`load_catalogue` and runs one check with
-:func:`run_check`, configured by :class:`RunOptions`. A property (:func:`check_property`) draws its
+:func:`run_check`, configured by :class:`RunOptions`. A property (:func:`given`, or :func:`check_property`) draws its
 examples from :mod:`claims_harness.strategies` (``from claims_harness import strategies as st``): Hypothesis'
 vocabulary, as descriptions the harness reads.
 
@@ -23,7 +23,7 @@ from typing import Any
 _DEFINED_IN = {
     "Catalogue": "claims_harness._claims.loading",
     "CheckResult": "claims_harness._running.runner",
-    "ClaimEntry": "claims_harness._claims.loading",
+    "ClaimEntry": "claims_harness._claims.claim_file",
     "ClaimsError": "claims_harness.errors",
     "Context": "claims_harness._running.context",
     "Declined": "claims_harness._claims.plain",
@@ -41,6 +41,7 @@ _DEFINED_IN = {
     "check_names": "claims_harness._running.runner",
     "check_property": "claims_harness._running.property",
     "errors": "claims_harness.errors",
+    "given": "claims_harness._running.property",
     "load_catalogue": "claims_harness._claims.loading",
     "lookup": "claims_harness._claims.registry",
     "Rounded": "claims_harness._claims.plain",
@@ -88,6 +89,7 @@ __all__ = [
     "check_names",
     "check_property",
     "errors",
+    "given",
     "load_catalogue",
     "lookup",
     "reach",

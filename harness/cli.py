@@ -354,7 +354,7 @@ def _exercises(args: argparse.Namespace) -> int:
 
 
 def _sharpness(args: argparse.Namespace) -> int:
-    """Perturb every expected number of every cached check; print the score and the survivors (_running.sharpness)."""
+    """Perturb every expected number of every cached check; print the score and the survivors (_claims.expect)."""
     from claims_harness._reporting.results import build_results, lessons_of
     from claims_harness._running.driver import reused
     from claims_harness._running.engine import every_part

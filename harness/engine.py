@@ -32,14 +32,20 @@ Everything else under ``claims_harness._*`` may change without notice.
 
 from claims_harness._authoring.exercises import write_exercises
 from claims_harness._authoring.new import NewClaim, claim_skeleton, validate
+from claims_harness._claims.claim_file import ClaimEntry
 from claims_harness._claims.course import find_course, load_course
 from claims_harness._claims.expect import (
+    EXPLAINED,
+    KILLED,
+    SURVIVED,
     Condition,
     Expectation,
     FloatLiteral,
     compare,
     compare_condition,
     parse_expectation,
+    perturbations,
+    summarize,
 )
 from claims_harness._claims.formats import (
     DEFAULT_PROFILE,
@@ -52,7 +58,7 @@ from claims_harness._claims.formats import (
     library_versions,
     rejects_text,
 )
-from claims_harness._claims.loading import Catalogue, ClaimEntry, load_catalogue
+from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._claims.plain import plain
 from claims_harness._claims.reading import MAX_FILE_BYTES
 from claims_harness._claims.registry import registered
@@ -92,7 +98,6 @@ from claims_harness._running.remote import (
     server_starter,
 )
 from claims_harness._running.runner import reuse_check, run_check
-from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, perturbations, summarize
 from claims_harness._running.wire import decode, encode
 
 __all__ = [

@@ -7,7 +7,8 @@ take the arguments of Hypothesis' of the same names. What they return is a plain
 (:class:`SearchStrategy`): its bounds, sizes, parts and functions are its own attributes, so that
 ``claims_harness._running.draws`` draws the examples from it directly, in microseconds, and
 :func:`claims_harness.check_property` hands Hypothesis the same strategy, built through Hypothesis' public
-API (:meth:`SearchStrategy.as_hypothesis`), only to shrink a failure.
+API (:meth:`SearchStrategy.as_hypothesis`), only to shrink a failure. What every description shares (the class
+:class:`SearchStrategy`, ``.map``, ``.filter``, ``.flatmap``, the building) is ``claims_harness._strategy_base``.
 
 A Hypothesis strategy may stand wherever a description does (Hypothesis' own ``text()``, say, which
 this vocabulary does not have): the property then runs under Hypothesis' engine as a whole, slower
@@ -22,9 +23,24 @@ import operator
 import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
+
+from claims_harness._strategy_base import (
+    Call,
+    SearchStrategy,
+    as_hypothesis,
+    hypothesis_strategies,
+    is_hypothesis_strategy,
+    rejecting,
+)
+
+# Read from here by claims_harness._running.draws, as every description is.
+from claims_harness._strategy_base import Filtered as Filtered
+from claims_harness._strategy_base import FlatMapped as FlatMapped
+from claims_harness._strategy_base import Mapped as Mapped
+from claims_harness._strategy_base import Rejected as Rejected
 
 __all__ = [
     "DrawFn",
@@ -46,7 +62,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 # What a composite strategy's function receives: it draws one value of the strategy it is handed.
 DrawFn = Callable[["SearchStrategy[T]"], T]
@@ -56,82 +71,11 @@ SMALLEST_NORMAL = 2.2250738585072014e-308
 LARGEST = sys.float_info.max
 
 
-class SearchStrategy(Generic[T]):
-    """A description of the values a property draws; build one with this module's functions.
-
-    The subclasses hold what ``claims_harness._running.draws`` reads (each documents its attributes) and
-    build the equivalent Hypothesis strategy (:meth:`as_hypothesis`).
-    """
-
-    __slots__ = ("_hypothesis",)
-
-    def map(self, pack: Callable[[T], U]) -> SearchStrategy[U]:
-        """The values of this strategy passed through ``pack``."""
-        return Mapped(self, pack)
-
-    def filter(self, condition: Callable[[T], Any]) -> SearchStrategy[T]:
-        """The values of this strategy for which ``condition`` holds."""
-        return Filtered(self, (condition,))
-
-    def flatmap(self, expand: Callable[[T], SearchStrategy[U]]) -> SearchStrategy[U]:
-        """A value of the strategy ``expand`` returns for a value of this one."""
-        return FlatMapped(self, expand)
-
-    def as_hypothesis(self) -> Any:
-        """The same strategy as Hypothesis' (a ``hypothesis.strategies.SearchStrategy``), built once."""
-        try:
-            return self._hypothesis
-        except AttributeError:
-            self._hypothesis = self._build()
-            return self._hypothesis
-
-    def _build(self) -> Any:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-def is_hypothesis_strategy(value: object) -> bool:
-    """Whether ``value`` is a Hypothesis strategy (never true while Hypothesis is not imported: nothing made one)."""
-    module = sys.modules.get("hypothesis.strategies")
-    return module is not None and isinstance(value, module.SearchStrategy)
-
-
-def as_hypothesis(strategy: Any) -> Any:
-    """``strategy`` as Hypothesis' own: a description built through Hypothesis' public API, Hypothesis' own as it is."""
-    return strategy.as_hypothesis() if isinstance(strategy, SearchStrategy) else strategy
-
-
 def _strategy(value: Any, name: str) -> Any:
     if isinstance(value, SearchStrategy) or is_hypothesis_strategy(value):
         return value
     raise TypeError(f"{name}={value!r} is not a strategy: build it with claims_harness.strategies (st.just(x) for a "
                     "fixed value)")
-
-
-class Rejected(Exception):
-    """The example was rejected (a filter that never held, ``assume(False)``): draw another one."""
-
-
-def _hypothesis() -> Any:
-    import hypothesis.strategies  # here: only shrinking, or a property that runs under Hypothesis, needs it
-
-    return hypothesis.strategies
-
-
-def _rejecting(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function``, with the harness's rejection (``claims_harness.assume`` inside it) turned into Hypothesis'."""
-    from hypothesis import reject
-
-    @functools.wraps(function)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except Rejected:
-            reject()
-
-    return wrapped
 
 
 def _integer(value: Any, name: str) -> int | None:
@@ -145,26 +89,16 @@ def _integer(value: Any, name: str) -> int | None:
         raise TypeError(f"{name}={value!r} is not an integer") from None
 
 
-def _shown(name: str, **arguments: Any) -> str:
-    return f"{name}({', '.join(f'{key}={value!r}' for key, value in arguments.items())})"
-
-
 # --------------------------------------------------------------------------- numbers
 
 
 class Integers(SearchStrategy[int]):
     """``integers(min_value, max_value)``: either bound may be None (unbounded)."""
 
-    __slots__ = ("max_value", "min_value")
+    __slots__ = ("min_value", "max_value")
 
-    def __init__(self, min_value: int | None, max_value: int | None) -> None:
-        self.min_value, self.max_value = min_value, max_value
-
-    def _build(self) -> Any:
-        return _hypothesis().integers(self.min_value, self.max_value)
-
-    def __repr__(self) -> str:
-        return _shown("integers", min_value=self.min_value, max_value=self.max_value)
+    def _call(self) -> Call:
+        return "integers", (), {"min_value": self.min_value, "max_value": self.max_value}
 
 
 def integers(min_value: int | None = None, max_value: int | None = None) -> SearchStrategy[int]:
@@ -181,18 +115,10 @@ class Floats(SearchStrategy[float]):
     magnitude of a nonzero value (the smallest normal float when subnormals are excluded), as Hypothesis
     resolves its arguments; ``arguments`` are the arguments as given."""
 
-    __slots__ = ("allow_nan", "arguments", "max_value", "min_value", "smallest_nonzero_magnitude")
+    __slots__ = ("min_value", "max_value", "allow_nan", "smallest_nonzero_magnitude", "arguments")
 
-    def __init__(self, min_value: float, max_value: float, allow_nan: bool, smallest_nonzero_magnitude: float,
-                 arguments: dict[str, Any]) -> None:
-        self.min_value, self.max_value, self.allow_nan = min_value, max_value, allow_nan
-        self.smallest_nonzero_magnitude, self.arguments = smallest_nonzero_magnitude, arguments
-
-    def _build(self) -> Any:
-        return _hypothesis().floats(**self.arguments)
-
-    def __repr__(self) -> str:
-        return _shown("floats", **self.arguments)
+    def _call(self) -> Call:
+        return "floats", (), self.arguments
 
 
 def _next_up(value: float, allow_subnormal: bool) -> float:
@@ -213,9 +139,8 @@ def floats(min_value: float | None = None, max_value: float | None = None, *, al
     bound is missing; subnormals wherever the bounds admit them)."""
     arguments = {key: value for key, value in (
         ("min_value", min_value), ("max_value", max_value), ("allow_nan", allow_nan),
-        ("allow_infinity", allow_infinity), ("allow_subnormal", allow_subnormal)) if value is not None}
-    arguments.update({key: True for key, value in (("exclude_min", exclude_min), ("exclude_max", exclude_max))
-                      if value})
+        ("allow_infinity", allow_infinity), ("allow_subnormal", allow_subnormal),
+        ("exclude_min", bool(exclude_min) or None), ("exclude_max", bool(exclude_max) or None)) if value is not None}
     if allow_nan is None:
         allow_nan = min_value is None and max_value is None
     elif allow_nan and (min_value is not None or max_value is not None):
@@ -223,35 +148,27 @@ def floats(min_value: float | None = None, max_value: float | None = None, *, al
     for name, bound in (("min_value", min_value), ("max_value", max_value)):
         if bound is not None and (float(bound) != bound or math.isnan(float(bound))):
             raise ValueError(f"floats: {name}={bound!r} is not exactly a 64-bit float")
-    low = None if min_value is None else float(min_value)
-    high = None if max_value is None else float(max_value)
-    if exclude_min and (low is None or low == math.inf) or exclude_max and (high is None or high == -math.inf):
+    low = -math.inf if min_value is None else float(min_value)
+    high = math.inf if max_value is None else float(max_value)
+    if (exclude_min and (min_value is None or low == math.inf)
+            or exclude_max and (max_value is None or high == -math.inf)):
         raise ValueError(f"floats: cannot exclude a missing or infinite bound ({arguments})")
     subnormal = allow_subnormal is None or allow_subnormal
-    if low is not None and exclude_min:
+    if exclude_min:
         low = _next_up(low, subnormal)
-    if high is not None and exclude_max:
+    if exclude_max:
         high = _next_down(high, subnormal)
-    low = None if low == -math.inf else low
-    high = None if high == math.inf else high
-    if low is not None and high is not None and (low > high or low == high == 0 and math.copysign(1, high) < 0 <
-                                                 math.copysign(1, low)):
+    if low > high or low == high == 0 and math.copysign(1, high) < 0 < math.copysign(1, low):
         raise ValueError(f"floats: there are no floats between the bounds ({arguments})")
+    bounded = -math.inf < low and high < math.inf
     if allow_infinity is None:
-        allow_infinity = low is None or high is None
-    elif allow_infinity and low is not None and high is not None:
+        allow_infinity = not bounded
+    elif allow_infinity and bounded:
         raise ValueError(f"floats: cannot have allow_infinity=True with both bounds ({arguments})")
     if allow_subnormal is None:
-        if low is not None and high is not None:
-            allow_subnormal = (-SMALLEST_NORMAL < low < SMALLEST_NORMAL if low == high
-                               else low < SMALLEST_NORMAL and high > -SMALLEST_NORMAL)
-        else:
-            allow_subnormal = (low is None or low < SMALLEST_NORMAL) and (high is None or high > -SMALLEST_NORMAL)
-    elif allow_subnormal and (low is not None and low >= SMALLEST_NORMAL
-                              or high is not None and high <= -SMALLEST_NORMAL):
+        allow_subnormal = low < SMALLEST_NORMAL and high > -SMALLEST_NORMAL
+    elif allow_subnormal and (low >= SMALLEST_NORMAL or high <= -SMALLEST_NORMAL):
         raise ValueError(f"floats: allow_subnormal=True, but the bounds exclude every subnormal ({arguments})")
-    low = -math.inf if low is None else low
-    high = math.inf if high is None else high
     if not allow_infinity:
         low, high = max(low, -LARGEST), min(high, LARGEST)
     return Floats(low, high, bool(allow_nan), SMALLEST_SUBNORMAL if allow_subnormal else SMALLEST_NORMAL, arguments)
@@ -261,17 +178,11 @@ class Fractions(SearchStrategy[Fraction]):
     """``fractions(min_value, max_value, max_denominator)``: bounds as Fractions or None, the denominator's bound or
     None."""
 
-    __slots__ = ("max_denominator", "max_value", "min_value")
+    __slots__ = ("min_value", "max_value", "max_denominator")
 
-    def __init__(self, min_value: Fraction | None, max_value: Fraction | None, max_denominator: int | None) -> None:
-        self.min_value, self.max_value, self.max_denominator = min_value, max_value, max_denominator
-
-    def _build(self) -> Any:
-        return _hypothesis().fractions(self.min_value, self.max_value, max_denominator=self.max_denominator)
-
-    def __repr__(self) -> str:
-        return _shown("fractions", min_value=self.min_value, max_value=self.max_value,
-                      max_denominator=self.max_denominator)
+    def _call(self) -> Call:
+        return "fractions", (), {"min_value": self.min_value, "max_value": self.max_value,
+                                 "max_denominator": self.max_denominator}
 
 
 def fractions(min_value: Any = None, max_value: Any = None, *, max_denominator: int | None = None
@@ -297,11 +208,8 @@ class Booleans(SearchStrategy[bool]):
 
     __slots__ = ()
 
-    def _build(self) -> Any:
-        return _hypothesis().booleans()
-
-    def __repr__(self) -> str:
-        return "booleans()"
+    def _call(self) -> Call:
+        return "booleans", (), {}
 
 
 def booleans() -> SearchStrategy[bool]:
@@ -317,14 +225,11 @@ class Just(SearchStrategy[T]):
 
     __slots__ = ("value",)
 
-    def __init__(self, value: T) -> None:
-        self.value = value
+    def _call(self) -> Call:
+        return "just", (self.value,), {}
 
     def _build(self) -> Any:
-        return _hypothesis().just(self.value)
-
-    def __repr__(self) -> str:
-        return f"just({self.value!r})"
+        return hypothesis_strategies().just(self.value)  # as it is, even a description: a strategy of strategies
 
 
 def just(value: T) -> SearchStrategy[T]:
@@ -342,14 +247,8 @@ class SampledFrom(SearchStrategy[T]):
 
     __slots__ = ("elements",)
 
-    def __init__(self, elements: tuple[T, ...]) -> None:
-        self.elements = elements
-
-    def _build(self) -> Any:
-        return _hypothesis().sampled_from(self.elements)
-
-    def __repr__(self) -> str:
-        return f"sampled_from({list(self.elements)!r})"
+    def _call(self) -> Call:
+        return "sampled_from", (list(self.elements),), {}
 
 
 def sampled_from(elements: Iterable[T]) -> SearchStrategy[T]:
@@ -362,14 +261,8 @@ class Permutations(SearchStrategy[list[T]]):
 
     __slots__ = ("values",)
 
-    def __init__(self, values: tuple[T, ...]) -> None:
-        self.values = values
-
-    def _build(self) -> Any:
-        return _hypothesis().permutations(self.values)
-
-    def __repr__(self) -> str:
-        return f"permutations({list(self.values)!r})"
+    def _call(self) -> Call:
+        return "permutations", (list(self.values),), {}
 
 
 def permutations(values: Sequence[T]) -> SearchStrategy[list[T]]:
@@ -382,14 +275,8 @@ class OneOf(SearchStrategy[Any]):
 
     __slots__ = ("options",)
 
-    def __init__(self, options: tuple[Any, ...]) -> None:
-        self.options = options
-
-    def _build(self) -> Any:
-        return _hypothesis().one_of(*map(as_hypothesis, self.options))
-
-    def __repr__(self) -> str:
-        return f"one_of({', '.join(map(repr, self.options))})"
+    def _call(self) -> Call:
+        return "one_of", self.options, {}
 
 
 def one_of(*options: Any) -> SearchStrategy[Any]:
@@ -407,14 +294,8 @@ class Tuples(SearchStrategy[tuple[Any, ...]]):
 
     __slots__ = ("parts",)
 
-    def __init__(self, parts: tuple[Any, ...]) -> None:
-        self.parts = parts
-
-    def _build(self) -> Any:
-        return _hypothesis().tuples(*map(as_hypothesis, self.parts))
-
-    def __repr__(self) -> str:
-        return f"tuples({', '.join(map(repr, self.parts))})"
+    def _call(self) -> Call:
+        return "tuples", self.parts, {}
 
 
 def tuples(*parts: Any) -> SearchStrategy[tuple[Any, ...]]:
@@ -428,22 +309,13 @@ def _identity(value: T) -> T:
 
 class Lists(SearchStrategy[list[Any]]):
     """``lists(elements, ...)``: ``min_size`` to ``max_size`` (``math.inf`` when unbounded) values of ``elements``;
-    ``average_size`` the size an unbounded list is drawn around (Hypothesis'); ``keys`` None, or the functions
-    whose values must differ between any two elements (``unique``, ``unique_by``); ``arguments`` as given."""
+    ``keys`` None, or the functions whose values must differ between any two elements (``unique``, ``unique_by``);
+    ``arguments`` as given; ``average_size`` the size an unbounded list is drawn around (Hypothesis')."""
 
-    __slots__ = ("arguments", "average_size", "elements", "keys", "max_size", "min_size")
+    __slots__ = ("elements", "min_size", "max_size", "keys", "arguments", "average_size")
 
-    def __init__(self, elements: Any, min_size: int, max_size: float, keys: tuple[Callable[[Any], Hashable], ...] |
-                 None, arguments: dict[str, Any]) -> None:
-        self.elements, self.min_size, self.max_size, self.keys, self.arguments = (elements, min_size, max_size, keys,
-                                                                                  arguments)
-        self.average_size = min(max(min_size * 2, min_size + 5), 0.5 * (min_size + max_size))
-
-    def _build(self) -> Any:
-        return _hypothesis().lists(as_hypothesis(self.elements), **self.arguments)
-
-    def __repr__(self) -> str:
-        return _shown("lists", elements=self.elements, **self.arguments)
+    def _call(self) -> Call:
+        return "lists", (), {"elements": self.elements, **self.arguments}
 
 
 def lists(elements: Any, *, min_size: int = 0, max_size: int | None = None,
@@ -468,7 +340,8 @@ def lists(elements: Any, *, min_size: int = 0, max_size: int | None = None,
         if low > len(elements.elements):
             raise ValueError(f"lists: {low} distinct values of {len(elements.elements)} elements")
         high = len(elements.elements) if high is None else min(high, len(elements.elements))
-    return Lists(elements, low, math.inf if high is None else high, keys, arguments)
+    high = math.inf if high is None else high
+    return Lists(elements, low, high, keys, arguments, min(max(low * 2, low + 5), 0.5 * (low + high)))
 
 
 class Arrays(SearchStrategy[np.ndarray]):
@@ -476,21 +349,17 @@ class Arrays(SearchStrategy[np.ndarray]):
     ``shape`` (a tuple of ints) whose entries are values of ``elements``; ``fill`` None or the strategy of a value
     an array may be filled with; ``size`` the number of entries."""
 
-    __slots__ = ("dtype", "elements", "fill", "shape", "size", "unique")
+    __slots__ = ("dtype", "shape", "elements", "fill", "unique", "size")
 
-    def __init__(self, dtype: np.dtype, shape: tuple[int, ...], elements: Any, fill: Any, unique: bool) -> None:
-        self.dtype, self.shape, self.elements, self.fill, self.unique = dtype, shape, elements, fill, unique
-        self.size = math.prod(shape)
+    def _call(self) -> Call:
+        return "arrays", (), {"dtype": self.dtype, "shape": self.shape, "elements": self.elements, "fill": self.fill,
+                              "unique": self.unique}
 
     def _build(self) -> Any:
-        from hypothesis.extra.numpy import arrays as hypothesis_arrays
+        from hypothesis.extra.numpy import arrays as hypothesis_arrays  # not in hypothesis.strategies
 
         return hypothesis_arrays(self.dtype, self.shape, elements=as_hypothesis(self.elements),
-                                 fill=None if self.fill is None else as_hypothesis(self.fill), unique=self.unique)
-
-    def __repr__(self) -> str:
-        return _shown("arrays", dtype=self.dtype, shape=self.shape, elements=self.elements, fill=self.fill,
-                      unique=self.unique)
+                                 fill=as_hypothesis(self.fill), unique=self.unique)
 
 
 def arrays(dtype: Any, shape: int | tuple[int, ...] | SearchStrategy[Any], *, elements: Any = None, fill: Any = None,
@@ -511,7 +380,7 @@ def arrays(dtype: Any, shape: int | tuple[int, ...] | SearchStrategy[Any], *, el
     if not all(isinstance(length, int) and length >= 0 for length in shape):
         raise TypeError(f"arrays: shape={shape!r} is not a tuple of sizes")
     return Arrays(dtype, shape, _strategy(elements, "elements"), None if fill is None else _strategy(fill, "fill"),
-                  bool(unique))
+                  bool(unique), math.prod(shape))
 
 
 def _flatmap_of(base: Any, expand: Callable[[Any], Any]) -> Any:
@@ -520,21 +389,17 @@ def _flatmap_of(base: Any, expand: Callable[[Any], Any]) -> Any:
     return base.flatmap(lambda value: as_hypothesis(expand(value)))  # a Hypothesis strategy of dtypes or shapes
 
 
-# --------------------------------------------------------------------------- built values and transformations
+# --------------------------------------------------------------------------- built values
 
 
 class Builds(SearchStrategy[Any]):
     """``builds(target, *args, **kwargs)``: ``target`` called with one value of each strategy of ``args`` (a tuple)
     and ``kwargs`` (a dict)."""
 
-    __slots__ = ("args", "kwargs", "target")
+    __slots__ = ("target", "args", "kwargs")
 
-    def __init__(self, target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.target, self.args, self.kwargs = target, args, kwargs
-
-    def _build(self) -> Any:
-        return _hypothesis().builds(self.target, *map(as_hypothesis, self.args),
-                                    **{name: as_hypothesis(value) for name, value in self.kwargs.items()})
+    def _call(self) -> Call:
+        return "builds", (self.target, *self.args), self.kwargs
 
     def __repr__(self) -> str:
         parts = [getattr(self.target, "__qualname__", repr(self.target)), *map(repr, self.args),
@@ -553,23 +418,19 @@ def builds(target: Callable[..., T], *args: Any, **kwargs: Any) -> SearchStrateg
 class Composite(SearchStrategy[Any]):
     """A strategy made by ``@composite``: ``definition(draw, *args, **kwargs)``."""
 
-    __slots__ = ("args", "definition", "kwargs")
+    __slots__ = ("definition", "args", "kwargs")
 
-    def __init__(self, definition: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.definition, self.args, self.kwargs = definition, args, kwargs
+    def _call(self) -> Call:
+        return self.definition.__qualname__, self.args, self.kwargs
 
     def _build(self) -> Any:
-        definition, args, kwargs = _rejecting(self.definition), self.args, self.kwargs
+        definition, args, kwargs = rejecting(self.definition), self.args, self.kwargs
 
-        @_hypothesis().composite
+        @hypothesis_strategies().composite
         def composite(draw: Callable[[Any], Any]) -> Any:
             return definition(lambda inner: draw(as_hypothesis(inner)), *args, **kwargs)
 
         return composite()
-
-    def __repr__(self) -> str:
-        parts = [*map(repr, self.args), *(f"{name}={value!r}" for name, value in self.kwargs.items())]
-        return f"{self.definition.__qualname__}({', '.join(parts)})"
 
 
 def composite(definition: Callable[..., T]) -> Callable[..., SearchStrategy[T]]:
@@ -582,54 +443,3 @@ def composite(definition: Callable[..., T]) -> Callable[..., SearchStrategy[T]]:
 
     return strategy
 
-
-class Mapped(SearchStrategy[Any]):
-    """``base.map(pack)``."""
-
-    __slots__ = ("base", "pack")
-
-    def __init__(self, base: SearchStrategy[Any], pack: Callable[[Any], Any]) -> None:
-        self.base, self.pack = base, pack
-
-    def _build(self) -> Any:
-        return self.base.as_hypothesis().map(_rejecting(self.pack))
-
-    def __repr__(self) -> str:
-        return f"{self.base!r}.map({getattr(self.pack, '__qualname__', self.pack)})"
-
-
-class Filtered(SearchStrategy[Any]):
-    """``base.filter(condition)...``: the values of ``base`` for which every one of ``conditions`` holds."""
-
-    __slots__ = ("base", "conditions")
-
-    def __init__(self, base: SearchStrategy[Any], conditions: tuple[Callable[[Any], Any], ...]) -> None:
-        self.base, self.conditions = base, conditions
-
-    def filter(self, condition: Callable[[Any], Any]) -> SearchStrategy[Any]:
-        return Filtered(self.base, (*self.conditions, condition))
-
-    def _build(self) -> Any:
-        strategy = self.base.as_hypothesis()
-        for condition in self.conditions:
-            strategy = strategy.filter(condition)
-        return strategy
-
-    def __repr__(self) -> str:
-        return repr(self.base) + "".join(f".filter({getattr(c, '__qualname__', c)})" for c in self.conditions)
-
-
-class FlatMapped(SearchStrategy[Any]):
-    """``base.flatmap(expand)``."""
-
-    __slots__ = ("base", "expand")
-
-    def __init__(self, base: SearchStrategy[Any], expand: Callable[[Any], Any]) -> None:
-        self.base, self.expand = base, expand
-
-    def _build(self) -> Any:
-        expand = _rejecting(self.expand)
-        return self.base.as_hypothesis().flatmap(lambda value: as_hypothesis(expand(value)))
-
-    def __repr__(self) -> str:
-        return f"{self.base!r}.flatmap({getattr(self.expand, '__qualname__', self.expand)})"

@@ -39,7 +39,7 @@ def _imported(path: Path) -> set[str]:
 # claims_harness.stats, claims_harness.strategies (the properties' vocabulary) and claims_harness.errors, which import
 # nothing of the harness but each other.
 ENGINE = "claims_harness"  # the import name of the folder harness/
-LEAVES = ("harness.stats", "harness.strategies", "harness.errors")
+LEAVES = ("harness.stats", "harness.strategies", "harness._strategy_base", "harness.errors")
 LAYERS = {
     "_claims": set(),
     "_text": {"_claims"},

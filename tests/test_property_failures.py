@@ -24,7 +24,16 @@ import pytest
 from conftest import view_of
 
 import impl
-from claims_harness import ClaimsError, Context, RunOptions, VerifierError, check_property, load_catalogue, run_check
+from claims_harness import (
+    ClaimsError,
+    Context,
+    RunOptions,
+    VerifierError,
+    check_property,
+    given,
+    load_catalogue,
+    run_check,
+)
 from claims_harness import strategies as st
 from claims_harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
 from claims_harness._running.context import Call, record_calls
@@ -100,7 +109,7 @@ def test_a_failing_property_names_the_function_and_its_parameters_and_reproduces
     assert result.observed["holds"] is False and result.observed["examples"] > 0
     example = result.observed["falsifying_example"]
     assert set(example) == {"input", "calls", "calls_left_out", "assertion", "reproduce"}
-    assert "telescopes(" in example["input"] and "segment=" in example["input"]
+    assert "telescoping_property(" in example["input"] and "segment=" in example["input"]
     (call,) = example["calls"]
     assert call["function"] == "gae_advantages"
     assert tuple(call["arguments"]) == GAE_PARAMETERS
@@ -259,6 +268,22 @@ def test_a_property_in_the_full_profile_reports_the_shrunk_example():
     example = check_property(ctx, adds_up, st.lists(st.integers(0, 9)))["falsifying_example"]
     assert example["calls"] == [{"function": "total", "arguments": {"values": "[0, 0, 0]"}, "returned": "-1"}]
     assert example["reproduce"] == "import numpy as np; from student_module import total; total(values=[0, 0, 0])"
+
+
+@pytest.mark.parametrize("profile", ["smoke", "full"])
+def test_a_property_written_as_itself_is_named_by_its_function_and_parameters_drawn_or_shrunk(profile):
+    @given(st.lists(st.integers(0, 9)), st.integers(1, 3))
+    def total_property(ctx, values, repeats):
+        for _ in range(repeats):
+            assert ctx.impl.total(values) == sum(values), values
+
+    holding = _context(_student(total=sum), ("total",), profile)
+    assert total_property(holding) == {"holds": True, "examples": check_property(
+        holding, lambda values, repeats: None, st.lists(st.integers(0, 9)), st.integers(1, 3))["examples"]}
+    failing = _context(_student(total=lambda values: sum(values) - (len(values) > 2)), ("total",), profile)
+    example = total_property(failing)["falsifying_example"]
+    assert "total_property(" in example["input"] and "values=" in example["input"] and "repeats=" in example["input"]
+    assert example["calls"][0]["function"] == "total"
 
 
 # --------------------------------------------------------------------------- the reproduce line

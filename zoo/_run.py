@@ -34,7 +34,7 @@ def replaced_functions(variant: str) -> tuple[str, ...]:
 
 @cache
 def _claims_by_function() -> dict[str, tuple[str, ...]]:
-    from claims_harness._claims.loading import load_catalogue
+    from claims_harness.engine import load_catalogue
 
     catalogue = load_catalogue(ROOT / "claims")
     users: dict[str, list[str]] = {}

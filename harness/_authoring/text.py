@@ -3,24 +3,26 @@
 Every command reads the documents ``[tool.claims.texts]`` configures (``--text NAME=PATH`` reads
 another copy of one, a revised text, say) and the ledger without importing the verifiers, so it
 answers in about a second. Only ``anchor``, ``review`` and ``mark`` write, and only claim files,
-one statement or section at a time (``claims_harness._text.stamps``).
+one statement or section at a time (``claims_harness._text.stamps``). The two that only read,
+``status`` and ``show``, are ``claims_harness._authoring.text_status``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.loading import Catalogue, StatementEntry, load_catalogue
+from claims_harness._authoring.text_status import print_status, print_steps
+from claims_harness._claims.claim_file import StatementEntry
+from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._claims.results_file import RESULTS_FILE, results_if_readable
 from claims_harness._claims.schema import Anchor, Mark
 from claims_harness._text.binding import bindings_of, value_of
 from claims_harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
-from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
+from claims_harness._text.drift import CLEAN, TextState
 from claims_harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
 from claims_harness._text.summary import text_overrides, text_state
 from claims_harness.errors import ClaimsError, did_you_mean, visible
@@ -82,164 +84,9 @@ def run(args: argparse.Namespace) -> int:
         raise ClaimsError(f"{course.root / 'pyproject.toml'}: no [tool.claims.texts] configured, so there is no text "
                           "to compare the ledger with; add a table per document (docs/text.md)")
     documents = read_documents(course, text_overrides(args.text))
-    command = {"status": _status, "show": _show, "anchor": _anchor, "review": _review, "mark": _mark,
+    command = {"status": print_status, "show": print_steps, "anchor": _anchor, "review": _review, "mark": _mark,
                "html": _html}[args.text_command]
     return command(args, catalogue, documents)
-
-
-def state_json(state: TextState) -> dict[str, Any]:
-    """What ``claims text status --format json`` prints (it quotes the unheld formulas, and no other text)."""
-    return {
-        "documents": [{"name": document.name, "path": str(document.path), "fingerprint": document.fingerprint,
-                       "steps": len(document.steps), "blocks": len(document.blocks())} for document in state.documents],
-        "clean": state.clean,
-        "counts": state.counts(),
-        "statements": {key: found.status for key, found in state.statements.items()},
-        "details": {key: _detail(found) for key, found in state.statements.items()},
-        "marks": [{"file": entry.file, "line": entry.line, **_detail(found)} for entry, found in state.marks],
-        "not_in_text": state.not_in_text,
-        "uncovered_blocks": [_place(block) for block in state.uncovered],
-        "unheld_numbers": [{**_place(block), "number": item, "count": count,
-                            "kind": "formula" if block.kind == FORMULA else "number"}
-                           for block, item, count in state.unheld],
-        "items": state.items,
-        "steps_not_in_text": state.steps_not_in_text,
-        "unbound_numbers": state.unbound,
-    }
-
-
-def _place(block: Block) -> dict[str, Any]:
-    """Where a block is in the text: ``text_line`` is its line in the document, never a claim file's."""
-    return {"document": block.document, "step": block.step, "block": block.position, "kind": block.kind,
-            "text_line": block.line}
-
-
-def _detail(found: Resolution) -> dict[str, Any]:
-    detail: dict[str, Any] = {"status": found.status, "drift": found.drift}
-    if found.block is not None:
-        detail.update(_place(found.block), fingerprint=found.block.fingerprint)
-    if found.missing:
-        detail["missing"] = list(found.missing)
-    if found.similarity is not None:
-        detail["similarity"] = found.similarity
-    if found.reordered:
-        detail["reordered"] = True
-    if found.candidates:
-        detail["candidates"] = [_place(block) for block in found.candidates]
-    return detail
-
-
-# --------------------------------------------------------------------------- status and show
-
-
-def _status(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
-    state = text_state(catalogue, documents)
-    if args.format == "json":
-        print(json.dumps(state_json(state), indent=2, ensure_ascii=False))
-        return 0 if state.clean else 1
-    for document in documents:
-        print(f"{document.name}: {visible(str(document.path))} ({document.fingerprint}), {len(document.steps)} steps, "
-              f"{len(document.blocks())} blocks")
-    counts = state.counts()
-    print("statements: " + ", ".join(f"{counts[status]} {status}" for status in STATUSES) +
-          (f"; {len(state.not_in_text)} of the harness's own (no place in the text)" if state.not_in_text else ""))
-    for key, found in state.statements.items():
-        if found.status not in CLEAN:
-            print(f"  {found.status}: {key}{_where(found)}")
-    for entry, found in state.marks:
-        if found.status not in CLEAN:
-            print(f"  mark {found.status}: {entry.file}:{entry.line} ({entry.where} block {entry.anchor.block})"
-                  f"{_where(found)}")
-    for kind, counts_of in state.items.items():
-        total = counts_of["total"]
-        print(f"{kind}: {total} in the text, {counts_of['held']} held by statements, {counts_of['marked']} marked as "
-              f"nothing checkable, {counts_of['unheld']} unheld" +
-              (f" ({(counts_of['held'] + counts_of['marked']) / total:.1%} accounted for)" if total else ""))
-    for block in state.uncovered:
-        print(f"  uncovered: {block.document} {block.place} ({block.kind}, line {block.line}): {_preview(block)}")
-    for block, item, count in state.unheld:
-        print(f"  unheld: {block.document} {block.place} (line {block.line}): {visible(_preview_text(item))}"
-              + (f" (printed {count} times)" if count > 1 else ""))
-    for step in state.steps_not_in_text:
-        print(f"  step {step} of the course is in no document of the text")
-    for line in state.unbound:
-        print(f"  unbound: {visible(line)}")
-    print("claims text status: " + ("clean: every statement unchanged or moved, every block and number held or "
-                                    "marked" if state.clean else "not clean (see above)"))
-    return 0 if state.clean else 1
-
-
-def _where(found: Resolution) -> str:
-    parts = []
-    if found.drift not in (found.status, "unanchored"):
-        parts.append(found.drift)
-    if found.block is not None:
-        parts.append(f"now {found.block.place}, line {found.block.line}")
-    if found.missing:
-        parts.append("no longer holds " + ", ".join(visible(_preview_text(item)) for item in found.missing))
-    if found.reordered:
-        parts.append("its block's numbers are the same, in another order")
-    if found.candidates:
-        parts.append("could be " + " or ".join(f"{block.place} (line {block.line})" for block in found.candidates))
-    if found.drift == "unanchored":
-        parts.append("no anchor: place it with 'claims text anchor'")
-    return f" ({'; '.join(parts)})" if parts else ""
-
-
-def _preview(block: Block) -> str:
-    return visible(_preview_text(block.text))
-
-
-def _preview_text(text: str, width: int = 70) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _show(args: argparse.Namespace, catalogue: Catalogue, documents: list[Document]) -> int:
-    state = text_state(catalogue, documents)
-    standing: dict[int, list[str]] = {}
-    for key, found in state.statements.items():
-        if found.block is not None:
-            anchor = catalogue.statements[key].statement.anchor
-            holds = f", holds {', '.join(anchor.holds)}" if anchor and anchor.holds and found.block.kind != FORMULA \
-                else ""
-            standing.setdefault(id(found.block), []).append(f"{key} ({found.status}{holds})")
-    for entry, found in state.marks:
-        if found.block is not None:
-            what = "numbers " + ", ".join(entry.anchor.holds) if entry.anchor.holds else "the block"
-            standing.setdefault(id(found.block), []).append(
-                f"mark of {what} ({found.status}): {_mark_reason(catalogue, entry.file, entry.line)}")
-    unheld = {}
-    for block, item, count in state.unheld:
-        unheld.setdefault(id(block), []).append(format_hold(item, count))
-    wanted = set(args.steps)
-    known = {step for document in documents for step in document.steps}
-    unknown = sorted(wanted - known)
-    if unknown:
-        raise ClaimsError(f"no step {unknown[0]} in the text{did_you_mean(unknown[0], known)}")
-    for document in documents:
-        for step in document.steps.values():
-            if wanted and step.id not in wanted:
-                continue
-            print(f"== {step.id} ({document.name}, line {step.line}): {visible(step.title)}")
-            for line in standing.get(id(step.heading), []):
-                print(f"    [0] title -> {visible(line)}")
-            for block in step.blocks:
-                items = [format_hold(item, count) for item, count in block.items.items()]
-                print(f"[{block.position}] {block.kind}, line {block.line}" +
-                      (f"; numbers: {', '.join(items)}" if items and block.kind != FORMULA else ""))
-                print("    " + visible(block.text))
-                for line in standing.get(id(block), ["UNCOVERED: no statement stands here"]):
-                    print(f"    -> {visible(line)}")
-                if id(block) in unheld and block.kind != FORMULA:
-                    print(f"    -> UNHELD: {', '.join(unheld[id(block)])}")
-    return 0
-
-
-def _mark_reason(catalogue: Catalogue, file: str, line: int) -> str:
-    return next((marked.mark.reason for marked in catalogue.marks if marked.file == file and marked.line == line), "")
-
-
-# --------------------------------------------------------------------------- anchor, review, mark
 
 
 def _statement(catalogue: Catalogue, key: str) -> StatementEntry:
@@ -279,10 +126,6 @@ def _holds_for(block: Block, asked: Sequence[str] | None, says: str) -> list[str
     return [format_hold(item, block.items[item]) for item in chosen]
 
 
-def _file_path(catalogue: Catalogue, file: str) -> Path:
-    return catalogue.root / file
-
-
 def _anchor_on(block: Block, holds: list[str]) -> Anchor:
     """An anchor on ``block`` holding ``holds``, with the digest of where its numbers stand among the block's (none
     for a formula, or when it holds no number)."""
@@ -304,7 +147,7 @@ def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
     block = _block(documents, step, args.block)
     holds = _holds_for(block, args.holds, statement.says)
     anchor = _anchor_on(block, holds)
-    set_statement(_file_path(catalogue, stated.file), statement.id, anchor, step if step != statement.where else None)
+    set_statement(catalogue.root / stated.file, statement.id, anchor, step if step != statement.where else None)
     print(f"claims text anchor: '{statement.id}' stands on {block.document} {block.place} ({block.kind}, line "
           f"{block.line})" + (f", holding {', '.join(map(visible, holds))}" if holds else ", holding no number") +
           f"; unreviewed until 'claims text review {statement.id}'")
@@ -314,10 +157,6 @@ def _anchor(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
         print(f"claims text anchor: warning: '{statement.id}' says {', '.join(unprinted)}, which {block.place} "
               "does not print: is this its block, and are its numbers the text's?", file=sys.stderr)
     return 0
-
-
-def _results(args: argparse.Namespace, catalogue: Catalogue) -> dict[str, Any] | None:
-    return results_if_readable(args.results or catalogue.course.reports)
 
 
 def _fresh_checks(key: str, block: Block, holds: list[str], catalogue: Catalogue, results: dict[str, Any] | None
@@ -379,7 +218,7 @@ def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
         raise ClaimsError("name the statements to review (claims text review ID ...), or ask for --all by name")
     if args.holds is not None and len(keys) != 1:
         raise ClaimsError("--holds sets what one statement holds: name exactly one")
-    results = _results(args, catalogue)
+    results = results_if_readable(args.results or catalogue.course.reports)
     refused, done = [], 0
     for key in keys:
         stated = _statement(catalogue, key)
@@ -428,10 +267,10 @@ def _review(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docu
                 refused.append(f"{key}: its block is now in step {block.step}, which no claim file lists in its "
                                "'steps'; add the step to its lesson's file, then review it")
                 continue
-            move_statement(_file_path(catalogue, stated.file), _file_path(catalogue, file), key)
+            move_statement(catalogue.root / stated.file, catalogue.root / file, key)
         anchor = _anchor_on(block, holds)
         anchor = anchor.model_copy(update={"review": stamp(statement, anchor)})
-        set_statement(_file_path(catalogue, file), key, anchor, block.step if block.step != statement.where else None)
+        set_statement(catalogue.root / file, key, anchor, block.step if block.step != statement.where else None)
         done += 1
         print(f"claims text review: '{key}' ({found.status}) stamped on {block.place}" +
               (f", holding {', '.join(map(visible, holds))}" if holds else "") +
@@ -456,12 +295,10 @@ def _update_places(catalogue: Catalogue, state: TextState) -> int:
                 found.block.position != anchor.block
                 or anchor.numbers != _anchor_on(found.block, anchor.holds).numbers):
             # The block is the same text (its fingerprint): its place, and the digest of its numbers, are safe to write.
-            set_statement(_file_path(catalogue, stated.file), key, anchor.model_copy(update={
+            set_statement(catalogue.root / stated.file, key, anchor.model_copy(update={
                 "block": found.block.position, "numbers": _anchor_on(found.block, anchor.holds).numbers}))
             moved += 1
-    files: dict[str, list[Mark]] = {}
-    for marked in catalogue.marks:
-        files.setdefault(marked.file, [])
+    files: dict[str, list[Mark]] = {}  # the marks each file is to hold
     current = {(marked.file, marked.line): marked.mark for marked in catalogue.marks}
     changed_files = set()
     for entry, found in state.marks:
@@ -476,7 +313,7 @@ def _update_places(catalogue: Catalogue, state: TextState) -> int:
             moved += 1
         files.setdefault(file, []).append(mark)
     for file in changed_files:
-        set_marks(_file_path(catalogue, file), files.get(file, []), catalogue.course.steps)
+        set_marks(catalogue.root / file, files.get(file, []), catalogue.course.steps)
     for line in relocated:
         print(f"claims text review --moved: {line} moved to another step: review it by name ('claims text review "
               f"{line.split()[0]}'), which moves it to that step", file=sys.stderr)
@@ -497,7 +334,7 @@ def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docume
         if args.reason or args.numbers:
             raise ClaimsError("--remove takes no --reason and no --numbers")
         remaining = [marked.mark for marked in kept if (marked.file, marked.line) not in on_block]
-        set_marks(_file_path(catalogue, file), remaining, catalogue.course.steps)
+        set_marks(catalogue.root / file, remaining, catalogue.course.steps)
         print(f"claims text mark: {len(kept) - len(remaining)} marks of {block.place} removed")
         return 0
     reason = " ".join((args.reason or "").split())
@@ -525,7 +362,7 @@ def _mark(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docume
     anchor = _anchor_on(block, [format_hold(item, block.items[item]) for item in merged])
     mark = Mark(where=args.step, anchor=anchor, reason=reason)
     mark = mark.model_copy(update={"anchor": anchor.model_copy(update={"review": stamp(mark, anchor)})})
-    set_marks(_file_path(catalogue, file), [*others, mark], catalogue.course.steps)
+    set_marks(catalogue.root / file, [*others, mark], catalogue.course.steps)
     print(f"claims text mark: {block.place} ({block.kind}, line {block.line}): " +
           (f"numbers {', '.join(anchor.holds)}" if anchor.holds else "the whole block") +
           f" marked as holding nothing checkable, in {file}")
@@ -536,7 +373,7 @@ def _html(args: argparse.Namespace, catalogue: Catalogue, documents: list[Docume
     from claims_harness._reporting.text_page import write_page
 
     out = (args.out or catalogue.course.reports).resolve()
-    results = _results(argparse.Namespace(results=out / RESULTS_FILE), catalogue)
+    results = results_if_readable(out / RESULTS_FILE)
     path = write_page(out, text_state(catalogue, documents), catalogue, results)
     print(f"claims text html: wrote {path} (the author's text: never commit it)")
     return 0

@@ -1,4 +1,5 @@
-"""What a claim expects, and the comparison of that with what a verifier observed.
+"""Judging: what a claim expects (parse), the comparison with what a verifier observed (compare), and how
+sharply the comparison tells the text's number from its printed neighbours (perturb).
 
 The numbers the course text states live in the claim file; this module decides, for each
 one, what "agrees" means:
@@ -14,6 +15,16 @@ one, what "agrees" means:
 Against a Monte Carlo :class:`~claims_harness.stats.MeanEstimate` the rules read statistically:
 ``approx x`` holds unless the confidence interval excludes ``x`` (refuted only by evidence),
 while every inequality needs the whole interval on the claimed side (it must be shown).
+
+Sharpness asks whether a check would notice the text's number one printed digit off. Each numeric
+value expected is moved by one unit of its last printed digit, down and up, one at a time (a
+fraction ``p/q`` to ``(p ± 1)/q``), and compared anew with the observation already made: no
+verifier runs again, so every check carries this evidence. A neighbour the comparison still
+passes is a *survivor*, explained in the claim file (``insensitive: {key: reason}``: a Monte Carlo
+interval wider than the printed digit, a value the text rounds) or a hole in the check. An
+inequality is a bound, not a value (it says which side, not where): counted apart, never a
+survivor; booleans and strings have no neighbours. Mutation-testing tools (mutmut) mutate code,
+not a claim file's numbers, which is why this is written here.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ _LARGEST_EXPONENT = 400
 _LARGEST_FLOAT = Fraction(sys.float_info.max)
 INEQUALITIES = ("differs_from", "less_than", "greater_than", "at_least", "at_most")
 OPERATORS = ("approx", "exact", *INEQUALITIES)
+KILLED, SURVIVED, EXPLAINED = "killed", "survived", "explained"  # a perturbation's outcomes
 
 
 class FloatLiteral(float):
@@ -185,13 +197,8 @@ def compare_condition(key: str, condition: Condition, observed: Any) -> Comparis
                           f"|observed - {condition.text}| <= {_show(condition.tolerance)} "
                           "(half a unit of the last printed digit)")
     tolerance = _printed_tolerance(condition.text)
-    passed = {
-        "differs_from": abs(number - target) > tolerance,
-        "less_than": number < target,
-        "greater_than": number > target,
-        "at_least": number >= target,
-        "at_most": number <= target,
-    }[condition.operator]
+    passed = (abs(number - target) > tolerance if condition.operator == "differs_from"
+              else _on_its_side(condition.operator, number, number, target))
     rule = (f"|observed - {condition.text}| > {_show(tolerance)}" if condition.operator == "differs_from"
             else "deterministic comparison")
     return Comparison(key, expected, shown, passed, rule)
@@ -199,6 +206,12 @@ def compare_condition(key: str, condition: Condition, observed: Any) -> Comparis
 
 _SIDES = {"differs_from": "exclude", "less_than": "lie below", "at_most": "lie at or below",
           "greater_than": "lie above", "at_least": "lie at or above"}
+
+
+def _on_its_side(operator: str, low: Any, high: Any, target: Any) -> bool:
+    """Whether every value from ``low`` to ``high`` lies on the side of ``target`` that ``operator`` states."""
+    return {"less_than": high < target, "at_most": high <= target, "greater_than": low > target,
+            "at_least": low >= target}[operator]
 
 
 def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) -> Comparison:
@@ -216,13 +229,8 @@ def _compare_estimate(key: str, condition: Condition, estimate: MeanEstimate) ->
         passed = estimate.low <= high and low <= estimate.high
         rule = f"the {interval} must meet [{low:.10g}, {high:.10g}], the values printed as {condition.text}"
     else:
-        passed = {
-            "differs_from": not estimate.contains(target),
-            "less_than": estimate.high < target,
-            "at_most": estimate.high <= target,
-            "greater_than": estimate.low > target,
-            "at_least": estimate.low >= target,
-        }[operator]
+        passed = (not estimate.contains(target) if operator == "differs_from"
+                  else _on_its_side(operator, estimate.low, estimate.high, target))
         rule = f"the whole {interval} must {_SIDES[operator]} {condition.text}"
     if (estimate.low, estimate.high) == tuple(estimate.support):
         # So few samples that the interval is the whole support: the evidence can refute no mean the variable can have.
@@ -239,21 +247,15 @@ def _compare_rounded(key: str, condition: Condition, observed: Rounded) -> Compa
     assert isinstance(target, Fraction)
     within = f"the float64 result's rounding bound {observed.bound:.3g}, derived by the verifier"
     if condition.operator == "exact":
-        return Comparison(key, expected, shown, abs(value - target) <= bound, f"|observed - {condition.text}| <= "
-                          f"{within}")
+        return Comparison(key, expected, shown, abs(value - target) <= bound,
+                          f"|observed - {condition.text}| <= {within}")
     if condition.operator == "approx":
         assert condition.tolerance is not None
         return Comparison(key, expected, shown, abs(value - target) <= condition.tolerance + bound,
                           f"|observed - {condition.text}| <= {_show(condition.tolerance)} (half a unit of the last "
                           f"printed digit) plus {within}")
-    low, high = value - bound, value + bound
-    passed = {
-        "differs_from": abs(value - target) > _printed_tolerance(condition.text) + bound,
-        "less_than": high < target,
-        "at_most": high <= target,
-        "greater_than": low > target,
-        "at_least": low >= target,
-    }[condition.operator]
+    passed = (abs(value - target) > _printed_tolerance(condition.text) + bound if condition.operator == "differs_from"
+              else _on_its_side(condition.operator, value - bound, value + bound, target))
     return Comparison(key, expected, shown, passed, f"every number within {within} must "
                       f"{_SIDES[condition.operator]} {condition.text}")
 
@@ -372,3 +374,74 @@ def _float_or_infinity(value: Fraction) -> float:
 
 def _show(value: Fraction | None) -> str:
     return "0" if value is None else f"{float(value):.10g}"
+
+
+
+def perturbations(key: str, expectation: Expectation, observed: Any, explained: dict[str, str]) -> list[dict[str, Any]]:
+    """Every perturbation of ``expectation`` (stated for ``key``, or ``key[i]`` for an element) compared with
+    ``observed``: a record ``{"key", "written", "perturbed", "outcome"}`` (``killed``, ``survived``, or ``explained``
+    with the ``reason`` that ``explained``, the check's ``insensitive``, gives for the key or its element) for each
+    neighbour of a condition the observation satisfies as written, ``{"key", "written", "bound": True}`` for an
+    inequality."""
+    if expectation.elements is not None:
+        values = as_list(observed)
+        if values is None or len(values) != len(expectation.elements):
+            return []  # the comparison itself fails: nothing to perturb
+        records = []
+        for index, (element, value) in enumerate(zip(expectation.elements, values, strict=True)):
+            records += perturbations(f"{key}[{index}]", element, value, explained)
+        return records
+    records = []
+    for condition in expectation.conditions:
+        if condition.operator == "equals" or not compare_condition(key, condition, observed).passed:
+            continue
+        written = condition.describe()
+        if condition.operator in INEQUALITIES:
+            records.append({"key": key, "written": written, "bound": True})
+            continue
+        for neighbour in _neighbours(condition):
+            record = {"key": key, "written": written, "perturbed": neighbour.describe(), "outcome": KILLED}
+            reason = explained.get(key) or explained.get(key.split("[")[0])
+            if compare_condition(key, neighbour, observed).passed:
+                record.update({"outcome": EXPLAINED, "reason": reason} if reason else {"outcome": SURVIVED})
+            records.append(record)
+    return records
+
+
+def _neighbours(condition: Condition) -> list[Condition]:
+    """The condition with its number moved one printed unit down and up."""
+    text = condition.text
+    if condition.operator == "exact" and "/" in text:
+        numerator, _, denominator = text.partition("/")
+        try:
+            p, q = int(numerator), int(denominator)
+        except ValueError:
+            return []
+        return [Condition("exact", Fraction(p + step, q), f"{p + step}/{q}") for step in (-1, 1)]
+    try:
+        decimal = Decimal(text.replace("_", ""))
+    except InvalidOperation:
+        return []
+    exponent = decimal.as_tuple().exponent
+    if not isinstance(exponent, int):
+        return []
+    unit = Decimal(1).scaleb(exponent)
+    moved = [_like(text, (decimal + step).quantize(unit) if exponent < 0 else decimal + step) for step in (-unit, unit)]
+    return [Condition(condition.operator, Fraction(written), written, condition.tolerance) for written in moved]
+
+
+def _like(text: str, value: Decimal) -> str:
+    """``value`` written as ``text`` is: in exponent notation if it was (``1e-6`` -> ``2e-6``), else plainly."""
+    if "e" in text.lower():
+        mantissa, _, power = f"{value:e}".partition("e")
+        digits = len(text.lower().partition("e")[0].replace("-", "").replace(".", "")) - 1
+        return f"{Decimal(mantissa):.{max(digits, 0)}f}e{int(power)}"
+    return f"{value:f}"
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Counts of a run's (or a check's) perturbations by outcome, and of bounds."""
+    counts = {KILLED: 0, SURVIVED: 0, EXPLAINED: 0, "bounds": 0}
+    for record in records:
+        counts["bounds" if record.get("bound") else record["outcome"]] += 1
+    return counts

@@ -117,7 +117,7 @@ class Check(_Strict):
         default_factory=dict,
         description="keys of 'expect' (or an element, 'key[2]') whose stated number the check cannot tell from its "
                     "printed neighbour, each with the reason (e.g. a Monte Carlo interval wider than the last digit): "
-                    "harness/_running/sharpness.py perturbs every number, and the release gate fails on a survivor "
+                    "harness/_claims/expect.py perturbs every number, and the release gate fails on a survivor "
                     "without one",
     )
 

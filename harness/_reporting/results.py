@@ -12,16 +12,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from claims_harness._claims.claim_file import ClaimEntry
 from claims_harness._claims.course import find_course
+from claims_harness._claims.expect import EXPLAINED, KILLED, SURVIVED, summarize
 from claims_harness._claims.formats import NOT_JUDGED, NOT_JUDGED_REASONS, PARTIAL_FLAG, UNCOVERED, library_versions
-from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, STRONG_KINDS, Statement
 from claims_harness._claims.scope import Dimension, merge_reached, resolve_scope, unreached
 from claims_harness._power.mutation_results import mutation_summary
 from claims_harness._reporting.phrases import judgement_line
 from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row, found_stubs, function_scoreboard
 from claims_harness._running.options import RunOptions
-from claims_harness._running.sharpness import EXPLAINED, KILLED, SURVIVED, summarize
 
 STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")
 

@@ -18,6 +18,7 @@ importing the code, and importing the implementation under test is what the key 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -35,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claims_harness._claims.claim_file import ClaimEntry
 from claims_harness._claims.course import ENGINE, write_atomically
 from claims_harness._claims.formats import figure_paths, library_versions
-from claims_harness._claims.loading import ClaimEntry
 from claims_harness._claims.registry import Verifier
 from claims_harness._claims.scope import Dimension
 from claims_harness._running.implementation import reference_implementation
@@ -47,6 +48,8 @@ from claims_harness.errors import ClaimsError, NotData
 
 # A kept summary is this module's reading of a file: another version of this module reads it anew.
 _SUMMARY_FORMAT = hashlib.sha256(Path(__file__).read_bytes()).hexdigest().encode()
+# A cache entry is a file of this suffix: its signature (HMAC-SHA256, this many bytes), then its content.
+_SIGNATURE_BYTES, _SUFFIX = hashlib.sha256().digest_size, ".entry"
 
 
 def cache_key(entry: ClaimEntry, index: int, verifier: Verifier, *, impl: str, profile: str, seed: int,
@@ -127,10 +130,6 @@ class ObservationCache:
         return hmac.new(_secret(self.directory), key.encode() + b"\0" + content, hashlib.sha256).digest()
 
 
-_SIGNATURE_BYTES = hashlib.sha256().digest_size
-_SUFFIX = ".entry"
-
-
 def _secret(directory: Path) -> bytes:
     """The cache's own secret: made once, readable by its owner only (read at each use: a cache may be removed)."""
     path = directory / "secret"
@@ -138,13 +137,11 @@ def _secret(directory: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         directory.mkdir(parents=True, exist_ok=True)
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another run made it first
-            return path.read_bytes()
+    with contextlib.suppress(FileExistsError):  # another run made it first
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as file:
             file.write(secrets.token_bytes(32))
-        return path.read_bytes()
+    return path.read_bytes()
 
 
 def checked_implementation(name: str, directory: str, check: Callable[[], Any], cache_dir: str | Path | None,

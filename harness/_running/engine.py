@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._claims.claim_file import ClaimEntry
+from claims_harness._claims.loading import Catalogue
+from claims_harness._running.failure import failure_text
 from claims_harness._running.options import RunOptions
-from claims_harness._running.runner import CheckResult, check_names, error_result, failure_text, reuse_check, run_check
+from claims_harness._running.runner import CheckResult, check_names, error_result, reuse_check, run_check
 
 FILE_PROBLEMS = "file-problems"
 LOAD_ERROR = "load-error"

@@ -1,6 +1,5 @@
 """Properties inside verifiers (examples drawn from claims_harness.strategies, failures shrunk by Hypothesis): seeded
-from
-the check, verdict as an observation.
+from the check, verdict as an observation. A property verifier is written as the property itself (:func:`given`).
 
 A failing property is reported as what a student can act on, not as Hypothesis' dump of the
 verifier's own variables: the calls the falsifying example made to the student's functions (each
@@ -74,6 +73,37 @@ def check_property(ctx: Context, test: Callable[..., None], *strategies: SearchS
         if not shrunk["holds"]:
             return shrunk
     return _replayed(ctx, test, strategies, failing, examples)
+
+
+def given(*strategies: SearchStrategy[Any]) -> Callable[[Callable[..., None]], Callable[[Context], dict[str, Any]]]:
+    """A property verifier written as the property itself, as Hypothesis' ``@given`` writes a test::
+
+        @verifier(kind="property", uses=("gae_advantages",))
+        @given(_segments)
+        def telescoping_property(ctx: Context, segment: tuple) -> None:
+            assert ...  # what must hold of one drawn example
+
+    The verifier runs :func:`check_property` on the example's function (its name and parameters
+    are the falsifying example's), one strategy per parameter after ``ctx``, and returns its
+    ``{"holds", "examples"}``. A strategy built from the check's parameters needs ``check_property`` itself.
+    """
+
+    def decorate(holds_of: Callable[..., None]) -> Callable[[Context], dict[str, Any]]:
+        signature = inspect.signature(holds_of)
+
+        @functools.wraps(holds_of)
+        def property_verifier(ctx: Context) -> dict[str, Any]:
+            def example(*arguments: Any) -> None:
+                holds_of(ctx, *arguments)
+
+            example.__name__, example.__qualname__, example.__module__ = (holds_of.__name__, holds_of.__qualname__,
+                                                                        holds_of.__module__)
+            example.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+            return check_property(ctx, example, *strategies)
+
+        return property_verifier
+
+    return decorate
 
 
 def _check_strategies(test: Callable[..., None], strategies: Sequence[Any]) -> None:

@@ -7,13 +7,13 @@ verifier, running in a worker forked from the judge, reaches it through a :class
 every call is a message of data (``claims_harness._running.wire``) and so is every answer. What the
 implementation returns that is not data (an environment, a figure) stays in its process; a
 :class:`RemoteObject` stands for it here. An exception it raised is raised here as the builtin exception
-it is (or RuntimeError), with its traceback as a note, and the harness's own errors as themselves.
+it is (or RuntimeError), with its traceback as a note, and the harness's own errors as themselves
+(``claims_harness._running.protocol``).
 """
 
 from __future__ import annotations
 
 import atexit
-import builtins
 import inspect
 import multiprocessing
 import os
@@ -26,21 +26,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import claims_harness.errors as errors
 from claims_harness._claims.course import find_root, load_course
 from claims_harness._claims.formats import PYTEST_FLAG
 from claims_harness._running.implementation import Provenance, contract_functions, reference_implementation
 from claims_harness._running.processes import ForkedProcess, describe_exit, kill_group, open_descriptors, quiet_stdio
+from claims_harness._running.protocol import rebuilt_error, signature_from
 from claims_harness._running.sandbox import Containment
-from claims_harness._running.server import (
-    BUILTIN_ERRORS,
-    HARNESS_ERRORS,
-    ImplementationServer,
-    host_main,
-    readonly_paths,
-)
+from claims_harness._running.server import ImplementationServer, host_main, readonly_paths
 from claims_harness._running.wire import IMPLEMENTATION, Handle, decode, encode
-from claims_harness.errors import CheckCrashed, ClaimsError, ImplementationError, NotData, NotImplementedYet
+from claims_harness.errors import CheckCrashed, ClaimsError, ImplementationError, NotData
 
 # How long the host may take to import the implementation, and to fork a server or end one (it does nothing else).
 IMPORT_SECONDS, REPLY_SECONDS = 120.0, 30.0
@@ -181,16 +175,19 @@ _CONNECTED: dict[tuple[int, int], RemoteImplementation] = {}
 def connect(channel: Any, impl: str) -> RemoteImplementation:
     """The implementation, reached through ``channel`` (a check's connection to its server), for this thread."""
     remote = RemoteImplementation(channel, impl)
-    if isinstance(channel, InProcessChannel):
-        channel.remote = remote
     _CONNECTED[remote._owner] = remote
     return remote
 
 
 def in_process(module: ModuleType) -> RemoteImplementation:
-    """The course's own ``module`` called in this process, through the same messages of data (:class:`InProcessChannel`:
-    ``claims mutants``, and the harness's own tests of what crosses)."""
-    return connect(InProcessChannel(module), module.__name__)
+    """The course's own ``module`` called in this process (for the course's own code only: ``claims mutants``, where
+    mutmut records which functions a check reaches in the process that calls them, and the harness's own tests of
+    what crosses). Every request and answer is still a message of data, so the verifier sees the implementation
+    exactly as it does across processes."""
+    server = ImplementationServer(module)
+    remote = connect(_AnsweredAtOnce(server.answer), module.__name__)
+    server._connection = _AnsweredAtOnce(remote.reply_to)  # a callback the server sends is answered here at once
+    return remote
 
 
 def implementation_here(impl: str, directory: str) -> RemoteImplementation:
@@ -208,40 +205,22 @@ def implementation_here(impl: str, directory: str) -> RemoteImplementation:
 _STARTING = threading.Lock()
 
 
-class InProcessChannel:
-    """A server in this process, for the course's own code only (``claims mutants``: mutmut records which functions a
-    check reaches in the process that calls them). Every request and answer is still a message of data, so the
-    verifier sees the implementation exactly as it does across processes."""
+class _AnsweredAtOnce:
+    """One end of a conversation within this process (:func:`in_process`): what is sent is answered at once by
+    ``answer``, and that answer is what is received next."""
 
-    def __init__(self, module: ModuleType):
-        self._server = ImplementationServer(module)
-        self._server._connection = _ServerEnd(self)
+    def __init__(self, answer: Callable[[bytes], bytes]):
+        self._answer = answer
         self._answers: list[bytes] = []
-        self.remote: RemoteImplementation | None = None  # the judge's end, which a callback reaches
 
     def send_bytes(self, data: bytes) -> None:
-        self._answers.append(self._server.answer(data))
+        self._answers.append(self._answer(data))
 
     def recv_bytes(self) -> bytes:
         return self._answers.pop(0)
 
     def close(self) -> None:
         self._answers.clear()
-
-
-class _ServerEnd:
-    """The server's end of an :class:`InProcessChannel`: a callback it sends is answered by the judge's end at once."""
-
-    def __init__(self, channel: InProcessChannel):
-        self._channel = channel
-        self._replies: list[bytes] = []
-
-    def send_bytes(self, data: bytes) -> None:
-        assert self._channel.remote is not None
-        self._replies.append(self._channel.remote.reply_to(data))
-
-    def recv_bytes(self) -> bytes:
-        return self._replies.pop(0)
 
 
 class RemoteImplementation:
@@ -367,10 +346,7 @@ class RemoteFunction:
 
     @property
     def __signature__(self) -> inspect.Signature:
-        found = self._remote.describe([self.__name__])[self.__name__]
-        return inspect.Signature([inspect.Parameter(name, inspect._ParameterKind(kind),
-                                                    default=None if has_default else inspect.Parameter.empty)
-                                  for name, kind, has_default in found.get("parameters", [])])
+        return signature_from(self._remote.describe([self.__name__])[self.__name__].get("parameters", []))
 
     def __repr__(self) -> str:
         return f"<{self.__module__}.{self.__name__} in the implementation's process>"
@@ -418,34 +394,6 @@ class RemoteObject:
         """What a matplotlib figure of the implementation's draws, as data: per axes, each line's (x, y) points
         (``"lines"``) and the vertices of each collection drawn in data coordinates (``"filled"``)."""
         return self._remote.request("drawing", self._handle)
-
-
-def rebuilt_error(description: dict[str, Any]) -> BaseException:
-    """The exception the implementation raised, as this process raises it: a harness error as itself, a builtin one
-    by its name (the most specific builtin exception its type derives from), its traceback as a note."""
-    harness = description.get("harness")
-    message = str(description.get("message", ""))
-    if harness in HARNESS_ERRORS:
-        error: BaseException = getattr(errors, harness)(message)
-        error.__dict__.update(description.get("attributes") or {})
-    else:
-        name = description.get("builtin")
-        kind = getattr(builtins, name) if name in BUILTIN_ERRORS else RuntimeError
-        error = kind(message)
-        if description.get("type") not in (f"builtins.{name}", None):
-            error.add_note(f"(raised as {description['type']} in the implementation's process)")
-    if description.get("stub"):
-        error.stub = description["stub"]  # a function of the implementation that is still to be written
-    traceback_text = str(description.get("traceback") or "").rstrip()
-    if traceback_text:
-        error.add_note(f"in the implementation's process:\n{traceback_text}")
-    return error
-
-
-def not_implemented_yet(error: BaseException) -> NotImplementedYet | None:
-    """The stub a NotImplementedError of the implementation came from, as the harness says it; None otherwise."""
-    stub = getattr(error, "stub", None)
-    return NotImplementedYet([stub]) if isinstance(error, NotImplementedError) and stub else None
 
 
 def check_implementation(name: str, directory: str | None = None, *, allow_reference: bool = False,

@@ -15,20 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.expect import Comparison, compare
-from claims_harness._claims.formats import (
-    FALSIFYING_KEY,
-    IN_FLOATS_NOTES,
-    PROFILES,
-    PYTEST_FLAG,
-    SHRINK_FLAG,
-    culprits,
-    format_falsifying,
-    format_observed,
-    headline,
-    hint,
-)
-from claims_harness._claims.loading import ClaimEntry
+from claims_harness._claims.claim_file import ClaimEntry
+from claims_harness._claims.expect import Comparison, compare, perturbations
+from claims_harness._claims.formats import PROFILES, PYTEST_FLAG, SHRINK_FLAG
 from claims_harness._claims.plain import Declined, as_plain_observation, to_jsonable
 from claims_harness._claims.registry import Verifier
 from claims_harness._claims.schema import Check
@@ -43,9 +32,10 @@ from claims_harness._running.implementation import (
 from claims_harness._running.isolation import run_isolated
 from claims_harness._running.options import RunOptions
 from claims_harness._running.processes import supported as isolation_supported
+from claims_harness._running.protocol import stubs_as_not_implemented_yet
 from claims_harness._running.reaching import REACHED_KEY
 from claims_harness._running.reaching import recording as reaching
-from claims_harness._running.remote import connect, in_process, not_implemented_yet, server_starter
+from claims_harness._running.remote import connect, in_process, server_starter
 from claims_harness._running.replay import (
     CALLS_KEY,
     REPLAY_KEY,
@@ -57,7 +47,6 @@ from claims_harness._running.replay import (
     verdicts,
     with_bounds,
 )
-from claims_harness._running.sharpness import perturbations
 from claims_harness.errors import (
     CheckCrashed,
     CheckTimeout,
@@ -66,7 +55,6 @@ from claims_harness.errors import (
     NotImplementedYet,
     Unsupported,
     VerifierError,
-    visible,
 )
 
 # The observation under which a check judged by its verifier's float twin says so (``verifier(in_floats=...)``).
@@ -202,7 +190,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
             comparisons.extend(compare(key, expectation, observed[key]))
         if replayed is not None:
             if not all(c.passed for c in comparisons):
-                raise ClaimsError(f"the reference implementation fails this check ({_failed_keys(comparisons)}), so "
+                failed = ", ".join(dict.fromkeys(c.key for c in comparisons if not c.passed))
+                raise ClaimsError(f"the reference implementation fails this check ({failed}), so "
                                   "its calls cannot judge an implementation in floats; run the check against the "
                                   "reference and mend it first")
             compared, comparisons, observed = {}, replay_comparisons(replayed), {}
@@ -225,7 +214,8 @@ def run_check(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     except NotImplementedYet as error:
         result.status = "skipped"
         result.not_implemented = list(error.functions)
-        result.skip_reason = f"{error}: the check runs once the implementation has {_them(error.functions)}"
+        them = "it" if len(error.functions) == 1 else "them"
+        result.skip_reason = f"{error}: the check runs once the implementation has {them}"
     except (Inexpressible, Unsupported) as error:
         result.status = "skipped"
         result.skip_reason = str(error)
@@ -267,10 +257,6 @@ def blamed_functions(entry: ClaimEntry, index: int, verifier: Verifier, options:
         options, from_reference=tuple(other for other in uses if other != function)), reuse_only=reuse_only
     ).status != "passed"]
     return alone or uses
-
-
-def _them(functions: tuple[str, ...]) -> str:
-    return "it" if len(functions) == 1 else "them"
 
 
 def error_result(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOptions, why: str) -> CheckResult:
@@ -355,14 +341,9 @@ def _replayed(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
 
 def _in_worker(function: Any, impl: str, calls: list[dict[str, Any]], limit: float, connection: Any) -> Any:
     """``function(module, calls)`` with the implementation ``impl`` reached through ``connection``."""
-    try:
-        with time_limit(limit):
-            return function(connect(connection, impl), calls)
-    except NotImplementedError as error:
-        stub = not_implemented_yet(error)  # a function that raised it for these inputs: not written yet, as anywhere
-        if stub is None:
-            raise
-        raise stub from None
+    # A function that raised NotImplementedError for these inputs is not written yet, as anywhere.
+    with stubs_as_not_implemented_yet(), time_limit(limit):
+        return function(connect(connection, impl), calls)
 
 
 def _implementation(options: RunOptions, verifier: Verifier, connection: Any) -> Any:
@@ -428,15 +409,9 @@ def _observe(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpti
 
 def _observed_by(function: Any, name: str, context: Context, options: RunOptions) -> tuple[Mapping[str, Any], Any]:
     """What ``function`` (a verifier, or its float twin) observes, and what its examples reached."""
-    try:
-        with reaching(options.scope) as reached:
-            observed = function(context)
-    except NotImplementedError as error:
-        # A stub the verifier reached without declaring it (a function the declared ones call, say).
-        stub = not_implemented_yet(error)
-        if stub is None:
-            raise
-        raise stub from None
+    # A stub the verifier reached without declaring it (a function the declared ones call, say) is not written yet.
+    with stubs_as_not_implemented_yet(), reaching(options.scope) as reached:
+        observed = function(context)
     if not isinstance(observed, Mapping):
         raise ClaimsError(f"verifier '{name}' returned {type(observed).__name__}; "
                           "a verifier returns a mapping of observed names to values")
@@ -449,54 +424,7 @@ def _changes_observations(options: RunOptions) -> bool:
             or options.shrink)
 
 
-def _failed_keys(comparisons: list[Comparison]) -> str:
-    return ", ".join(dict.fromkeys(c.key for c in comparisons if not c.passed))
-
-
 def alpha_per_comparison(check: Check, alpha: float | None = None) -> float:
     """The check's false-failure rate (or ``alpha``) split evenly over the comparisons an interval decides."""
     statistical = sum(expectation.statistical_conditions() for expectation in check.expect.values())
     return (alpha or check.alpha) / max(statistical, 1)
-
-
-def failure_text(entry: ClaimEntry, index: int, result: CheckResult, options: RunOptions) -> str:
-    """The message a failing or erroring check prints: what, where, expected vs observed, how to rerun."""
-    assert entry.claim is not None
-    blamed = culprits(result.as_dict())
-    lines = [headline(blamed, entry.where, entry.id, result.status, entry.claim.statement)]
-    if result.in_floats:
-        lines.append(f"  {IN_FLOATS_NOTES[result.in_floats]}")
-    innocent = [name for name in result.uses if name not in blamed]
-    if innocent:
-        lines.append(f"  used by this check, right on their own: {', '.join(innocent)}")
-    rejects = hint(entry.claim.checks[index].rejects, result.uses, blamed)
-    if rejects:
-        lines.append(f"  this check is there to catch {visible(rejects)}")
-    lines.append(f"claim '{entry.id}' ({entry.where}) check {index + 1} of {len(entry.claim.checks)}: {result.kind}, "
-                 f"verifier '{result.verifier}' ({result.verifier_location}), defined at {entry.file}:"
-                 f"{entry.check_lines[index]}")
-    if result.error:
-        lines.append(f"ERROR: {visible(result.error.rstrip(), keep=chr(10) + chr(9))}")
-    for comparison in result.comparisons:
-        verdict = "ok    " if comparison["passed"] else "FAILED"
-        lines.append(f"  {verdict} {visible(str(comparison['key']))}: expected {visible(str(comparison['expected']))}, "
-                     f"observed {_short(comparison['observed'])}; rule: {visible(str(comparison['rule']))}")
-    expected_keys = {comparison["key"].split("[")[0] for comparison in result.comparisons}
-    if result.status == "failed":
-        for key, value in result.observed.items():
-            if key == FALSIFYING_KEY and value:
-                shrunk = options.shrink or options.profile == "full"
-                lines.append("  the smallest failing input found" if shrunk else
-                             f"  a failing input (add {SHRINK_FLAG} to the reproduce command for the smallest)")
-                lines[-1] += " and what the implementation did with it:"
-                lines += [f"    {line}" for line in format_falsifying(value)]
-            elif key not in expected_keys:
-                lines.append(f"  also observed {visible(key)}: {_short(value)}")
-    lines.append(f"seed {result.seed} (derived from --claims-seed {options.seed}), implementation "
-                 f"'{options.impl}', profile '{options.profile}'")
-    lines.append(f"reproduce: {result.reproduce}")
-    return "\n".join(lines)
-
-
-def _short(value: Any) -> str:
-    return visible(format_observed(value, limit=200))

@@ -9,7 +9,7 @@ until the check ends, when the host kills it and whatever it started. Requests a
 messages of ``claims_harness._running.wire``: a call names a function and carries its arguments as data;
 the answer is the result as data (an object that is not data, an environment say, stays here and a
 :class:`~claims_harness._running.wire.Handle` to it crosses), or the exception as its type's name, message
-and traceback text.
+and traceback text (``claims_harness._running.protocol``).
 
 What the contract asks of a result is checked here, where the function ran: an argument changed
 in place, a result that only pretends to be data, a float narrower than float64, a keyword the
@@ -18,7 +18,6 @@ function does not take, the framework it is written in (``claims_harness._runnin
 
 from __future__ import annotations
 
-import builtins
 import collections
 import contextlib
 import dataclasses
@@ -29,8 +28,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
-import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
@@ -40,30 +37,20 @@ from typing import Any
 
 import numpy as np
 
-from claims_harness._claims.course import ENGINE
 from claims_harness._claims.plain import plain
 from claims_harness._running import sandbox
 from claims_harness._running.frameworks import call_implementation, computes_in_torch, torch_gradient
-from claims_harness._running.implementation import import_implementation, is_stub, provenance, raised_in
-from claims_harness._running.processes import leave_the_judge, limit_memory, redirect_output
+from claims_harness._running.implementation import import_implementation, is_stub, provenance
+from claims_harness._running.processes import exit_code, leave_the_judge, limit_memory, redirect_output
+from claims_harness._running.protocol import describe_error, parameters_of, signature_of
 from claims_harness._running.wire import Handle, Record, decode, encode
 from claims_harness.errors import ClaimsError, ImplementationError, NotData, NotPlainData, Unsupported
 
 # What a check may ask of its server (``ImplementationServer``'s methods of these names, with a leading underscore).
 REQUESTS = frozenset({"describe", "call", "calls", "attribute", "assign", "gradient", "figure", "drawing",
                       "provenance"})
-# The exceptions an implementation's error is raised as on the judge's side: a builtin by its name (the most
-# specific one of its class's bases), any other as RuntimeError; the harness's own by their names.
-BUILTIN_ERRORS = frozenset(name for name, value in vars(builtins).items()
-                           if isinstance(value, type) and issubclass(value, Exception))
-HARNESS_ERRORS = frozenset({"ImplementationError", "Unsupported", "Inexpressible", "UnimportableImplementation"})
 # How long the host waits for the exit status of a server whose check saw its connection close.
 ENDING_SECONDS = 2.0
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(function: Callable[..., Any]) -> inspect.Signature:
-    return inspect.signature(function)
 
 
 def refuse_declined(function: Callable[..., Any], name: str, kwargs: dict[str, Any]) -> None:
@@ -72,7 +59,7 @@ def refuse_declined(function: Callable[..., Any], name: str, kwargs: dict[str, A
     if not kwargs:
         return
     try:
-        parameters = _signature(function).parameters
+        parameters = signature_of(function).parameters
     except (TypeError, ValueError):
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
@@ -106,7 +93,7 @@ def _state(value: Any, seen: set[int]) -> Any:
 
 def _bound(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
-        bound = _signature(function).bind(*args, **kwargs).arguments
+        bound = signature_of(function).bind(*args, **kwargs).arguments
     except (TypeError, ValueError):
         bound = {f"[{index}]": value for index, value in enumerate(args)} | kwargs
     return {repr(name) if not name.startswith("[") else name: value for name, value in bound.items()}
@@ -227,7 +214,7 @@ class ImplementationServer:
         for name in names:
             value = getattr(self.module, name, None)
             found.append({"name": name, "exists": callable(value), "is_class": isinstance(value, type),
-                          "stub": is_stub(value), "parameters": _parameters(value)})
+                          "stub": is_stub(value), "parameters": parameters_of(value)})
         return found
 
     def _provenance(self, functions: list[str], reference: str) -> dict[str, Any]:
@@ -343,32 +330,6 @@ class _VerifierObject:
         return functools.partial(self._call_back, name)
 
 
-def _parameters(function: Any) -> list[tuple[str, int, bool]]:
-    """A function's parameters as data: each one's name, kind and whether it has a default."""
-    try:
-        parameters = _signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [(parameter.name, int(parameter.kind), parameter.default is not inspect.Parameter.empty)
-            for parameter in parameters]
-
-
-def describe_error(error: BaseException, implementation: str) -> dict[str, Any]:
-    """An exception as data: its type's name, the most specific builtin exception it is, its message and traceback,
-    the harness error's attributes, and the stub that raised it (a function of the implementation whose own code
-    raised NotImplementedError)."""
-    kind = type(error)
-    builtin = next((base.__name__ for base in kind.__mro__ if base.__name__ in BUILTIN_ERRORS
-                    and getattr(builtins, base.__name__) is base), "RuntimeError")
-    harness = kind.__name__ if kind.__module__.startswith(f"{ENGINE}.") and kind.__name__ in HARNESS_ERRORS else None
-    attributes = {key: value for key, value in vars(error).items() if isinstance(value, str | int | float | bool)} \
-        if harness else {}
-    return {"type": f"{kind.__module__}.{kind.__qualname__}", "builtin": builtin, "harness": harness,
-            "message": str(error), "attributes": attributes,
-            "traceback": "".join(traceback.format_exception(error, limit=-8)),
-            "stub": raised_in(error, implementation) if isinstance(error, NotImplementedError) else None}
-
-
 # --------------------------------------------------------------------------- the host
 
 
@@ -393,7 +354,7 @@ def host_main(impl: str, directory: str, connection: Connection, judges: frozens
         module, ready = None, ("raised", describe_error(error, impl))
     _reopen_standard_streams()
     connection.send_bytes(encode(ready))
-    servers: dict[int, int] = {}  # pid -> its output descriptor, while it runs
+    servers: set[int] = set()  # the process ids of the servers running
     while module is not None:
         try:
             request = decode(connection.recv_bytes())
@@ -407,17 +368,19 @@ def host_main(impl: str, directory: str, connection: Connection, judges: frozens
                 _serve_check(module, channel, output, connection, tuple(request[1]), str(request[2]))
             os.close(channel)
             os.close(output)
-            servers[pid] = 0
+            servers.add(pid)
             connection.send_bytes(encode(("ok", pid)))
         elif kind == "end":
             pid, ending = int(request[1]), bool(request[2])
-            ended_alone = _exit_status_soon(pid, ENDING_SECONDS if ending else 0.0)  # before the kill: on its own?
+            # Before the kill: had it ended on its own? (A server whose connection closed may still be exiting.)
+            ended_alone = exit_code(pid, ENDING_SECONDS if ending else 0.0)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)  # what it started, in its group
             if ended_alone is None:
-                _exit_status(pid)
-            servers.pop(pid, None)
-            sandbox.kill_strays(set(servers))
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)  # reaped: no zombie left behind
+            servers.discard(pid)
+            sandbox.kill_strays(servers)
             connection.send_bytes(encode(("ok", ended_alone)))
     sandbox.kill_strays(set())
     os._exit(0)
@@ -464,22 +427,6 @@ def _reopen_standard_streams() -> None:
             if null != descriptor:
                 os.dup2(null, descriptor)
                 os.close(null)
-
-
-def _exit_status_soon(pid: int, seconds: float) -> int | None:
-    """The exit code of ``pid`` if it exits within ``seconds`` (a process whose connection closed is still exiting)."""
-    deadline = time.monotonic() + seconds
-    while (code := _exit_status(pid, block=False)) is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return code
-
-
-def _exit_status(pid: int, block: bool = True) -> int | None:
-    with contextlib.suppress(ChildProcessError):
-        done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-    return None
 
 
 def _quiet_home() -> None:

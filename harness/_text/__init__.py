@@ -11,8 +11,9 @@ numbers and formulas a statement holds, which are facts.
 May import: ``claims_harness._claims`` and this package (never the runner, the reports, the plugin or the
 implementation). Its modules, each importing only those above it:
 
+- ``fingerprints``: a block's text as an anchor records it: the normalisation, fingerprints and sketches;
 - ``document``: reading a configured text (bounded, UTF-8, no control characters), steps and
-  blocks, the normalisation, fingerprints, sketches and the numbers and formulas of a block;
+  blocks, and the numbers and formulas of a block;
 - ``drift``: the status of every anchored statement and mark against a text, uncovered blocks and
   unheld numbers;
 - ``stamps``: review stamps and the edits ``claims text anchor``, ``review`` and ``mark`` make to

@@ -28,8 +28,9 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+from claims_harness._claims.claim_file import ClaimEntry
 from claims_harness._claims.expect import Expectation
-from claims_harness._claims.loading import Catalogue, ClaimEntry
+from claims_harness._claims.loading import Catalogue
 from claims_harness._text.stamps import parse_hold
 
 _MINUS = "-−–"  # hyphen-minus, the minus sign, and the dash some texts print for it

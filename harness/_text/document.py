@@ -20,18 +20,14 @@ Within a step:
 The block splitter is written here, not taken from a Markdown library: the module's export is not
 Markdown, and what a block is needs only blank lines, bullets, fences and ``$$``.
 
-Normalisation ``n1`` (the version every fingerprint names): Unicode NFC, then every run of
-whitespace (what ``str.isspace`` calls whitespace, the line ends included) becomes one space and
-the ends are stripped. Nothing else changes: case, punctuation, quotes and dashes are the author's.
-A block's fingerprint is ``n1:`` and the first 16 hex digits of the SHA-256 of its normalised
-text; its sketch (``m1:``) is 32 one-byte MinHash values of its casefolded character 5-grams, from
-which the similarity of two blocks is estimated without either text.
+Each block's text is normalised (``n1``), then fingerprinted and sketched (``m1``), as
+``claims_harness._text.fingerprints`` says.
 
 A block's *items* are what a statement can hold: a formula block is one item, the formula as
 printed; any other block's items are its numbers as printed (``0.273``, ``−⅓``, ``0.9³``,
-``4.1.2``), found outside LaTeX sub- and superscripts (``r_{t+1}`` holds no number) and names written with
-underscores (``module_15_information_geometry``), with a minus
-sign when it stands directly before the digits after a space, a bracket or ``=``.
+``4.1.2``), found outside LaTeX sub- and superscripts (``r_{t+1}`` holds no number) and names written
+with underscores (``module_15_information_geometry``), with a minus sign when it stands directly
+before the digits after a space, a bracket or ``=``.
 """
 
 from __future__ import annotations
@@ -42,16 +38,13 @@ import hashlib
 import os
 import re
 import stat
-import unicodedata
-import zlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from claims_harness._claims.course import Course, TextSource
+from claims_harness._text.fingerprints import fingerprint, normalise, sketch
 from claims_harness.errors import ClaimsError, visible
 
 # The module is 82 KB; a text fifty times larger is data pasted by mistake, refused before it is split.
@@ -59,11 +52,7 @@ MAX_TEXT_BYTES = 4 << 20
 # The longest paragraph of the module is about 2,600 characters, and it has 319 blocks.
 MAX_BLOCK_CHARACTERS = 50_000
 MAX_BLOCKS = 20_000
-NORMALISATION = "n1"
-SKETCH = "m1"
 NUMBERS = "q1"
-SKETCH_VALUES = 32
-_SHINGLE = 5
 
 FORMULA, PARAGRAPH, ITEM, ROW, HEADING, CODE = "formula", "paragraph", "item", "row", "heading", "code"
 
@@ -89,8 +78,9 @@ class Block:
 
     @functools.cached_property
     def items(self) -> Counter[str]:
-        """What a statement can hold here, each with its number of occurrences."""
-        return Counter(items_of(self.text, self.kind))
+        """What a statement can hold here, each with its number of occurrences: a formula block's formula, else its
+        numbers as printed."""
+        return Counter([self.text] if self.kind == FORMULA else numbers_in(self.text))
 
     def places_of(self, held: Iterable[str]) -> str:
         """``q1:`` and a digest of where each of the ``held`` numbers stands among the block's numbers in the order
@@ -124,7 +114,6 @@ class Document:
 
     name: str
     path: Path
-    key: str
     fingerprint: str
     steps: dict[str, Step]
 
@@ -169,19 +158,16 @@ def read_document(source: TextSource, course: Course, path: Path | None = None) 
     step: Step | None = None
     context: dict[str, str] = {}
     chunks: list[tuple[int, list[str]]] = []  # the current step's runs of non-blank lines: (first line, lines)
-
     counted = pending = 0  # the blocks of the steps closed, and at least those of the current one's lines
 
     def close() -> None:
         nonlocal counted, pending
         pending = 0
         if step is not None:
-            step.blocks = _blocks(source, step.id, chunks, path)
+            step.blocks = _blocks(source, step.id, chunks, shown)
             counted += len(step.blocks)
             if counted > MAX_BLOCKS:
-                line = step.blocks[len(step.blocks) - (counted - MAX_BLOCKS)].line
-                raise ClaimsError(f"{shown}:{line}: block {MAX_BLOCKS + 1} of the text's steps; a course text has at "
-                                  f"most {MAX_BLOCKS} (the module has some 300): is this the document?")
+                raise _too_many_blocks(shown, step.blocks[len(step.blocks) - (counted - MAX_BLOCKS)].line)
         chunks.clear()
 
     for number, line in enumerate(lines, start=1):
@@ -214,14 +200,18 @@ def read_document(source: TextSource, course: Course, path: Path | None = None) 
                 pending += 1
             # At least one block a line (the text format) or a run of lines (Markdown): refuse before splitting.
             if counted + pending > MAX_BLOCKS:
-                raise ClaimsError(f"{shown}:{number}: block {MAX_BLOCKS + 1} of the text's steps; a course text has "
-                                  f"at most {MAX_BLOCKS} (the module has some 300): is this the document?")
+                raise _too_many_blocks(shown, number)
     close()
     if not steps:
         raise ClaimsError(f"{shown}:1: the 'step' pattern {source.step.pattern!r} of {source.key} finds no step in "
                           f"{len(lines)} lines; fix the pattern (it is matched at the start of each line) or the "
                           "path")
-    return Document(source.name, path, source.key, fingerprint(normalise(text)), steps)
+    return Document(source.name, path, fingerprint(normalise(text)), steps)
+
+
+def _too_many_blocks(shown: str, line: int) -> ClaimsError:
+    return ClaimsError(f"{shown}:{line}: block {MAX_BLOCKS + 1} of the text's steps; a course text has at most "
+                       f"{MAX_BLOCKS} (the module has some 300): is this the document?")
 
 
 def _step_name(source: TextSource, heading: re.Match[str], context: dict[str, str], shown: str, line: int) -> str:
@@ -286,7 +276,7 @@ _MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 
-def _blocks(source: TextSource, step: str, chunks: list[tuple[int, list[str]]], path: Path) -> list[Block]:
+def _blocks(source: TextSource, step: str, chunks: list[tuple[int, list[str]]], shown: str) -> list[Block]:
     found: list[tuple[int, str, str]] = []  # (line, kind, raw text)
     for first, lines in chunks:
         if source.format == "markdown":
@@ -301,8 +291,8 @@ def _blocks(source: TextSource, step: str, chunks: list[tuple[int, list[str]]], 
     for line, kind, raw in found:
         text = normalise(raw)
         if len(text) > MAX_BLOCK_CHARACTERS:
-            raise ClaimsError(f"{visible(str(path))}:{line}: a block of {len(text)} characters; a paragraph of a "
-                              f"course text is at most {MAX_BLOCK_CHARACTERS}: break the line into paragraphs")
+            raise ClaimsError(f"{shown}:{line}: a block of {len(text)} characters; a paragraph of a course text is at "
+                              f"most {MAX_BLOCK_CHARACTERS}: break the line into paragraphs")
         if text:
             blocks.append(Block(source.name, step, len(blocks) + 1, line, kind, text))
     return blocks
@@ -317,7 +307,7 @@ def _markdown_blocks(first: int, lines: list[str]) -> list[tuple[int, str, str]]
         stripped = line.strip()
         fence = _FENCE.match(line)
         if fence or stripped.startswith("$$"):
-            closing = fence.group(1)[0] * len(fence.group(1)) if fence else "$$"
+            closing = fence.group(1) if fence else "$$"
             body = [line]
             done = not fence and stripped.endswith("$$") and len(stripped) > 2
             while not done and index + 1 < len(lines):
@@ -325,10 +315,8 @@ def _markdown_blocks(first: int, lines: list[str]) -> list[tuple[int, str, str]]
                 body.append(lines[index])
                 done = lines[index].strip().startswith(closing) if fence else lines[index].strip().endswith("$$")
             text = "\n".join(body)
-            if fence:
-                blocks.append((number, CODE, [text]))
-            else:
-                blocks.append((number, FORMULA, [text.strip().removeprefix("$$").removesuffix("$$")]))
+            blocks.append((number, CODE, [text]) if fence else
+                          (number, FORMULA, [text.strip().removeprefix("$$").removesuffix("$$")]))
         elif _MARKDOWN_HEADING.match(line):
             blocks.append((number, HEADING, [stripped.lstrip("#")]))
         elif stripped.startswith("|"):
@@ -355,93 +343,47 @@ def is_display_formula(line: str) -> bool:
     """Whether a line of a plain text is displayed LaTeX math: a math mark, no prose word outside ``\\text{}``."""
     if not _MATH_MARK.search(line) or _BULLET.match(line):
         return False
-    return not _PROSE_WORD.search(_without_word_groups(line))
+    return not _PROSE_WORD.search(_blanked(line, _WORD_GROUPS, lambda text, group: _closing_brace(text, group.end())))
 
 
-def _without_word_groups(text: str) -> str:
+def _blanked(text: str, opening: re.Pattern[str], end_of: Callable[[str, re.Match[str]], int]) -> str:
+    """``text`` with every group that ``opening`` finds blanked up to ``end_of`` it, offsets kept; a group opened
+    inside another is part of it."""
     out, index = [], 0
-    for match in _WORD_GROUPS.finditer(text):
-        if match.start() < index:
-            continue
-        out.append(text[index:match.start()])
-        index = _closing_brace(text, match.end())
+    for match in opening.finditer(text):
+        if match.start() >= index:
+            end = end_of(text, match)
+            out += [text[index:match.start()], " " * (end - match.start())]
+            index = end
     out.append(text[index:])
-    return " ".join(out)
+    return "".join(out)
 
 
 def _closing_brace(text: str, start: int) -> int:
     """The index after the brace that closes the group opened just before ``start`` (or the end of the text)."""
-    depth = 1
-    index = start
+    depth, index = 1, start
     while index < len(text) and depth:
-        character = text[index]
-        if character == "\\":
-            index += 2
+        if text[index] == "\\":
+            index += 2  # an escaped character, a brace included, opens and closes nothing
             continue
-        depth += {"{": 1, "}": -1}.get(character, 0)
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
         index += 1
     return index
 
 
-# --------------------------------------------------------------------------- normalisation, fingerprints, items
-
-
-def normalise(text: str) -> str:
-    """Normalisation n1: NFC, every run of whitespace one space, the ends stripped."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
-
-
-def fingerprint(normalised: str) -> str:
-    return f"{NORMALISATION}:{hashlib.sha256(normalised.encode('utf-8')).hexdigest()[:16]}"
-
-
-def _sketch_constants() -> tuple[np.ndarray, np.ndarray]:
-    # Derived from SHA-256, not from a random generator, so that m1 sketches are the same in every version of NumPy.
-    values = [int.from_bytes(hashlib.sha256(f"{SKETCH}:{index}".encode()).digest()[:8], "big")
-              for index in range(2 * SKETCH_VALUES)]
-    a = np.array([value % (_PRIME - 1) + 1 for value in values[:SKETCH_VALUES]], dtype=np.uint64)
-    b = np.array([value % _PRIME for value in values[SKETCH_VALUES:]], dtype=np.uint64)
-    return a, b
-
-
-_PRIME = 4294967291  # the largest prime below 2**32: a * h + b stays below 2**64 for 32-bit a, h and b
-_A, _B = _sketch_constants()
-
-
-def sketch(normalised: str) -> str:
-    """Sketch m1: 32 one-byte MinHash values of the casefolded character 5-grams (the whole text if shorter)."""
-    text = normalised.casefold()
-    shingles = {text[index:index + _SHINGLE] for index in range(max(1, len(text) - _SHINGLE + 1))}
-    hashes = np.fromiter((zlib.crc32(shingle.encode("utf-8")) for shingle in shingles), dtype=np.uint64,
-                         count=len(shingles))
-    minima = ((hashes[:, None] * _A[None, :] + _B[None, :]) % np.uint64(_PRIME)).min(axis=0)
-    return f"{SKETCH}:" + bytes(int(value) & 0xFF for value in minima).hex()
-
-
-def similarity(one: str, other: str) -> float:
-    """The estimated Jaccard similarity of two blocks' 5-gram sets, from their sketches (0 to 1)."""
-    first, second = bytes.fromhex(one.partition(":")[2]), bytes.fromhex(other.partition(":")[2])
-    agree = sum(x == y for x, y in zip(first, second, strict=True)) / len(first)
-    return max(0.0, (agree - 1 / 256) / (1 - 1 / 256))
-
+# --------------------------------------------------------------------------- items
 
 _FRACTIONS = "¼½¾⅐⅑⅒⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"
 _SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _NUMBER = re.compile(rf"(?<![\w.])([-−]?)(\d+(?:\.\d+)*|[{_FRACTIONS}])[{_SUPERSCRIPT_DIGITS}]*(?!\w)")
 # A minus belongs to the number only when it follows one of these (or starts the text): '= -10', '(−⅓', ' −2'.
 _SIGN_FOLLOWS = set(" ([{=,;:$«\"'/")
-_SCRIPT = re.compile(r"[_^]")
+_SCRIPT = re.compile(r"[_^] *")  # with the spaces after the mark: '_ {t}' is the script '{t}'
+_SCRIPT_COMMAND = re.compile(r"\\[A-Za-z]+|\\.")
 # A name written with underscores (module_15_information_geometry, max_tokens) holds no number; r_t and s_0 are
-# sub-scripts, which _without_scripts blanks.
+# sub-scripts, which number_spans blanks.
 _IDENTIFIER = re.compile(r"(?<![\w\\])[^\W\d_]\w*(?:_[^\W_]+)+")
 _COMMAND = re.compile(r"(\\[A-Za-z]+)")
-
-
-def items_of(normalised: str, kind: str) -> list[str]:
-    """A block's items in order: the formula of a formula block, else every number as printed."""
-    if kind == FORMULA:
-        return [normalised]
-    return numbers_in(normalised)
 
 
 def numbers_in(text: str) -> list[str]:
@@ -453,7 +395,7 @@ def number_spans(text: str) -> list[tuple[int, int]]:
     """Where in ``text`` each number of :func:`numbers_in` is printed: (start, end) offsets."""
     named = _IDENTIFIER.sub(lambda match: " " * len(match.group()) if any(
         len(part) > 1 for part in match.group().split("_")[1:]) else match.group(), text)
-    scanned = _COMMAND.sub(lambda match: " " * len(match.group()), _without_scripts(named))
+    scanned = _COMMAND.sub(lambda match: " " * len(match.group()), _blanked(named, _SCRIPT, _script_end))
     spans = []
     for match in _NUMBER.finditer(scanned):
         start = match.start()
@@ -463,25 +405,11 @@ def number_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _without_scripts(text: str) -> str:
-    """``text`` with LaTeX sub- and superscripts (``_{t+1}``, ``^2``, ``_\\theta``) blanked, offsets kept: indices are
-    no numbers."""
-    out, index = [], 0
-    for match in _SCRIPT.finditer(text):
-        if match.start() < index:
-            continue
-        out.append(text[index:match.start()])
-        after = match.end()
-        while after < len(text) and text[after] == " ":
-            after += 1
-        if after < len(text) and text[after] == "{":
-            end = _closing_brace(text, after + 1)
-        elif after < len(text) and text[after] == "\\":
-            command = re.match(r"\\[A-Za-z]+|\\.", text[after:])
-            end = after + (len(command.group()) if command else 1)
-        else:
-            end = min(len(text), after + 1)
-        out.append(" " * (end - match.start()))
-        index = end
-    out.append(text[index:])
-    return "".join(out)
+def _script_end(text: str, script: re.Match[str]) -> int:
+    """Where the LaTeX sub- or superscript that ``script`` opens ends: after its braced group (``_{t+1}``), its
+    command (``_\\theta``) or its one character (``^2``): what number_spans blanks, since indices are no numbers."""
+    after = script.end()
+    if text.startswith("{", after):
+        return _closing_brace(text, after + 1)
+    command = _SCRIPT_COMMAND.match(text, after)
+    return after + len(command.group()) if command else min(len(text), after + 1)

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.schema import Anchor
-from claims_harness._text.document import FORMULA, NORMALISATION, SKETCH, Block, Document, similarity
+from claims_harness._text.document import FORMULA, Block, Document
+from claims_harness._text.fingerprints import NORMALISATION, SKETCH, similarity
 from claims_harness._text.stamps import is_reviewed, parse_hold
 from claims_harness.errors import ClaimsError
 
