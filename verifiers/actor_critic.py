@@ -22,7 +22,7 @@ from fractions import Fraction
 import numpy as np
 from pydantic import Field
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
@@ -46,7 +46,8 @@ _exact_batches = st.integers(min_value=1, max_value=8).flatmap(
 
 
 @verifier(kind="property", uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
-def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
+@given(_exact_batches)
+def value_loss_gradient_property(ctx: Context, batch: tuple) -> None:
     """On random batches of exact predictions and targets, impl's gradient of the critic loss
     equals central finite differences of impl's loss, (L(V + h e_i) - L(V - h e_i)) / 2h, which
     are exact for a quadratic loss at any h; and it is (V - V̂)/N, as the formula says.
@@ -56,25 +57,21 @@ def value_loss_gradient_property(ctx: Context) -> dict[str, object]:
     most rounding_bound(4N, |L|), which the difference quotient divides by 2h, and a float gradient
     (V - V̂)/N by rounding_bound(2, |V - V̂|). Exact results are held to the same bounds, far below
     the factor N the check is there to catch."""
-
-    def matches_differences(batch: tuple) -> None:
-        predictions, targets, sixteenths = batch
-        v, target = over(predictions, 8), over(targets, 8)
-        step = Fraction(sixteenths, 16)
-        gradient = ctx.impl.squared_error_value_loss_grad(v, target)
-        for i in range(len(v)):
-            up, down = v.copy(), v.copy()
-            up[i] += step
-            down[i] -= step
-            loss_up, loss_down = (ctx.impl.squared_error_value_loss(x, target) for x in (up, down))
-            difference = (loss_up - loss_down) / (2 * step)
-            gradient_rounding = rounding_bound(2, float(abs(v[i] - target[i])))
-            rounding = (2 * rounding_bound(4 * len(v), float(max(abs(loss_up), abs(loss_down)))) / float(2 * step)
-                        + gradient_rounding)
-            assert abs(gradient[i] - difference) <= rounding, (i, gradient[i], difference, rounding)
-            assert abs(gradient[i] - (v[i] - target[i]) / len(v)) <= gradient_rounding, (i, gradient[i])
-
-    return check_property(ctx, matches_differences, _exact_batches)
+    predictions, targets, sixteenths = batch
+    v, target = over(predictions, 8), over(targets, 8)
+    step = Fraction(sixteenths, 16)
+    gradient = ctx.impl.squared_error_value_loss_grad(v, target)
+    for i in range(len(v)):
+        up, down = v.copy(), v.copy()
+        up[i] += step
+        down[i] -= step
+        loss_up, loss_down = (ctx.impl.squared_error_value_loss(x, target) for x in (up, down))
+        difference = (loss_up - loss_down) / (2 * step)
+        gradient_rounding = rounding_bound(2, float(abs(v[i] - target[i])))
+        rounding = (2 * rounding_bound(4 * len(v), float(max(abs(loss_up), abs(loss_down)))) / float(2 * step)
+                    + gradient_rounding)
+        assert abs(gradient[i] - difference) <= rounding, (i, gradient[i], difference, rounding)
+        assert abs(gradient[i] - (v[i] - target[i]) / len(v)) <= gradient_rounding, (i, gradient[i])
 
 
 _targets = st.integers(min_value=2, max_value=40).flatmap(
@@ -83,7 +80,8 @@ _targets = st.integers(min_value=2, max_value=40).flatmap(
 
 
 @verifier(kind="property", uses=("explained_variance",))
-def explained_variance_property(ctx: Context) -> dict[str, object]:
+@given(_targets)
+def explained_variance_property(ctx: Context, batch: tuple) -> None:
     """On random targets that vary, impl's explained variance is exactly 1 for predictions equal to
     the targets and 0 up to rounding for any constant prediction.
 
@@ -92,18 +90,14 @@ def explained_variance_property(ctx: Context) -> dict[str, object]:
     eps M std(V̂) against Var(V̂) = std(V̂)^2 (plus eps M^2 from the squares themselves), so
     Var(V̂ - c) / Var(V̂) - 1 stays within the rounding bound of 4N operations on (M / std(V̂))^2.
     """
-
-    def endpoints(batch: tuple) -> None:
-        targets, constant = batch
-        spread = float(np.std(targets))
-        if spread == 0:
-            return
-        assert ctx.impl.explained_variance(targets.copy(), targets) == 1, "a perfect critic"
-        constant_critic = ctx.impl.explained_variance(np.full_like(targets, constant), targets)
-        bound = rounding_bound(4 * len(targets), ((float(np.abs(targets).max()) + abs(constant)) / spread) ** 2)
-        assert abs(constant_critic) <= bound, (constant_critic, bound)
-
-    return check_property(ctx, endpoints, _targets)
+    targets, constant = batch
+    spread = float(np.std(targets))
+    if spread == 0:
+        return
+    assert ctx.impl.explained_variance(targets.copy(), targets) == 1, "a perfect critic"
+    constant_critic = ctx.impl.explained_variance(np.full_like(targets, constant), targets)
+    bound = rounding_bound(4 * len(targets), ((float(np.abs(targets).max()) + abs(constant)) / spread) ** 2)
+    assert abs(constant_critic) <= bound, (constant_critic, bound)
 
 
 _fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
@@ -114,7 +108,8 @@ _fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
 
 
 @verifier(kind="property", uses=("squared_error_value_loss", "squared_error_value_loss_grad"))
-def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
+@given(_fits)
+def critic_fits_target_errors_property(ctx: Context, batch: tuple) -> None:
     """On random exact batches of visited states, targets V̂_t and target errors ε_t, a tabular
     critic V_φ(s) = φ[s] trained on impl's loss ends where the loss is least: in each state, at the
     mean of that state's targets. So the critic fitted to the corrupted targets V̂ + ε is the one
@@ -126,42 +121,38 @@ def critic_fits_target_errors_property(ctx: Context) -> dict[str, object]:
     average to zero in a state the fit to the clean targets is not a stationary point of the
     corrupted loss.
     """
+    states, targets, errors, sixteenths = batch
+    reach(states=max(states) + 1)  # the tabular critic's table, one entry per state up to the last visited
+    s = np.array(states)
+    clean = over(targets, 8)
+    corrupted = clean + over(errors, 8)
+    visited = sorted(set(states))
 
-    def fitted_to_the_mean(batch: tuple) -> None:
-        states, targets, errors, sixteenths = batch
-        reach(states=max(states) + 1)  # the tabular critic's table, one entry per state up to the last visited
-        s = np.array(states)
-        clean = over(targets, 8)
-        corrupted = clean + over(errors, 8)
-        visited = sorted(set(states))
-
-        def fit(target: np.ndarray) -> np.ndarray:
-            phi = np.array([Fraction(0)] * (max(states) + 1), dtype=object)
-            for state in visited:
-                phi[state] = sum(target[s == state]) / int((s == state).sum())
-            return phi
-
-        def gradient(phi: np.ndarray, target: np.ndarray) -> np.ndarray:
-            per_step = ctx.impl.squared_error_value_loss_grad(phi[s], target)
-            return np.array([sum(per_step[s == state]) for state in range(len(phi))], dtype=object)
-
-        step = Fraction(sixteenths, 16)
-        for target in (clean, corrupted):
-            phi = fit(target)
-            assert all(g == 0 for g in gradient(phi, target)), ("not stationary at the means", gradient(phi, target))
-            least = ctx.impl.squared_error_value_loss(phi[s], target)
-            for state in visited:
-                for moved in (phi[state] + step, phi[state] - step):
-                    other = phi.copy()
-                    other[state] = moved
-                    assert ctx.impl.squared_error_value_loss(other[s], target) > least, ("not least", state)
-        inherited = fit(corrupted) - fit(clean)
+    def fit(target: np.ndarray) -> np.ndarray:
+        phi = np.array([Fraction(0)] * (max(states) + 1), dtype=object)
         for state in visited:
-            error_mean = sum((corrupted - clean)[s == state]) / int((s == state).sum())
-            assert inherited[state] == error_mean, (state, inherited[state], error_mean)
-            assert (gradient(fit(clean), corrupted)[state] == 0) == (error_mean == 0), ("clean fit", state)
+            phi[state] = sum(target[s == state]) / int((s == state).sum())
+        return phi
 
-    return check_property(ctx, fitted_to_the_mean, _fits)
+    def gradient(phi: np.ndarray, target: np.ndarray) -> np.ndarray:
+        per_step = ctx.impl.squared_error_value_loss_grad(phi[s], target)
+        return np.array([sum(per_step[s == state]) for state in range(len(phi))], dtype=object)
+
+    step = Fraction(sixteenths, 16)
+    for target in (clean, corrupted):
+        phi = fit(target)
+        assert all(g == 0 for g in gradient(phi, target)), ("not stationary at the means", gradient(phi, target))
+        least = ctx.impl.squared_error_value_loss(phi[s], target)
+        for state in visited:
+            for moved in (phi[state] + step, phi[state] - step):
+                other = phi.copy()
+                other[state] = moved
+                assert ctx.impl.squared_error_value_loss(other[s], target) > least, ("not least", state)
+    inherited = fit(corrupted) - fit(clean)
+    for state in visited:
+        error_mean = sum((corrupted - clean)[s == state]) / int((s == state).sum())
+        assert inherited[state] == error_mean, (state, inherited[state], error_mean)
+        assert (gradient(fit(clean), corrupted)[state] == 0) == (error_mean == 0), ("clean fit", state)
 
 
 class OneStepCritics(NoParams):
@@ -456,23 +447,20 @@ _seeds = st.integers(0, 2**32 - 1)
 
 
 @verifier(kind="property", uses=("collect_rollout",))
-def rollout_contents_property(ctx: Context) -> dict[str, object]:
+@given(_corridors, _seeds)
+def rollout_contents_property(ctx: Context, params: Corridor, seed: int) -> None:
     """:func:`rollout_contents`'s findings on random corridors, time limits, buffer sizes, actors and
     critics: every stored array must be what the policy, the critic and the environment produced,
     and both masks must flag exactly their events."""
-
-    def stores_what_happened(params: Corridor, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        mdp = corridor(params)
-        theta, phi = _start(mdp, rng)
-        reach_corridor(params, mdp, data="current")  # the rollout is read against the policy that collected it
-        rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
-                                           params.time_limit, params.n_steps, params.n_envs, rng)
-        findings = _rollout_findings(ctx, params, mdp, theta, phi, rollout)
-        wrong = [name for name, holds in findings.items() if holds is False]
-        assert not wrong, wrong
-
-    return check_property(ctx, stores_what_happened, _corridors, _seeds)
+    rng = np.random.default_rng(seed)
+    mdp = corridor(params)
+    theta, phi = _start(mdp, rng)
+    reach_corridor(params, mdp, data="current")  # the rollout is read against the policy that collected it
+    rollout = ctx.impl.collect_rollout(theta, phi, mdp["P"], mdp["R"], mdp["terminal"], mdp["rho_0"],
+                                       params.time_limit, params.n_steps, params.n_envs, rng)
+    findings = _rollout_findings(ctx, params, mdp, theta, phi, rollout)
+    wrong = [name for name, holds in findings.items() if holds is False]
+    assert not wrong, wrong
 
 
 def reference_gae(rollout: object, gamma: float, lambda_: float) -> np.ndarray:
@@ -521,7 +509,8 @@ def _one_loop(ctx: Context, params: Corridor, seed: int) -> tuple[np.ndarray, np
 
 
 @verifier(kind="property", uses=("collect_rollout", "actor_critic_iteration"))
-def actor_step_property(ctx: Context) -> dict[str, object]:
+@given(_corridors, _seeds)
+def actor_step_property(ctx: Context, params: Corridor, seed: int) -> None:
     """On random corridors, actors, critics and rollouts, impl's actor step treats the advantages
     as numbers fixed when the data was collected.
 
@@ -530,52 +519,45 @@ def actor_step_property(ctx: Context) -> dict[str, object]:
     normalisation, it must not change when the critic's step changes (three times the critic's
     step size): an actor whose advantages moved with the critic's parameters would.
     """
+    theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
+    s, a = rollout.s_t.reshape(-1), rollout.a_t.reshape(-1)
 
-    def fixed_advantages(params: Corridor, seed: int) -> None:
-        theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
-        s, a = rollout.s_t.reshape(-1), rollout.a_t.reshape(-1)
+    def actor_after(normalize: bool, critic_lr: float) -> np.ndarray:
+        return ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
+                                               params.actor_lr, critic_lr, normalize=normalize)[0]
 
-        def actor_after(normalize: bool, critic_lr: float) -> np.ndarray:
-            return ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
-                                                   params.actor_lr, critic_lr, normalize=normalize)[0]
-
-        expected = theta + params.actor_lr * _policy_gradient(theta, s, a, advantages.reshape(-1))
-        bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
-                               float(np.abs(theta).max()) + params.actor_lr * (scale + float(np.abs(advantages).max())))
-        unnormalised = actor_after(False, params.critic_lr)
-        assert np.abs(unnormalised - expected).max() <= bound, ("not the step of the stored advantages",
-                                                                float(np.abs(unnormalised - expected).max()), bound)
-        for normalize in (False, True):
-            moved = actor_after(normalize, 3 * params.critic_lr)
-            assert np.array_equal(actor_after(normalize, params.critic_lr), moved), \
-                ("the actor's step moves with the critic's", normalize)
-
-    return check_property(ctx, fixed_advantages, _corridors, _seeds)
+    expected = theta + params.actor_lr * _policy_gradient(theta, s, a, advantages.reshape(-1))
+    bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
+                           float(np.abs(theta).max()) + params.actor_lr * (scale + float(np.abs(advantages).max())))
+    unnormalised = actor_after(False, params.critic_lr)
+    assert np.abs(unnormalised - expected).max() <= bound, ("not the step of the stored advantages",
+                                                            float(np.abs(unnormalised - expected).max()), bound)
+    for normalize in (False, True):
+        moved = actor_after(normalize, 3 * params.critic_lr)
+        assert np.array_equal(actor_after(normalize, params.critic_lr), moved), \
+            ("the actor's step moves with the critic's", normalize)
 
 
 @verifier(kind="property", uses=("collect_rollout", "actor_critic_iteration"))
-def critic_step_property(ctx: Context) -> dict[str, object]:
+@given(_corridors, _seeds)
+def critic_step_property(ctx: Context, params: Corridor, seed: int) -> None:
     """On random corridors, actors, critics and rollouts, impl's critic step is the gradient step of
     L_V = (1/2N) Σ_t (φ[s_t] - V̂_t)^2 alone, with the targets V̂_t = V_old(s_t) + Â_t built here from
     the rollout's stored values and the unnormalised advantages, whether or not the actor's
     advantages are normalised, and whatever the actor's step size (twice the drawn one as well)."""
-
-    def regresses_on_targets(params: Corridor, seed: int) -> None:
-        theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
-        s = rollout.s_t.reshape(-1)
-        targets = (rollout.v_t + advantages).reshape(-1)
-        expected = _critic_step(phi, s, targets, params.critic_lr)
-        bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
-                               float(np.abs(phi).max()) + params.critic_lr * (scale + float(np.abs(targets).max())))
-        for normalize in (False, True):
-            for actor_lr in (params.actor_lr, 2 * params.actor_lr):
-                _, phi_next = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
-                                                              actor_lr, params.critic_lr, normalize=normalize)
-                assert np.abs(phi_next - expected).max() <= bound, (
-                    "not the step of L_V with the unnormalised targets", normalize, actor_lr,
-                    float(np.abs(phi_next - expected).max()), bound)
-
-    return check_property(ctx, regresses_on_targets, _corridors, _seeds)
+    theta, phi, rollout, advantages, scale = _one_loop(ctx, params, seed)
+    s = rollout.s_t.reshape(-1)
+    targets = (rollout.v_t + advantages).reshape(-1)
+    expected = _critic_step(phi, s, targets, params.critic_lr)
+    bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
+                           float(np.abs(phi).max()) + params.critic_lr * (scale + float(np.abs(targets).max())))
+    for normalize in (False, True):
+        for actor_lr in (params.actor_lr, 2 * params.actor_lr):
+            _, phi_next = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
+                                                          actor_lr, params.critic_lr, normalize=normalize)
+            assert np.abs(phi_next - expected).max() <= bound, (
+                "not the step of L_V with the unnormalised targets", normalize, actor_lr,
+                float(np.abs(phi_next - expected).max()), bound)
 
 
 @verifier(kind="exact", uses=("collect_rollout", "gae_advantages"), params=Corridor)
@@ -890,7 +872,8 @@ def _path_masks(s: np.ndarray, terminal: int | None) -> tuple[np.ndarray, np.nda
 
 
 @verifier(kind="property", uses=("n_step_advantages",))
-def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
+@given(_small_exact_mdps)
+def n_step_tradeoff_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs (discounted with γ < 1, or episodic with γ <= 1, γ = 1 included; stochastic or
     deterministic transitions; 2 or 3 actions), policies and critic errors e = V̂ - V^π, for each horizon
     n up to the drawn one and a drawn (s_0, a_0), with impl's n-step estimate on every n-step path (exact;
@@ -905,42 +888,39 @@ def n_step_tradeoff_property(ctx: Context) -> dict[str, object]:
 
     V^π and Q^π are solved here with sympy, independently of impl.
     """
-
-    def trades_bias_for_variance(mdp: dict) -> None:
-        P, R, pi, gamma, error = (mdp[k] for k in ("P", "R", "pi", "gamma", "error"))
-        state, action, terminal = mdp["state"], mdp["action"], mdp["terminal"]
-        # A discounted MDP runs forever, an episodic one until its terminal state: both are unbounded horizons.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages=["exact", "estimated"])
-        values = mdp_policy_values(mdp)
-        q_value = R[state, action] + gamma * (P[state, action] * values).sum()
-        critics = {"exact": values, "approximate": values + error}
-        variances = []
-        for n in range(1, mdp["horizon"] + 2):
-            states, actions, probability = _n_step_paths(P, pi, state, action, n)
-            s = np.array(states).T
-            a = np.array(actions).T
-            terminated, trace_cut = _path_masks(s, terminal)
-            running = s[-1] != terminal if terminal is not None else np.ones(s.shape[1], dtype=bool)
-            for name, critic in critics.items():
-                estimate = ctx.impl.n_step_advantages(R[s[:-1], a], critic[s[:-1]], critic[s[1:]], terminated,
-                                                      trace_cut, gamma, n)[0]
-                mean, variance = _mean_and_variance(probability, estimate)
-                bootstrap_error = gamma**n * (probability * running * (critic - values)[s[-1]]).sum()
-                assert mean == q_value - critic[state] + bootstrap_error, (name, n, mean, q_value, bootstrap_error)
-                if name == "exact":
-                    variances.append((variance, probability, s, a))
-        for n in range(1, len(variances)):
-            variance, *_ = variances[n - 1]
-            longer, probability, s, a = variances[n]
-            delta = R[s[n], a[n]] + gamma * values[s[n + 1]] - values[s[n]]
-            added = gamma ** (2 * n) * (probability * delta * delta).sum()
-            assert longer - variance == added and added >= 0, (n, longer - variance, added)
-
-    return check_property(ctx, trades_bias_for_variance, _small_exact_mdps)
+    P, R, pi, gamma, error = (mdp[k] for k in ("P", "R", "pi", "gamma", "error"))
+    state, action, terminal = mdp["state"], mdp["action"], mdp["terminal"]
+    # A discounted MDP runs forever, an episodic one until its terminal state: both are unbounded horizons.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, advantages=["exact", "estimated"])
+    values = mdp_policy_values(mdp)
+    q_value = R[state, action] + gamma * (P[state, action] * values).sum()
+    critics = {"exact": values, "approximate": values + error}
+    variances = []
+    for n in range(1, mdp["horizon"] + 2):
+        states, actions, probability = _n_step_paths(P, pi, state, action, n)
+        s = np.array(states).T
+        a = np.array(actions).T
+        terminated, trace_cut = _path_masks(s, terminal)
+        running = s[-1] != terminal if terminal is not None else np.ones(s.shape[1], dtype=bool)
+        for name, critic in critics.items():
+            estimate = ctx.impl.n_step_advantages(R[s[:-1], a], critic[s[:-1]], critic[s[1:]], terminated,
+                                                  trace_cut, gamma, n)[0]
+            mean, variance = _mean_and_variance(probability, estimate)
+            bootstrap_error = gamma**n * (probability * running * (critic - values)[s[-1]]).sum()
+            assert mean == q_value - critic[state] + bootstrap_error, (name, n, mean, q_value, bootstrap_error)
+            if name == "exact":
+                variances.append((variance, probability, s, a))
+    for n in range(1, len(variances)):
+        variance, *_ = variances[n - 1]
+        longer, probability, s, a = variances[n]
+        delta = R[s[n], a[n]] + gamma * values[s[n + 1]] - values[s[n]]
+        added = gamma ** (2 * n) * (probability * delta * delta).sum()
+        assert longer - variance == added and added >= 0, (n, longer - variance, added)
 
 
 @verifier(kind="property", uses=("td_errors",))
-def td_error_mean_property(ctx: Context) -> dict[str, object]:
+@given(_small_exact_mdps)
+def td_error_mean_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs and policies (:func:`_small_mdp`: discounted with γ < 1, or episodic with γ <= 1,
     γ = 1 included; stochastic or deterministic transitions; 1 to 3 live states, 2 or 3 actions), with
     the critic V^π solved here, the mean over s_{t+1} ~ P(·|s_t, a_t) of impl's TD error at every live
@@ -950,26 +930,22 @@ def td_error_mean_property(ctx: Context) -> dict[str, object]:
     number, not its V^π = 0: a critic's output for a terminal observation means nothing, and only the
     flag keeps it out of δ_t.
     """
-
-    def is_advantage(mdp: dict) -> None:
-        P, R, gamma, terminal, live = (mdp[k] for k in ("P", "R", "gamma", "terminal", "live"))
-        # V^π of a discounted MDP, or of an episodic one run to its terminal state: an unbounded horizon.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
-        values = mdp_policy_values(mdp)
-        stored = values.copy()
-        terminated = np.zeros((live, P.shape[1], P.shape[2]), dtype=int)
-        if terminal is not None:
-            stored[terminal] = mdp["error"][terminal]
-            terminated[..., terminal] = 1
-        shape = terminated.shape
-        delta = ctx.impl.td_errors(np.broadcast_to(R[:live, :, None], shape),
-                                   np.broadcast_to(values[:live, None, None], shape),
-                                   np.broadcast_to(stored[None, None, :], shape), terminated, gamma)
-        mean = (P[:live] * delta).sum(axis=-1)
-        advantage = R[:live] + gamma * (P[:live] * values).sum(axis=-1) - values[:live, None]
-        assert np.array_equal(mean, advantage), (mean, advantage)
-
-    return check_property(ctx, is_advantage, _small_exact_mdps)
+    P, R, gamma, terminal, live = (mdp[k] for k in ("P", "R", "gamma", "terminal", "live"))
+    # V^π of a discounted MDP, or of an episodic one run to its terminal state: an unbounded horizon.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+    values = mdp_policy_values(mdp)
+    stored = values.copy()
+    terminated = np.zeros((live, P.shape[1], P.shape[2]), dtype=int)
+    if terminal is not None:
+        stored[terminal] = mdp["error"][terminal]
+        terminated[..., terminal] = 1
+    shape = terminated.shape
+    delta = ctx.impl.td_errors(np.broadcast_to(R[:live, :, None], shape),
+                               np.broadcast_to(values[:live, None, None], shape),
+                               np.broadcast_to(stored[None, None, :], shape), terminated, gamma)
+    mean = (P[:live] * delta).sum(axis=-1)
+    advantage = R[:live] + gamma * (P[:live] * values).sum(axis=-1) - values[:live, None]
+    assert np.array_equal(mean, advantage), (mean, advantage)
 
 
 class TwoChains(NoParams):

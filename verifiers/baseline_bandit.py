@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written
@@ -148,7 +148,8 @@ def _moments(ctx: Context, prompts: dict, baselines: list[Fraction]) -> tuple[np
 
 
 @verifier(kind="property", uses=(*_USES, "softmax_score"))
-def state_baseline_variance_property(ctx: Context) -> dict[str, object]:
+@given(_contextual_bandits)
+def state_baseline_variance_property(ctx: Context, prompts: dict) -> None:
     """On random prompts (one to three, drawn with random probabilities d(s)), each a softmax policy over two to
     four arms with exact rewards, and a random baseline b(s) per prompt: subtracting b(s) leaves E[g] as it is and
     changes the total variance tr Cov[g] by exactly Σ_s d(s) W(s) [(b(s) - b*(s))^2 - b*(s)^2], with
@@ -159,31 +160,27 @@ def state_baseline_variance_property(ctx: Context) -> dict[str, object]:
     Every quantity is exact (fractions), compared with ==; impl's score at each prompt's logits is checked
     against e_a - π(·|s).
     """
+    n_states, n_actions = len(prompts["d"]), len(prompts["pi"][0])
+    # The estimator is handed each arm's exact (deterministic) reward, drawn by the policy it scores.
+    reach(states=n_states, actions=n_actions, horizon=1, data="current", advantages="exact")
+    weight, optimum = [], []
+    for pi_s, reward_s in zip(prompts["pi"], prompts["R"], strict=True):
+        scores = softmax_scores(pi_s)
+        assert softmax_score_agrees(ctx, pi_s, scores), ("impl's softmax score", pi_s)
+        norms = (scores * scores).sum(axis=1)
+        weight.append(pi_s @ norms)
+        optimum.append((pi_s * reward_s) @ norms / weight[-1])
 
-    def changes_by_distance(prompts: dict) -> None:
-        n_states, n_actions = len(prompts["d"]), len(prompts["pi"][0])
-        # The estimator is handed each arm's exact (deterministic) reward, drawn by the policy it scores.
-        reach(states=n_states, actions=n_actions, horizon=1, data="current", advantages="exact")
-        weight, optimum = [], []
-        for pi_s, reward_s in zip(prompts["pi"], prompts["R"], strict=True):
-            scores = softmax_scores(pi_s)
-            assert softmax_score_agrees(ctx, pi_s, scores), ("impl's softmax score", pi_s)
-            norms = (scores * scores).sum(axis=1)
-            weight.append(pi_s @ norms)
-            optimum.append((pi_s * reward_s) @ norms / weight[-1])
+    def total_variance(baselines: list[Fraction]) -> tuple[np.ndarray, Fraction]:
+        mean, second = _moments(ctx, prompts, baselines)
+        return mean, second - mean @ mean
 
-        def total_variance(baselines: list[Fraction]) -> tuple[np.ndarray, Fraction]:
-            mean, second = _moments(ctx, prompts, baselines)
-            return mean, second - mean @ mean
-
-        mean_without, without = total_variance([Fraction(0)] * n_states)
-        mean_with, with_baseline = total_variance(prompts["b"])
-        assert np.array_equal(mean_with, mean_without), ("b(s) moved E[g]", mean_with, mean_without)
-        predicted = sum(d * w * ((b - opt) ** 2 - opt**2)
-                        for d, w, b, opt in zip(prompts["d"], weight, prompts["b"], optimum, strict=True))
-        assert with_baseline - without == predicted, (with_baseline - without, predicted)
-        far = [opt + 2 * abs(opt) + 1 for opt in optimum]
-        assert total_variance(far)[1] > without, ("a far baseline did not raise the variance", far)
-        assert total_variance(optimum)[1] <= without, ("b* raised the variance", optimum)
-
-    return check_property(ctx, changes_by_distance, _contextual_bandits)
+    mean_without, without = total_variance([Fraction(0)] * n_states)
+    mean_with, with_baseline = total_variance(prompts["b"])
+    assert np.array_equal(mean_with, mean_without), ("b(s) moved E[g]", mean_with, mean_without)
+    predicted = sum(d * w * ((b - opt) ** 2 - opt**2)
+                    for d, w, b, opt in zip(prompts["d"], weight, prompts["b"], optimum, strict=True))
+    assert with_baseline - without == predicted, (with_baseline - without, predicted)
+    far = [opt + 2 * abs(opt) + 1 for opt in optimum]
+    assert total_variance(far)[1] > without, ("a far baseline did not raise the variance", far)
+    assert total_variance(optimum)[1] <= without, ("b* raised the variance", optimum)

@@ -16,7 +16,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import rounding_bound
@@ -183,25 +183,22 @@ _categorical_groups = st.integers(2, 4).flatmap(lambda k: st.tuples(st.just(k), 
 
 
 @verifier(kind="property", uses=(*_ADVANTAGES, "score_function_gradient"))
-def categorical_estimators_property(ctx: Context) -> dict[str, object]:
+@given(_categorical_groups)
+def categorical_estimators_property(ctx: Context, case: dict) -> None:
     """For random exact softmax policies over K = 2 to 4 answers, rewards and G = 2 to 4, the exact expectations
     over all K^G groups of independent answers of impl's three estimators (1/G) Σ_i A_i S_i: without a baseline
     and with leave-one-out it is the gradient Σ_a π(a) R(a) (e_a - π) in the logits, computed here from one
     answer; with the group mean it is (G-1)/G times that gradient, coordinate by coordinate."""
-
-    def expectations(case: dict) -> None:
-        pi, reward_a, group_size = case["pi"], case["rewards"], case["group_size"]
-        scores_a = softmax_scores(pi)
-        gradient = (pi * reward_a) @ scores_a
-        groups = np.array(list(itertools.product(range(len(pi)), repeat=group_size)))
-        probability = np.prod(pi[groups], axis=1)
-        reach_bandit(len(pi), group=groups.shape[1], data="current", tokens=1)
-        expected = {"no_baseline": list(gradient), "leave_one_out": list(gradient),
-                    "group_mean": list(Fraction(group_size - 1, group_size) * gradient)}
-        for name, values in _group_estimates(ctx, reward_a[groups], scores_a[groups]).items():
-            assert list(probability @ values) == expected[name], (name, list(probability @ values), expected[name])
-
-    return check_property(ctx, expectations, _categorical_groups)
+    pi, reward_a, group_size = case["pi"], case["rewards"], case["group_size"]
+    scores_a = softmax_scores(pi)
+    gradient = (pi * reward_a) @ scores_a
+    groups = np.array(list(itertools.product(range(len(pi)), repeat=group_size)))
+    probability = np.prod(pi[groups], axis=1)
+    reach_bandit(len(pi), group=groups.shape[1], data="current", tokens=1)
+    expected = {"no_baseline": list(gradient), "leave_one_out": list(gradient),
+                "group_mean": list(Fraction(group_size - 1, group_size) * gradient)}
+    for name, values in _group_estimates(ctx, reward_a[groups], scores_a[groups]).items():
+        assert list(probability @ values) == expected[name], (name, list(probability @ values), expected[name])
 
 
 _exact_reward = st.fractions(min_value=-10, max_value=10, max_denominator=64)
@@ -213,62 +210,57 @@ _eps = st.floats(min_value=1e-12, max_value=1.0)
 
 
 @verifier(kind="property", uses=("group_centered_advantages",))
-def centered_sum_zero_property(ctx: Context) -> dict[str, object]:
+@given(st.tuples(_exact_groups, _float_groups))
+def centered_sum_zero_property(ctx: Context, groups: tuple[list[Fraction], list[float]]) -> None:
     """impl's group-centred advantages are R_i - (1/G) Σ_j R_j on exact rewards and sum to exactly zero
     there, and sum to zero up to rounding on floats: the rounding of the mean scales with the rewards'
     size, not their spread (a group of equal large rewards centres to values of its mean's rounding),
     so G subtractions and a G-term sum of values of at most max |R|."""
-
-    def sums_to_zero(groups: tuple[list[Fraction], list[float]]) -> None:
-        exact, floats = groups
-        reach(group=[len(exact), len(floats)])
-        advantages = list(ctx.impl.group_centered_advantages(np.array(exact, dtype=object)))
-        assert advantages == [r - sum(exact) / len(exact) for r in exact], (exact, advantages)
-        assert sum(advantages) == 0, exact
-        centered = ctx.impl.group_centered_advantages(np.array(floats))
-        largest = max(abs(r) for r in floats)
-        assert abs(centered.sum()) <= rounding_bound(4 * len(floats), len(floats) * largest), (floats, centered)
-
-    return check_property(ctx, sums_to_zero, st.tuples(_exact_groups, _float_groups))
+    exact, floats = groups
+    reach(group=[len(exact), len(floats)])
+    advantages = list(ctx.impl.group_centered_advantages(np.array(exact, dtype=object)))
+    assert advantages == [r - sum(exact) / len(exact) for r in exact], (exact, advantages)
+    assert sum(advantages) == 0, exact
+    centered = ctx.impl.group_centered_advantages(np.array(floats))
+    largest = max(abs(r) for r in floats)
+    assert abs(centered.sum()) <= rounding_bound(4 * len(floats), len(floats) * largest), (floats, centered)
 
 
 _constant_groups = st.tuples(st.integers(min_value=1, max_value=16), _float_reward, _exact_reward, _eps)
 
 
 @verifier(kind="property", uses=(*_ADVANTAGES, "group_normalized_advantages"))
-def equal_rewards_property(ctx: Context) -> dict[str, object]:
+@given(_constant_groups)
+def equal_rewards_property(ctx: Context, case: tuple[int, float, Fraction, float]) -> None:
     """A group whose rewards are all equal gets zero advantages, never NaN, from every group baseline of
     impl (the std-normalised one with any eps > 0): exactly zero for exact rewards, and for float rewards
     zero up to the rounding of the group's mean (the usual ``r - r.mean()`` leaves ~1e-17 of it), which
     the std normalisation divides by at most eps. G = 1 is included where the baseline is defined
     (leave-one-out needs G >= 2)."""
-
-    def all_zero(case: tuple[int, float, Fraction, float]) -> None:
-        size, value, exact_value, eps = case
-        rewards = np.full(size, value)
-        reach(group=len(rewards))
-        mean_rounding = rounding_bound(2 * size, abs(value))
-        floats = [("group_centered_advantages", ctx.impl.group_centered_advantages(rewards), mean_rounding),
-                  ("group_normalized_advantages", ctx.impl.group_normalized_advantages(rewards, eps),
-                   mean_rounding / eps)]
-        exact = [("group_centered_advantages", ctx.impl.group_centered_advantages(np.full(size, exact_value,
-                                                                                         dtype=object)))]
-        if size >= 2:
-            floats.append(("leave_one_out_advantages", ctx.impl.leave_one_out_advantages(rewards), mean_rounding))
-            exact.append(("leave_one_out_advantages",
-                          ctx.impl.leave_one_out_advantages(np.full(size, exact_value, dtype=object))))
-        for name, values, bound in floats:
-            largest = float(np.max(np.abs(np.asarray(values, dtype=float))))
-            assert largest <= bound, f"{name} of {size} rewards equal to {value!r} (eps {eps!r}): " \
-                                     f"largest |advantage| {largest!r}, rounding allows {bound!r}"
-        for name, values in exact:
-            assert all(v == 0 for v in values), f"{name} of {size} rewards equal to {exact_value}: {list(values)}"
-
-    return check_property(ctx, all_zero, _constant_groups)
+    size, value, exact_value, eps = case
+    rewards = np.full(size, value)
+    reach(group=len(rewards))
+    mean_rounding = rounding_bound(2 * size, abs(value))
+    floats = [("group_centered_advantages", ctx.impl.group_centered_advantages(rewards), mean_rounding),
+              ("group_normalized_advantages", ctx.impl.group_normalized_advantages(rewards, eps),
+               mean_rounding / eps)]
+    exact = [("group_centered_advantages", ctx.impl.group_centered_advantages(np.full(size, exact_value,
+                                                                                     dtype=object)))]
+    if size >= 2:
+        floats.append(("leave_one_out_advantages", ctx.impl.leave_one_out_advantages(rewards), mean_rounding))
+        exact.append(("leave_one_out_advantages",
+                      ctx.impl.leave_one_out_advantages(np.full(size, exact_value, dtype=object))))
+    for name, values, bound in floats:
+        largest = float(np.max(np.abs(np.asarray(values, dtype=float))))
+        assert largest <= bound, f"{name} of {size} rewards equal to {value!r} (eps {eps!r}): " \
+                                 f"largest |advantage| {largest!r}, rounding allows {bound!r}"
+    for name, values in exact:
+        assert all(v == 0 for v in values), f"{name} of {size} rewards equal to {exact_value}: {list(values)}"
 
 
 @verifier(kind="property", uses=("group_normalized_advantages",))
-def normalized_advantages_property(ctx: Context) -> dict[str, object]:
+@given(st.tuples(_float_groups, _eps))
+def normalized_advantages_property(ctx: Context, case: tuple[list[float], float]) -> None:
     """On any float group, impl's std-normalised advantages are finite, sum to zero up to rounding
     and have mean square at most 1 (the population std makes it std^2/(std + eps)^2).
 
@@ -277,22 +269,18 @@ def normalized_advantages_property(ctx: Context) -> dict[str, object]:
     which the division scales by 1/(std + eps): with the exact std (from the rewards as fractions)
     less its own rounding in the denominator, a group of equal large rewards and a tiny eps may
     rightly give advantages near ±1 that do not cancel."""
-
-    def standardised(case: tuple[list[float], float]) -> None:
-        rewards, eps = case
-        reach(group=len(rewards))
-        advantages = ctx.impl.group_normalized_advantages(np.array(rewards), eps)
-        size = len(rewards)
-        assert np.all(np.isfinite(advantages)), (rewards, advantages)
-        exact = [Fraction(r) for r in rewards]
-        mean = sum(exact) / size
-        std = math.sqrt(sum((r - mean) ** 2 for r in exact) / size)
-        largest = max(abs(r) for r in rewards)
-        centring = rounding_bound(4 * size, size * largest)
-        denominator = max(std * (1 - 1e-12) - rounding_bound(4 * size, largest), 0.0) + eps
-        relative = rounding_bound(4 * size, size**1.5)
-        bound = relative + centring / denominator
-        assert abs(advantages.sum()) <= bound, (rewards, advantages.sum(), bound)
-        assert (advantages**2).mean() <= 1 + relative, (rewards, advantages)
-
-    return check_property(ctx, standardised, st.tuples(_float_groups, _eps))
+    rewards, eps = case
+    reach(group=len(rewards))
+    advantages = ctx.impl.group_normalized_advantages(np.array(rewards), eps)
+    size = len(rewards)
+    assert np.all(np.isfinite(advantages)), (rewards, advantages)
+    exact = [Fraction(r) for r in rewards]
+    mean = sum(exact) / size
+    std = math.sqrt(sum((r - mean) ** 2 for r in exact) / size)
+    largest = max(abs(r) for r in rewards)
+    centring = rounding_bound(4 * size, size * largest)
+    denominator = max(std * (1 - 1e-12) - rounding_bound(4 * size, largest), 0.0) + eps
+    relative = rounding_bound(4 * size, size**1.5)
+    bound = relative + centring / denominator
+    assert abs(advantages.sum()) <= bound, (rewards, advantages.sum(), bound)
+    assert (advantages**2).mean() <= 1 + relative, (rewards, advantages)

@@ -8,7 +8,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, probability_rows, softmax_scores
 from verifiers._params import PositiveFractions
@@ -90,35 +90,33 @@ _cases = st.tuples(st.integers(min_value=2, max_value=5), st.integers(min_value=
 
 
 @verifier(kind="property", uses=("optimal_scalar_baseline",))
-def minimises_second_moment_property(ctx: Context) -> dict[str, object]:
+@given(_cases)
+def minimises_second_moment_property(ctx: Context,
+                                     case: tuple[list[int], list[Fraction], list[list[Fraction]], Fraction]) -> None:
     """For random exact policies, action values, score vectors (any parameterisation) and b, the
     second moment M(b), computed here from its definition, satisfies M(b) - M(b*) =
     (b - b*)^2 E||g||^2 >= 0 with impl's b*: impl's b* is the exact minimiser. b* of a batch of
     two states (this one, and the reversed policy with Q + b and the scores reversed; the
     contract's shapes [..., K] and [..., K, P]) is each state's own Σ π Q ||g||^2 / Σ π ||g||^2."""
+    weights, values, rows, b = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q = np.array(values, dtype=object)
+    scores = np.array(rows, dtype=object)
+    squared_norms = (scores * scores).sum(axis=1)
 
-    def minimises(case: tuple[list[int], list[Fraction], list[list[Fraction]], Fraction]) -> None:
-        weights, values, rows, b = case
-        reach(actions=len(weights), states=1)
-        pi = probability_rows(weights)
-        q = np.array(values, dtype=object)
-        scores = np.array(rows, dtype=object)
-        squared_norms = (scores * scores).sum(axis=1)
+    def moment(baseline: Fraction) -> Fraction:
+        return (pi * (q - baseline) ** 2 * squared_norms).sum()
 
-        def moment(baseline: Fraction) -> Fraction:
-            return (pi * (q - baseline) ** 2 * squared_norms).sum()
-
-        optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)
-        gap = moment(b) - moment(optimal)
-        assert gap == (b - optimal) ** 2 * (pi * squared_norms).sum(), (optimal, gap)
-        other = (pi[::-1], q + b, scores[::-1])
-        batch = ctx.impl.optimal_scalar_baseline(*(np.stack([mine, theirs]) for mine, theirs in zip(
-            (pi, q, scores), other, strict=True)))
-        each_state = [(p * v * (g * g).sum(axis=-1)).sum() / (p * (g * g).sum(axis=-1)).sum()
-                      for p, v, g in ((pi, q, scores), other)]
-        assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
-
-    return check_property(ctx, minimises, _cases)
+    optimal = ctx.impl.optimal_scalar_baseline(pi, q, scores)
+    gap = moment(b) - moment(optimal)
+    assert gap == (b - optimal) ** 2 * (pi * squared_norms).sum(), (optimal, gap)
+    other = (pi[::-1], q + b, scores[::-1])
+    batch = ctx.impl.optimal_scalar_baseline(*(np.stack([mine, theirs]) for mine, theirs in zip(
+        (pi, q, scores), other, strict=True)))
+    each_state = [(p * v * (g * g).sum(axis=-1)).sum() / (p * (g * g).sum(axis=-1)).sum()
+                  for p, v, g in ((pi, q, scores), other)]
+    assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
 
 class SoftmaxState(NoParams):
@@ -383,21 +381,18 @@ _regression_cases = st.integers(min_value=1, max_value=6).flatmap(lambda k: st.t
 
 
 @verifier(kind="property", uses=("state_value_from_q",))
-def regression_target_property(ctx: Context) -> dict[str, object]:
+@given(_regression_cases)
+def regression_target_property(ctx: Context, case: tuple[list[int], list[Fraction], Fraction]) -> None:
     """For random exact policies, action values and predictions v, the squared error E_π[(Q - v)^2],
     computed here from its definition, exceeds that of impl's V by exactly (v - V)^2: impl's V is the
     least-squares regression target."""
+    weights, values, prediction = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q = np.array(values, dtype=object)
 
-    def minimises(case: tuple[list[int], list[Fraction], Fraction]) -> None:
-        weights, values, prediction = case
-        reach(actions=len(weights), states=1)
-        pi = probability_rows(weights)
-        q = np.array(values, dtype=object)
+    def squared_error(v: Fraction) -> Fraction:
+        return (pi * (q - v) ** 2).sum()
 
-        def squared_error(v: Fraction) -> Fraction:
-            return (pi * (q - v) ** 2).sum()
-
-        value = ctx.impl.state_value_from_q(pi, q)
-        assert squared_error(prediction) - squared_error(value) == (prediction - value) ** 2, (value, prediction)
-
-    return check_property(ctx, minimises, _regression_cases)
+    value = ctx.impl.state_value_from_q(pi, q)
+    assert squared_error(prediction) - squared_error(value) == (prediction - value) ** 2, (value, prediction)

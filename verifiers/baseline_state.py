@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_score, softmax_scores
 from verifiers._numeric import rounding_bound
@@ -108,25 +108,24 @@ def _two_step_expected_gradient(ctx: Context, p_s: list[Fraction], r_sa: list[li
 
 
 @verifier(kind="property", uses=("baseline_advantages",))
-def state_baseline_unbiased_property(ctx: Context) -> dict[str, object]:
+@given(_two_step_mdps)
+def state_baseline_unbiased_property(
+    ctx: Context, mdp: tuple[list[Fraction], list[list[Fraction]], list[Fraction], Fraction]
+) -> None:
     """On random two-step MDPs with exact rational policies, rewards, discounts and baselines, the
     expected gradient with impl's A_t = G_t - b(s_t) equals the one without a baseline exactly.
 
     s_1 is random (it depends on a_0), so this checks more than one state: b(s_1) multiplies the
     score of a_1 only, whose mean given s_1 is zero.
     """
-
-    def unbiased(mdp: tuple[list[Fraction], list[list[Fraction]], list[Fraction], Fraction]) -> None:
-        p_s, r_sa, b_s, gamma = mdp
-        with_baseline, horizon = _two_step_expected_gradient(ctx, p_s, r_sa, b_s, gamma)
-        without, _ = _two_step_expected_gradient(ctx, p_s, r_sa, [Fraction(0)] * 3, gamma)
-        # s_1 = 1 + a_0 is a function of the action; the coefficients are sampled returns G_t of the
-        # episodes, each weighted by its probability under the policy whose score is taken.
-        reach(states=len(p_s), actions=len(r_sa[0]), transitions="deterministic", horizon=horizon, discount=gamma,
-              advantages="estimated", data="current")
-        assert list(with_baseline) == list(without), (list(with_baseline), list(without))
-
-    return check_property(ctx, unbiased, _two_step_mdps)
+    p_s, r_sa, b_s, gamma = mdp
+    with_baseline, horizon = _two_step_expected_gradient(ctx, p_s, r_sa, b_s, gamma)
+    without, _ = _two_step_expected_gradient(ctx, p_s, r_sa, [Fraction(0)] * 3, gamma)
+    # s_1 = 1 + a_0 is a function of the action; the coefficients are sampled returns G_t of the
+    # episodes, each weighted by its probability under the policy whose score is taken.
+    reach(states=len(p_s), actions=len(r_sa[0]), transitions="deterministic", horizon=horizon, discount=gamma,
+          advantages="estimated", data="current")
+    assert list(with_baseline) == list(without), (list(with_baseline), list(without))
 
 
 def compensating_term(pi: sp.Function, baseline: sp.IndexedBase, a: sp.Symbol, theta: sp.Symbol,
@@ -196,7 +195,8 @@ _exact_probability_vectors = st.integers(min_value=2, max_value=5).flatmap(lambd
 
 
 @verifier(kind="property", uses=("baseline_advantages", "score_function_gradient"))
-def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
+@given(_exact_probability_vectors)
+def action_dependent_compensated_property(ctx: Context, case: tuple[list[int], list[Fraction], list[Fraction]]) -> None:
     """For random exact softmax policies at one state, action values Q(a) and baselines b(a), with
     impl's advantages Q(a) - b(a) and one-sample estimates (Q(a) - b(a)) (e_a - π):
 
@@ -204,23 +204,19 @@ def action_dependent_compensated_property(ctx: Context) -> dict[str, object]:
       equals the true gradient Σ_a π(a) Q(a) (e_a - π), exactly;
     * without the term the bias is zero exactly when b takes the same value for every action.
     """
-
-    def compensated(case: tuple[list[int], list[Fraction], list[Fraction]]) -> None:
-        weights, values, baselines = case
-        reach(actions=len(weights), states=1)
-        pi = probability_rows(weights)
-        q, b = np.array(values, dtype=object), np.array(baselines, dtype=object)
-        scores = softmax_scores(pi)
-        advantages = ctx.impl.baseline_advantages(q, b)
-        estimates = ctx.impl.score_function_gradient(advantages[:, None], scores[:, None, :])
-        expected = pi @ estimates
-        gradient = (pi * q) @ scores
-        compensation = (pi * b) @ scores
-        assert list(expected + compensation) == list(gradient), (list(expected + compensation), list(gradient))
-        unbiased = all(v == 0 for v in expected - gradient)
-        assert unbiased == (len(set(baselines)) == 1), (baselines, list(expected - gradient))
-
-    return check_property(ctx, compensated, _exact_probability_vectors)
+    weights, values, baselines = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q, b = np.array(values, dtype=object), np.array(baselines, dtype=object)
+    scores = softmax_scores(pi)
+    advantages = ctx.impl.baseline_advantages(q, b)
+    estimates = ctx.impl.score_function_gradient(advantages[:, None], scores[:, None, :])
+    expected = pi @ estimates
+    gradient = (pi * q) @ scores
+    compensation = (pi * b) @ scores
+    assert list(expected + compensation) == list(gradient), (list(expected + compensation), list(gradient))
+    unbiased = all(v == 0 for v in expected - gradient)
+    assert unbiased == (len(set(baselines)) == 1), (baselines, list(expected - gradient))
 
 
 class ActionBaseline(NoParams):
@@ -296,29 +292,26 @@ _policies_and_values = st.integers(min_value=1, max_value=8).flatmap(lambda k: s
 
 
 @verifier(kind="property", uses=("state_value_from_q", "baseline_advantages"))
-def advantage_mean_zero_property(ctx: Context) -> dict[str, object]:
+@given(_policies_and_values)
+def advantage_mean_zero_property(ctx: Context, case: tuple[list[int], list[Fraction], Fraction]) -> None:
     """For random exact policies and action values, impl's V equals Σ_a π(a) Q(a), impl's advantages
     Q - V have π-mean exactly zero, and adding one constant c to every Q(a) (every completion earns
     c more) leaves the advantages exactly as they were. V of a batch of two states (the policy and
     its reverse, Q and Q + c; the contract's shape [..., K]) is each state's own Σ_a π(a) Q(a)."""
-
-    def mean_zero(case: tuple[list[int], list[Fraction], Fraction]) -> None:
-        weights, values, offset = case
-        reach(actions=len(weights), states=1)
-        pi = probability_rows(weights)
-        q = np.array(values, dtype=object)
-        value = ctx.impl.state_value_from_q(pi, q)
-        assert value == sum(p * v for p, v in zip(pi, q, strict=True)), value
-        advantages = ctx.impl.baseline_advantages(q, value)
-        assert (pi * advantages).sum() == 0, list(advantages)
-        shifted = q + offset
-        shifted_advantages = ctx.impl.baseline_advantages(shifted, ctx.impl.state_value_from_q(pi, shifted))
-        assert list(shifted_advantages) == list(advantages), (offset, list(shifted_advantages), list(advantages))
-        batch = ctx.impl.state_value_from_q(np.stack([pi, pi[::-1]]), np.stack([q, shifted]))
-        each_state = [value, sum(p * v for p, v in zip(pi[::-1], shifted, strict=True))]
-        assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
-
-    return check_property(ctx, mean_zero, _policies_and_values)
+    weights, values, offset = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q = np.array(values, dtype=object)
+    value = ctx.impl.state_value_from_q(pi, q)
+    assert value == sum(p * v for p, v in zip(pi, q, strict=True)), value
+    advantages = ctx.impl.baseline_advantages(q, value)
+    assert (pi * advantages).sum() == 0, list(advantages)
+    shifted = q + offset
+    shifted_advantages = ctx.impl.baseline_advantages(shifted, ctx.impl.state_value_from_q(pi, shifted))
+    assert list(shifted_advantages) == list(advantages), (offset, list(shifted_advantages), list(advantages))
+    batch = ctx.impl.state_value_from_q(np.stack([pi, pi[::-1]]), np.stack([q, shifted]))
+    each_state = [value, sum(p * v for p, v in zip(pi[::-1], shifted, strict=True))]
+    assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
 
 # --------------------------------------------------------------------------- exact policy evaluation
@@ -429,7 +422,8 @@ def tabular_softmax_scores(pi: np.ndarray) -> np.ndarray:
 
 
 @verifier(kind="property", uses=("baseline_advantages",))
-def state_baseline_exact_q_property(ctx: Context) -> dict[str, object]:
+@given(mdps_with_end)
+def state_baseline_exact_q_property(ctx: Context, mdp: dict) -> None:
     """On random MDPs (:data:`mdps_with_end`: one to three states, two to four actions, deterministic or stochastic
     moves, γ in (0, 1]) with a tabular softmax policy, the policy gradient Σ_s d(s) Σ_a π(a|s) C(s, a) ∇log π(a|s)
     with impl's coefficients C = Q^π(s, a) - b(s) equals, exactly, the one with C = Q^π(s, a) - 0.
@@ -439,21 +433,17 @@ def state_baseline_exact_q_property(ctx: Context) -> dict[str, object]:
     by state, with b(s) repeated for each action of s, so a baseline it takes from a neighbouring entry
     depends on the action.
     """
+    P, R, pi, rho, b, gamma = (mdp[k] for k in ("P", "R", "pi", "rho", "b", "gamma"))
+    n_states, n_actions = R.shape
+    _, q = exact_policy_evaluation(P, R, pi, gamma)
+    # The coefficients are the exact Q^π of the witness; its states are visited under the policy scored.
+    reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact", data="current")
+    weights = (exact_discounted_visitation(P, pi, rho, gamma)[:, None] * pi).reshape(-1)
+    scores = tabular_softmax_scores(pi).reshape(n_states * n_actions, -1)
 
-    def unchanged(mdp: dict) -> None:
-        P, R, pi, rho, b, gamma = (mdp[k] for k in ("P", "R", "pi", "rho", "b", "gamma"))
-        n_states, n_actions = R.shape
-        _, q = exact_policy_evaluation(P, R, pi, gamma)
-        # The coefficients are the exact Q^π of the witness; its states are visited under the policy scored.
-        reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact", data="current")
-        weights = (exact_discounted_visitation(P, pi, rho, gamma)[:, None] * pi).reshape(-1)
-        scores = tabular_softmax_scores(pi).reshape(n_states * n_actions, -1)
+    def gradient(baseline: np.ndarray) -> list[Fraction]:
+        coefficients = ctx.impl.baseline_advantages(q.reshape(-1), np.repeat(baseline, n_actions))
+        return list((weights * coefficients) @ scores)
 
-        def gradient(baseline: np.ndarray) -> list[Fraction]:
-            coefficients = ctx.impl.baseline_advantages(q.reshape(-1), np.repeat(baseline, n_actions))
-            return list((weights * coefficients) @ scores)
-
-        with_baseline, without = gradient(b), gradient(np.zeros(n_states, dtype=int).astype(object))
-        assert with_baseline == without, (with_baseline, without)
-
-    return check_property(ctx, unchanged, mdps_with_end)
+    with_baseline, without = gradient(b), gradient(np.zeros(n_states, dtype=int).astype(object))
+    assert with_baseline == without, (with_baseline, without)

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, given, reach, verifier
 from claims_harness import strategies as st
 
 
@@ -32,19 +32,16 @@ _groups = st.integers(min_value=2, max_value=10).flatmap(
 
 
 @verifier(kind="property", uses=("leave_one_out_advantages", "group_centered_advantages"))
-def loo_identity_property(ctx: Context) -> dict[str, object]:
+@given(_groups)
+def loo_identity_property(ctx: Context, groups: list[list[Fraction]]) -> None:
     """On random groups of exact rewards, impl's LOO advantages are G/(G-1) times its centred ones
     and match the definition R_i - mean_{j≠i} R_j."""
-
-    def identity_holds(groups: list[list[Fraction]]) -> None:
-        rewards = np.array(groups, dtype=object)
-        size = rewards.shape[-1]
-        reach(group=size)
-        loo = ctx.impl.leave_one_out_advantages(rewards)
-        centered = ctx.impl.group_centered_advantages(rewards)
-        assert np.array_equal(loo, Fraction(size, size - 1) * centered), (loo, centered)
-        for row, advantages in zip(groups, loo, strict=True):
-            definition = [r - (sum(row) - r) / (size - 1) for r in row]
-            assert list(advantages) == definition, (row, list(advantages), definition)
-
-    return check_property(ctx, identity_holds, _groups)
+    rewards = np.array(groups, dtype=object)
+    size = rewards.shape[-1]
+    reach(group=size)
+    loo = ctx.impl.leave_one_out_advantages(rewards)
+    centered = ctx.impl.group_centered_advantages(rewards)
+    assert np.array_equal(loo, Fraction(size, size - 1) * centered), (loo, centered)
+    for row, advantages in zip(groups, loo, strict=True):
+        definition = [r - (sum(row) - r) / (size - 1) for r in row]
+        assert list(advantages) == definition, (row, list(advantages), definition)

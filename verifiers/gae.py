@@ -22,7 +22,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field
 
-from claims_harness import Context, Declined, NoParams, Unsupported, check_property, reach, verifier
+from claims_harness import Context, Declined, NoParams, Unsupported, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import over
 from verifiers._numeric import as_written, rounding_bound
@@ -82,30 +82,27 @@ _segments = st.integers(min_value=1, max_value=40).flatmap(
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def telescoping_property(ctx: Context) -> dict[str, object]:
+@given(_segments)
+def telescoping_property(ctx: Context, segment: tuple[np.ndarray, np.ndarray, bool, bool, float]) -> None:
     """impl's GAE with λ = 1 on a random uncut segment equals the discounted rewards plus
     γ^{K-t+1} V(s_{K+1}) minus V(s_t); at a true terminal the tail is 0.
 
     The segment's last step cuts the trace at a terminal (a reset follows it) and, drawn at random,
     at a buffer edge; without the cut the end of the array ends the segment all the same.
     """
-
-    def telescopes(segment: tuple[np.ndarray, np.ndarray, bool, bool, float]) -> None:
-        rewards, values, terminal, edge_marked, gamma = segment
-        length = len(rewards)
-        reach_buffer(gamma, length)
-        terminated, trace_cut = np.zeros(length), np.zeros(length)
-        terminated[-1] = float(terminal)
-        trace_cut[-1] = float(terminal or edge_marked)
-        advantages = ctx.impl.gae_advantages(rewards, values[:-1], values[1:], terminated, trace_cut, gamma, 1.0)
-        tail = 0.0 if terminal else values[-1]
-        for t in range(length):
-            discounts = gamma ** np.arange(length - t)
-            expected = discounts @ rewards[t:] + gamma ** (length - t) * tail - values[t]
-            bound = rounding_bound(4 * length, np.abs(rewards).sum() + np.abs(values).sum())
-            assert abs(advantages[t] - expected) <= bound, (t, advantages[t], expected, bound)
-
-    return check_property(ctx, telescopes, _segments)
+    rewards, values, terminal, edge_marked, gamma = segment
+    length = len(rewards)
+    reach_buffer(gamma, length)
+    terminated, trace_cut = np.zeros(length), np.zeros(length)
+    terminated[-1] = float(terminal)
+    trace_cut[-1] = float(terminal or edge_marked)
+    advantages = ctx.impl.gae_advantages(rewards, values[:-1], values[1:], terminated, trace_cut, gamma, 1.0)
+    tail = 0.0 if terminal else values[-1]
+    for t in range(length):
+        discounts = gamma ** np.arange(length - t)
+        expected = discounts @ rewards[t:] + gamma ** (length - t) * tail - values[t]
+        bound = rounding_bound(4 * length, np.abs(rewards).sum() + np.abs(values).sum())
+        assert abs(advantages[t] - expected) <= bound, (t, advantages[t], expected, bound)
 
 
 # Buffers built from events ------------------------------------------------------------------
@@ -224,7 +221,8 @@ class Discounting(NoParams):
 
 
 @verifier(kind="property", uses=("n_step_advantages", "td_errors"))
-def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
+@given(_exact_buffers)
+def n_step_endpoints_property(ctx: Context, buffer: tuple) -> None:
     """On random buffers of exact numbers, impl's n-step estimate is δ_t at n = 1, the Monte Carlo
     return minus V(s_t) once n reaches a true terminal (n = T + 1 reaches every episode's end),
     and the definition at n = 1, 2, 3 and T + 1.
@@ -232,26 +230,22 @@ def n_step_endpoints_property(ctx: Context) -> dict[str, object]:
     The definition used here stops at the end e of t's fragment: with m = min(n, e - t + 1),
     Σ_{l<m} γ^l r_{t+l} + γ^m (1 - terminated_{t+m-1}) V(s_{t+m}) - V(s_t).
     """
-
-    def endpoints(buffer: tuple) -> None:
-        columns, gamma, _ = buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        arrays = _stacked(columns)
-        delta = ctx.impl.td_errors(arrays["r_t"], arrays["v_t"], arrays["v_tp1"], arrays["terminated_t"], gamma)
-        length = len(columns[0][0])
-        estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in (1, 2, 3, length + 1)}
-        assert np.array_equal(estimates[1], delta), ("n = 1", estimates[1], delta)
-        for env, (events, r, v, v_next) in enumerate(columns):
-            for t in range(length):
-                end = fragment_end(events, t)
-                for n, estimate in estimates.items():
-                    definition = _n_step_definition(events, r, v, v_next, gamma, n, t)
-                    assert estimate[t, env] == definition, (n, t, env, estimate[t, env], definition)
-                if events[end] == TERMINATED:
-                    monte_carlo = sum(gamma ** (k - t) * r[k] for k in range(t, end + 1)) - v[t]
-                    assert estimates[length + 1][t, env] == monte_carlo, ("Monte Carlo", t, env)
-
-    return check_property(ctx, endpoints, _exact_buffers)
+    columns, gamma, _ = buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    arrays = _stacked(columns)
+    delta = ctx.impl.td_errors(arrays["r_t"], arrays["v_t"], arrays["v_tp1"], arrays["terminated_t"], gamma)
+    length = len(columns[0][0])
+    estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in (1, 2, 3, length + 1)}
+    assert np.array_equal(estimates[1], delta), ("n = 1", estimates[1], delta)
+    for env, (events, r, v, v_next) in enumerate(columns):
+        for t in range(length):
+            end = fragment_end(events, t)
+            for n, estimate in estimates.items():
+                definition = _n_step_definition(events, r, v, v_next, gamma, n, t)
+                assert estimate[t, env] == definition, (n, t, env, estimate[t, env], definition)
+            if events[end] == TERMINATED:
+                monte_carlo = sum(gamma ** (k - t) * r[k] for k in range(t, end + 1)) - v[t]
+                assert estimates[length + 1][t, env] == monte_carlo, ("Monte Carlo", t, env)
 
 
 def _n_step_definition(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object, n: int,
@@ -264,25 +258,22 @@ def _n_step_definition(events: Sequence[str], r: Sequence, v: Sequence, v_next: 
 
 
 @verifier(kind="property", uses=("n_step_advantages",))
-def n_step_definition_float_property(ctx: Context) -> dict[str, object]:
+@given(_float_buffers)
+def n_step_definition_float_property(ctx: Context, buffer: tuple) -> None:
     """On random float buffers with all four events, impl's n-step estimate at n = 1, 2, 3 and T + 1 is the
     definition stopped at the fragment's end, within the rounding of the column's sums: the same check as
     the exact one, for implementations that compute only in floats."""
-
-    def matches_definition(buffer: tuple) -> None:
-        columns, gamma, _ = buffer
-        arrays = _stacked(columns)
-        length = len(columns[0][0])
-        reach_buffer(gamma, length)
-        for n in (1, 2, 3, length + 1):
-            estimate = ctx.impl.n_step_advantages(*arrays.values(), gamma, n)
-            for env, column in enumerate(columns):
-                expected = [_n_step_definition(*column, gamma, n, t) for t in range(length)]
-                bound = _column_bound(column)
-                assert np.all(np.abs(estimate[:, env] - np.array(expected)) <= bound), (n, env, estimate[:, env],
-                                                                                       expected)
-
-    return check_property(ctx, matches_definition, _float_buffers)
+    columns, gamma, _ = buffer
+    arrays = _stacked(columns)
+    length = len(columns[0][0])
+    reach_buffer(gamma, length)
+    for n in (1, 2, 3, length + 1):
+        estimate = ctx.impl.n_step_advantages(*arrays.values(), gamma, n)
+        for env, column in enumerate(columns):
+            expected = [_n_step_definition(*column, gamma, n, t) for t in range(length)]
+            bound = _column_bound(column)
+            assert np.all(np.abs(estimate[:, env] - np.array(expected)) <= bound), (n, env, estimate[:, env],
+                                                                                   expected)
 
 
 # Step 4.3.3: the recursion, its sum, λ = 0, the mixture of n-step estimates, value targets ----
@@ -366,37 +357,31 @@ def _array_bound(*arrays: np.ndarray) -> float:
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def recursion_equals_sum_property(ctx: Context) -> dict[str, object]:
+@given(_rollout_arrays)
+def recursion_equals_sum_property(ctx: Context, arrays: tuple) -> None:
     """impl's GAE on random [T] and [T, n_envs] rollouts (events drawn entry by entry, see
     :func:`_rollout`) equals the explicit sum Σ_{l=0}^{L_t-1} (γλ)^l δ_{t+l} over each uncut fragment."""
-
-    def equals_sum(arrays: tuple) -> None:
-        reach_buffer(arrays[5], len(arrays[0]))
-        advantages = ctx.impl.gae_advantages(*arrays)
-        expected = _fragment_sums(*arrays)
-        assert advantages.shape == expected.shape, (advantages.shape, expected.shape)
-        bound = _array_bound(*arrays[:3])
-        assert np.all(np.abs(advantages - expected) <= bound), (advantages, expected, bound)
-
-    return check_property(ctx, equals_sum, _rollout_arrays)
+    reach_buffer(arrays[5], len(arrays[0]))
+    advantages = ctx.impl.gae_advantages(*arrays)
+    expected = _fragment_sums(*arrays)
+    assert advantages.shape == expected.shape, (advantages.shape, expected.shape)
+    bound = _array_bound(*arrays[:3])
+    assert np.all(np.abs(advantages - expected) <= bound), (advantages, expected, bound)
 
 
 @verifier(kind="property", uses=("gae_advantages", "td_errors"))
-def lambda_zero_property(ctx: Context) -> dict[str, object]:
+@given(_rollout_arrays)
+def lambda_zero_property(ctx: Context, arrays: tuple) -> None:
     """With λ = 0, impl's GAE is the TD error δ_t = r_t + γ (1 - terminated_t) V(s_{t+1}) - V(s_t),
     both impl's own and the one written out here, on random rollouts with every event (:func:`_rollout`)."""
-
-    def is_td_error(arrays: tuple) -> None:
-        r, v, v_next, terminated, trace_cut, gamma, _ = arrays
-        reach_buffer(gamma, len(r))
-        advantages = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, 0.0)
-        written_out = r + gamma * (1 - terminated) * v_next - v
-        bound = rounding_bound(4, float(np.abs(r).max() + np.abs(v).max() + np.abs(v_next).max()))
-        assert np.all(np.abs(advantages - written_out) <= bound), (advantages, written_out)
-        impl_delta = ctx.impl.td_errors(r, v, v_next, terminated, gamma)
-        assert np.all(np.abs(advantages - impl_delta) <= bound), (advantages, impl_delta)
-
-    return check_property(ctx, is_td_error, _rollout_arrays)
+    r, v, v_next, terminated, trace_cut, gamma, _ = arrays
+    reach_buffer(gamma, len(r))
+    advantages = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, 0.0)
+    written_out = r + gamma * (1 - terminated) * v_next - v
+    bound = rounding_bound(4, float(np.abs(r).max() + np.abs(v).max() + np.abs(v_next).max()))
+    assert np.all(np.abs(advantages - written_out) <= bound), (advantages, written_out)
+    impl_delta = ctx.impl.td_errors(r, v, v_next, terminated, gamma)
+    assert np.all(np.abs(advantages - impl_delta) <= bound), (advantages, impl_delta)
 
 
 _terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
@@ -408,23 +393,20 @@ _terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def terminal_monte_carlo_exact(ctx: Context) -> dict[str, object]:
+@given(_terminal_episodes)
+def terminal_monte_carlo_exact(ctx: Context, episode: tuple) -> None:
     """In exact arithmetic, impl's GAE with λ = 1 on an episode that ends in a true terminal is the
     Monte Carlo return Σ_k γ^k r_{t+k} minus V(s_t), whatever value the terminal state is given."""
-
-    def monte_carlo(episode: tuple) -> None:
-        rewards, values, gamma = episode
-        length = len(rewards)
-        reach_buffer(gamma, length)
-        terminated = np.zeros(length, dtype=int)
-        terminated[-1] = 1
-        advantages = ctx.impl.gae_advantages(np.array(rewards, dtype=object), np.array(values[:-1], dtype=object),
-                                             np.array(values[1:], dtype=object), terminated, terminated, gamma, 1)
-        for t in range(length):
-            expected = sum(gamma ** (k - t) * rewards[k] for k in range(t, length)) - values[t]
-            assert advantages[t] == expected, (t, advantages[t], expected)
-
-    return check_property(ctx, monte_carlo, _terminal_episodes)
+    rewards, values, gamma = episode
+    length = len(rewards)
+    reach_buffer(gamma, length)
+    terminated = np.zeros(length, dtype=int)
+    terminated[-1] = 1
+    advantages = ctx.impl.gae_advantages(np.array(rewards, dtype=object), np.array(values[:-1], dtype=object),
+                                         np.array(values[1:], dtype=object), terminated, terminated, gamma, 1)
+    for t in range(length):
+        expected = sum(gamma ** (k - t) * rewards[k] for k in range(t, length)) - values[t]
+        assert advantages[t] == expected, (t, advantages[t], expected)
 
 
 @verifier(kind="symbolic")
@@ -454,61 +436,55 @@ def mixture_symbolic(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("gae_advantages", "n_step_advantages"))
-def mixture_property(ctx: Context) -> dict[str, object]:
+@given(_exact_buffers)
+def mixture_property(ctx: Context, buffer: tuple) -> None:
     """In exact arithmetic on random buffers with all four events, impl's GAE equals
     (1-λ) Σ_{n=1}^{L_t-1} λ^{n-1} Â_t^(n) + λ^{L_t-1} Â_t^(L_t) built from impl's n-step estimates,
     L_t being the number of steps from t to the end of its fragment."""
-
-    def mixes(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        arrays = _stacked(columns)
-        length = len(columns[0][0])
-        reach_buffer(gamma, length)
-        advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
-        estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in range(1, length + 1)}
-        for env, (events, *_) in enumerate(columns):
-            for t in range(length):
-                steps = fragment_end(events, t) - t + 1
-                mixture = (sum((1 - lambda_) * lambda_ ** (n - 1) * estimates[n][t, env] for n in range(1, steps))
-                           + lambda_ ** (steps - 1) * estimates[steps][t, env])
-                assert advantages[t, env] == mixture, (t, env, advantages[t, env], mixture)
-
-    return check_property(ctx, mixes, _exact_buffers)
+    columns, gamma, lambda_ = buffer
+    arrays = _stacked(columns)
+    length = len(columns[0][0])
+    reach_buffer(gamma, length)
+    advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+    estimates = {n: ctx.impl.n_step_advantages(*arrays.values(), gamma, n) for n in range(1, length + 1)}
+    for env, (events, *_) in enumerate(columns):
+        for t in range(length):
+            steps = fragment_end(events, t) - t + 1
+            mixture = (sum((1 - lambda_) * lambda_ ** (n - 1) * estimates[n][t, env] for n in range(1, steps))
+                       + lambda_ ** (steps - 1) * estimates[steps][t, env])
+            assert advantages[t, env] == mixture, (t, env, advantages[t, env], mixture)
 
 
 @verifier(kind="property", uses=("gae_advantages", "value_targets", "normalize_advantages"))
-def value_targets_property(ctx: Context) -> dict[str, object]:
+@given(_float_buffers)
+def value_targets_property(ctx: Context, buffer: tuple) -> None:
     """impl's value targets are V_old(s_t) + Â_t; normalising the advantages returns a new array with
     mean 0 and standard deviation at most 1, and at least sqrt((N-1)/N) (1 - STABILISER_AT_MOST)
     when the spread of Â is 1 or more (the stabilising epsilon only keeps the division finite, and
     the sample standard deviation may be the divisor), and leaves Â, hence the targets, exactly as
     they were."""
-
-    def targets_unchanged(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        arrays = _stacked(columns)
-        advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
-        kept = advantages.copy()
-        targets = ctx.impl.value_targets(arrays["v_t"], advantages)
-        bound = rounding_bound(1, float(np.abs(arrays["v_t"]).max() + np.abs(advantages).max()))
-        assert np.all(np.abs(targets - (arrays["v_t"] + advantages)) <= bound), (targets, advantages)
-        normalized = ctx.impl.normalize_advantages(advantages)
-        assert np.array_equal(advantages, kept), "normalisation changed the advantages it was given"
-        assert np.array_equal(ctx.impl.value_targets(arrays["v_t"], advantages), targets), "targets moved"
-        spread = float(np.std(advantages))
-        if spread > 0:
-            bound = rounding_bound(4 * advantages.size, float(np.abs(advantages).max()) / spread)
-            assert abs(float(np.mean(normalized))) <= bound, np.mean(normalized)
-            assert float(np.std(normalized)) <= 1 + bound, np.std(normalized)
-        if spread >= 1:
-            # std(Â) / (std(Â) + eps) >= 1 - eps for a spread of at least 1; dividing by the sample standard
-            # deviation (ddof = 1, torch.std's default, as CleanRL does) leaves sqrt((N - 1) / N) of that.
-            sample_share = math.sqrt((advantages.size - 1) / advantages.size)
-            assert float(np.std(normalized)) >= sample_share * (1 - STABILISER_AT_MOST) - bound, (
-                spread, np.std(normalized))
-
-    return check_property(ctx, targets_unchanged, _float_buffers)
+    columns, gamma, lambda_ = buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    arrays = _stacked(columns)
+    advantages = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+    kept = advantages.copy()
+    targets = ctx.impl.value_targets(arrays["v_t"], advantages)
+    bound = rounding_bound(1, float(np.abs(arrays["v_t"]).max() + np.abs(advantages).max()))
+    assert np.all(np.abs(targets - (arrays["v_t"] + advantages)) <= bound), (targets, advantages)
+    normalized = ctx.impl.normalize_advantages(advantages)
+    assert np.array_equal(advantages, kept), "normalisation changed the advantages it was given"
+    assert np.array_equal(ctx.impl.value_targets(arrays["v_t"], advantages), targets), "targets moved"
+    spread = float(np.std(advantages))
+    if spread > 0:
+        bound = rounding_bound(4 * advantages.size, float(np.abs(advantages).max()) / spread)
+        assert abs(float(np.mean(normalized))) <= bound, np.mean(normalized)
+        assert float(np.std(normalized)) <= 1 + bound, np.std(normalized)
+    if spread >= 1:
+        # std(Â) / (std(Â) + eps) >= 1 - eps for a spread of at least 1; dividing by the sample standard
+        # deviation (ddof = 1, torch.std's default, as CleanRL does) leaves sqrt((N - 1) / N) of that.
+        sample_share = math.sqrt((advantages.size - 1) / advantages.size)
+        assert float(np.std(normalized)) >= sample_share * (1 - STABILISER_AT_MOST) - bound, (
+            spread, np.std(normalized))
 
 
 def _estimates_and_targets(ctx: Context, columns: list, gamma: object, lambda_: object
@@ -538,7 +514,8 @@ def _estimates_and_targets(ctx: Context, columns: list, gamma: object, lambda_: 
 
 
 @verifier(kind="property", uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
-def target_minus_prediction_property(ctx: Context) -> dict[str, object]:
+@given(_exact_buffers)
+def target_minus_prediction_property(ctx: Context, buffer: tuple) -> None:
     """In exact arithmetic on random buffers with all four events, each of impl's advantage estimates
     is a target minus the critic's prediction V(s_t), the target written out here from the rewards and
     values alone, and impl's value target V(s_t) + Â_t built from it is that target itself:
@@ -553,37 +530,30 @@ def target_minus_prediction_property(ctx: Context) -> dict[str, object]:
     Unlike a check that V̂ = V + Â for impl's own Â, this fails for any Â that is not a target minus
     V(s_t): twice GAE's advantages, say, give V + 2Â, which is no λ-return unless Â = 0.
     """
-
-    def is_target_minus_prediction(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
-        for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
-            v = column[2]
-            for name, target in written.items():
-                for t, expected in enumerate(target):
-                    assert estimates[name][t, env] == expected - v[t], (name, t, env, estimates[name][t, env],
-                                                                         expected, v[t])
-                    assert value_targets[name][t, env] == expected, (name, t, env, value_targets[name][t, env])
-
-    return check_property(ctx, is_target_minus_prediction, _exact_buffers)
+    columns, gamma, lambda_ = buffer
+    estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
+    for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
+        v = column[2]
+        for name, target in written.items():
+            for t, expected in enumerate(target):
+                assert estimates[name][t, env] == expected - v[t], (name, t, env, estimates[name][t, env],
+                                                                     expected, v[t])
+                assert value_targets[name][t, env] == expected, (name, t, env, value_targets[name][t, env])
 
 
 @verifier(kind="property", uses=("td_errors", "n_step_advantages", "gae_advantages", "value_targets"))
-def target_minus_prediction_float_property(ctx: Context) -> dict[str, object]:
+@given(_float_buffers)
+def target_minus_prediction_float_property(ctx: Context, buffer: tuple) -> None:
     """:func:`target_minus_prediction_property` on random float buffers, within the rounding of each column's
     sums: the same check for implementations that compute only in floats."""
-
-    def is_target_minus_prediction(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
-        for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
-            v, bound = np.array(column[2]), 2 * _column_bound(column)
-            for name, target in written.items():
-                expected = np.array(target)
-                assert np.all(np.abs(estimates[name][:, env] - (expected - v)) <= bound), (name, env)
-                assert np.all(np.abs(value_targets[name][:, env] - expected) <= bound), (name, env)
-
-    return check_property(ctx, is_target_minus_prediction, _float_buffers)
+    columns, gamma, lambda_ = buffer
+    estimates, value_targets, targets = _estimates_and_targets(ctx, columns, gamma, lambda_)
+    for env, (column, written) in enumerate(zip(columns, targets, strict=True)):
+        v, bound = np.array(column[2]), 2 * _column_bound(column)
+        for name, target in written.items():
+            expected = np.array(target)
+            assert np.all(np.abs(estimates[name][:, env] - (expected - v)) <= bound), (name, env)
+            assert np.all(np.abs(value_targets[name][:, env] - expected) <= bound), (name, env)
 
 
 # Step 4.3.4: termination, truncation and the buffer's edge --------------------------------------
@@ -668,21 +638,18 @@ def four_events_table_exact(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def four_events_property(ctx: Context) -> dict[str, object]:
+@given(_float_buffers)
+def four_events_property(ctx: Context, buffer: tuple) -> None:
     """On random buffers of 1 to 3 environments, each column holding all four events, impl's GAE
     equals the reference written from the events: per-fragment sums Σ (γλ)^l δ_{t+l}, bootstrapping
     everywhere but at true terminals and stopping after every event other than an ordinary step."""
-
-    def follows_the_table(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        advantages = ctx.impl.gae_advantages(*_stacked(columns).values(), gamma, lambda_)
-        for env, column in enumerate(columns):
-            expected = np.array(reference_gae(*column, gamma, lambda_))
-            bound = _column_bound(column)
-            assert np.all(np.abs(advantages[:, env] - expected) <= bound), (env, advantages[:, env], expected)
-
-    return check_property(ctx, follows_the_table, _float_buffers)
+    columns, gamma, lambda_ = buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    advantages = ctx.impl.gae_advantages(*_stacked(columns).values(), gamma, lambda_)
+    for env, column in enumerate(columns):
+        expected = np.array(reference_gae(*column, gamma, lambda_))
+        bound = _column_bound(column)
+        assert np.all(np.abs(advantages[:, env] - expected) <= bound), (env, advantages[:, env], expected)
 
 
 def single_done_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object,
@@ -734,29 +701,26 @@ def single_done_counterexample(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("gae_advantages", "value_targets"))
-def single_done_bias_property(ctx: Context) -> dict[str, object]:
+@given(_float_buffers)
+def single_done_bias_property(ctx: Context, buffer: tuple) -> None:
     """On random buffers with all four events, the single-flag targets differ from impl's exactly on
     the fragments that end in a truncation at step e, by -γ (γλ)^{e-t} V(s_{e+1}): downward where
     the continuation value is positive, upward where it is negative, and nowhere else."""
-
-    def biased_at_time_limits(buffer: tuple) -> None:
-        columns, gamma, lambda_ = buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        arrays = _stacked(columns)
-        targets = ctx.impl.value_targets(arrays["v_t"], ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_))
-        for env, column in enumerate(columns):
-            events, _, v, v_next = column
-            single_flag = np.array(v) + np.array(single_done_gae(*column, gamma, lambda_))
-            bound = _column_bound(column)
-            for t in range(len(events)):
-                end = fragment_end(events, t)
-                bias = single_flag[t] - targets[t, env]
-                expected = -gamma * (gamma * lambda_) ** (end - t) * v_next[end] if events[end] == TRUNCATED else 0.0
-                assert abs(bias - expected) <= bound, (env, t, bias, expected)
-                if abs(expected) > bound:
-                    assert np.sign(bias) == -np.sign(v_next[end]), (env, t, bias, v_next[end])
-
-    return check_property(ctx, biased_at_time_limits, _float_buffers)
+    columns, gamma, lambda_ = buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    arrays = _stacked(columns)
+    targets = ctx.impl.value_targets(arrays["v_t"], ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_))
+    for env, column in enumerate(columns):
+        events, _, v, v_next = column
+        single_flag = np.array(v) + np.array(single_done_gae(*column, gamma, lambda_))
+        bound = _column_bound(column)
+        for t in range(len(events)):
+            end = fragment_end(events, t)
+            bias = single_flag[t] - targets[t, env]
+            expected = -gamma * (gamma * lambda_) ** (end - t) * v_next[end] if events[end] == TRUNCATED else 0.0
+            assert abs(bias - expected) <= bound, (env, t, bias, expected)
+            if abs(expected) > bound:
+                assert np.sign(bias) == -np.sign(v_next[end]), (env, t, bias, v_next[end])
 
 
 _split_buffers = st.tuples(_float_buffers, st.lists(st.booleans(), min_size=24, max_size=24))
@@ -769,28 +733,25 @@ def _pieces(length: int, splits: list[bool]) -> list[slice]:
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def streaming_property(ctx: Context) -> dict[str, object]:
+@given(_split_buffers)
+def streaming_property(ctx: Context, split_buffer: tuple) -> None:
     """A random buffer with all four events, split into consecutive pieces at random steps and run
     through impl's GAE from the last piece to the first, each passing its first advantage as the
     ``carry`` of the piece before, equals impl's GAE over the unsplit buffer. Where a piece ends
     in an ordinary step its trace_cut stays 0 (the episode goes on into the next piece)."""
-
-    def matches_unsplit(split_buffer: tuple) -> None:
-        (columns, gamma, lambda_), splits = split_buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        arrays = _stacked(columns)
-        whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
-        streamed, carry = [], None
-        for piece in reversed(_pieces(len(whole), splits)):
-            part = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_, carry=carry)
-            streamed.insert(0, part)
-            carry = part[0]
-        streamed_whole = np.concatenate(streamed)
-        for env, column in enumerate(columns):
-            bound = _column_bound(column)
-            assert np.all(np.abs(streamed_whole[:, env] - whole[:, env]) <= bound), (env, streamed_whole, whole)
-
-    return check_property(ctx, matches_unsplit, _split_buffers)
+    (columns, gamma, lambda_), splits = split_buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    arrays = _stacked(columns)
+    whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+    streamed, carry = [], None
+    for piece in reversed(_pieces(len(whole), splits)):
+        part = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_, carry=carry)
+        streamed.insert(0, part)
+        carry = part[0]
+    streamed_whole = np.concatenate(streamed)
+    for env, column in enumerate(columns):
+        bound = _column_bound(column)
+        assert np.all(np.abs(streamed_whole[:, env] - whole[:, env]) <= bound), (env, streamed_whole, whole)
 
 
 def truncated_lambda_return_advantages(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence,
@@ -810,30 +771,27 @@ def truncated_lambda_return_advantages(events: Sequence[str], r: Sequence, v: Se
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def batch_cut_property(ctx: Context) -> dict[str, object]:
+@given(_split_buffers)
+def batch_cut_property(ctx: Context, split_buffer: tuple) -> None:
     """A random buffer with all four events, split at random steps into pieces run through impl's
     GAE independently (a batch: each piece's end cuts the trace), gives on each piece the truncated
     λ-return estimate with the V(s_{e+1}) tail at the piece's end e; inside a trace that the split
     cut, that is the unsplit GAE minus (γλ)^{e-t+1} times the unsplit Â_{e+1}."""
-
-    def is_truncated_estimate(split_buffer: tuple) -> None:
-        (columns, gamma, lambda_), splits = split_buffer
-        reach_buffer(gamma, len(columns[0][0]))
-        arrays = _stacked(columns)
-        whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
-        for piece in _pieces(len(whole), splits):
-            batch = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_)
-            for env, (events, r, v, v_next) in enumerate(columns):
-                part = (events[piece], r[piece], v[piece], v_next[piece])
-                bound = _column_bound((events, r, v, v_next))
-                expected = np.array(truncated_lambda_return_advantages(*part, gamma, lambda_))
-                assert np.all(np.abs(batch[:, env] - expected) <= bound), (env, piece, batch[:, env], expected)
-                end = piece.stop - 1
-                if end + 1 < len(events) and events[end] == ORDINARY:
-                    for t in range(piece.start, end + 1):
-                        if fragment_end(events, t) >= end:
-                            tail = (gamma * lambda_) ** (end - t + 1) * whole[end + 1, env]
-                            difference = whole[t, env] - tail - batch[t - piece.start, env]
-                            assert abs(difference) <= bound, (env, t, difference)
-
-    return check_property(ctx, is_truncated_estimate, _split_buffers)
+    (columns, gamma, lambda_), splits = split_buffer
+    reach_buffer(gamma, len(columns[0][0]))
+    arrays = _stacked(columns)
+    whole = ctx.impl.gae_advantages(*arrays.values(), gamma, lambda_)
+    for piece in _pieces(len(whole), splits):
+        batch = ctx.impl.gae_advantages(*(a[piece] for a in arrays.values()), gamma, lambda_)
+        for env, (events, r, v, v_next) in enumerate(columns):
+            part = (events[piece], r[piece], v[piece], v_next[piece])
+            bound = _column_bound((events, r, v, v_next))
+            expected = np.array(truncated_lambda_return_advantages(*part, gamma, lambda_))
+            assert np.all(np.abs(batch[:, env] - expected) <= bound), (env, piece, batch[:, env], expected)
+            end = piece.stop - 1
+            if end + 1 < len(events) and events[end] == ORDINARY:
+                for t in range(piece.start, end + 1):
+                    if fragment_end(events, t) >= end:
+                        tail = (gamma * lambda_) ** (end - t + 1) * whole[end + 1, env]
+                        difference = whole[t, env] - tail - batch[t - piece.start, env]
+                        assert abs(difference) <= bound, (env, t, difference)

@@ -8,7 +8,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import as_written, log_softmax, rounding_bound
 
@@ -36,7 +36,8 @@ _log_ratios = st.arrays(np.float64, st.integers(1, 64),
 
 
 @verifier(kind="property", uses=("kl_k3",))
-def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
+@given(_log_ratios)
+def k3_nonnegative_property(ctx: Context, log_ratio: np.ndarray) -> None:
     """impl's k3 is >= 0 for every log-ratio (up to the rounding of (r - 1) - log r: three operations on
     numbers up to max(r, 1), so the plain ``np.exp(x) - 1 - x`` passes as well as ``expm1``), 0 at log r = 0,
     and > 0 wherever |log r| >= 1e-6.
@@ -44,17 +45,13 @@ def k3_nonnegative_property(ctx: Context) -> dict[str, object]:
     The 1e-6 floor keeps (r - 1) - log r ≈ (log r)^2 / 2 >= 5e-13 far above float64's
     resolution near zero, so a zero there would be the estimator's fault, not rounding's.
     """
-
-    def nonnegative(log_ratio: np.ndarray) -> None:
-        reach(data="old")  # log r = log π_θ - log π_old of stored actions
-        k3 = ctx.impl.kl_k3(log_ratio)
-        rounding = np.array([rounding_bound(3, float(np.exp(x))) for x in log_ratio])
-        negative = k3 < -rounding
-        assert not np.any(negative), f"k3 below zero beyond rounding at log r = {log_ratio[negative]}: {k3[negative]}"
-        assert np.all(k3[np.abs(log_ratio) >= 1e-6] > 0), log_ratio
-        assert np.all(ctx.impl.kl_k3(np.zeros(3)) == 0), ("k3 at log r = 0", ctx.impl.kl_k3(np.zeros(3)))
-
-    return check_property(ctx, nonnegative, _log_ratios)
+    reach(data="old")  # log r = log π_θ - log π_old of stored actions
+    k3 = ctx.impl.kl_k3(log_ratio)
+    rounding = np.array([rounding_bound(3, float(np.exp(x))) for x in log_ratio])
+    negative = k3 < -rounding
+    assert not np.any(negative), f"k3 below zero beyond rounding at log r = {log_ratio[negative]}: {k3[negative]}"
+    assert np.all(k3[np.abs(log_ratio) >= 1e-6] > 0), log_ratio
+    assert np.all(ctx.impl.kl_k3(np.zeros(3)) == 0), ("k3 at log r = 0", ctx.impl.kl_k3(np.zeros(3)))
 
 
 @verifier(kind="symbolic")
@@ -86,21 +83,18 @@ _categoricals = st.integers(2, 12).flatmap(lambda k: st.tuples(
 
 
 @verifier(kind="property", uses=("kl_k3",))
-def k3_unbiased_property(ctx: Context) -> dict[str, object]:
+@given(_categoricals)
+def k3_unbiased_property(ctx: Context, logits: tuple[np.ndarray, np.ndarray]) -> None:
     """For random categorical π_old and π, Σ_a π_old(a) k3(a) from impl equals KL(π_old || π)
     computed from its definition, up to float64 rounding."""
-
-    def unbiased(logits: tuple[np.ndarray, np.ndarray]) -> None:
-        reach(states=1, actions=logits[0].size, data="old")  # one state's policies; the expectation under π_old
-        log_old, log_new = (log_softmax(z) for z in logits)
-        p_old = np.exp(log_old)
-        expectation = p_old @ ctx.impl.kl_k3(log_new - log_old)
-        kl = p_old @ (log_old - log_new)
-        magnitude = float(p_old @ (np.exp(log_new - log_old) + np.abs(log_new - log_old)))
-        bound = rounding_bound(8 * len(p_old), magnitude)
-        assert abs(expectation - kl) <= bound, (expectation, kl, bound)
-
-    return check_property(ctx, unbiased, _categoricals)
+    reach(states=1, actions=logits[0].size, data="old")  # one state's policies; the expectation under π_old
+    log_old, log_new = (log_softmax(z) for z in logits)
+    p_old = np.exp(log_old)
+    expectation = p_old @ ctx.impl.kl_k3(log_new - log_old)
+    kl = p_old @ (log_old - log_new)
+    magnitude = float(p_old @ (np.exp(log_new - log_old) + np.abs(log_new - log_old)))
+    bound = rounding_bound(8 * len(p_old), magnitude)
+    assert abs(expectation - kl) <= bound, (expectation, kl, bound)
 
 
 class FiniteBatch(NoParams):

@@ -26,7 +26,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, assume, check_property, reach, verifier
+from claims_harness import Context, NoParams, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, random_exact_mdp, softmax_scores
 from verifiers._numeric import as_written, largest_magnitude, log_softmax, rounding_bound
@@ -240,7 +240,8 @@ def _sampled_terms(draw: st.DrawFn) -> tuple[np.ndarray, int, int, float, float,
 
 
 @verifier(kind="property", uses=("tabular_softmax_score", "reinforce_gradient"))
-def sampled_term_sign_property(ctx: Context) -> dict[str, object]:
+@given(_sampled_terms())
+def sampled_term_sign_property(ctx: Context, example: tuple[np.ndarray, int, int, float, float, float]) -> None:
     """One sampled term's step θ ← θ + η (Q(s,a) - b(s)) ∇_θ log π_θ(a|s), through impl's score and estimator (one
     step of one trajectory), on random tabular logits: it equals the verifier's η w (e_a - π(·|s)) in row s (w =
     Q(s,a) - b(s)) up to rounding and leaves the other rows exactly; in row s the chosen logit moves by more than
@@ -252,31 +253,27 @@ def sampled_term_sign_property(ctx: Context) -> dict[str, object]:
     small ones. |η w| is at least 1e-6 (else the example is discarded), so every change stays far above float64
     resolution.
     """
-
-    def sign_follows(example: tuple[np.ndarray, int, int, float, float, float]) -> None:
-        logits, state, action, value, baseline, step_size = example
-        weight = value - baseline
-        assume(weight == 0 or abs(step_size * weight) >= 1e-6)
-        n_states, n_actions = logits.shape
-        reach(states=n_states, actions=n_actions)
-        score = ctx.impl.tabular_softmax_score(logits, state, action)
-        step = step_size * np.asarray(ctx.impl.reinforce_gradient(np.array([[weight]]), np.asarray(score)[None, None]),
-                                      dtype=float)
-        pi = np.exp(log_softmax(logits[state]))
-        reference = step_size * weight * (np.eye(n_actions)[action] - pi)
-        bound = rounding_bound(8 * n_actions, abs(step_size * weight))
-        assert np.abs(step[state] - reference).max() <= bound, (step[state], reference, bound)
-        assert np.all(np.delete(step, state, axis=0) == 0), ("a row other than s moved", step)
-        if weight == 0:
-            assert np.all(step == 0), step
-            return
-        others = np.delete(np.arange(n_actions), action)
-        relative = step[state, action] - step[state, others]
-        assert np.all(np.sign(relative) == np.sign(weight)), ("logit of a relative to the others", relative, weight)
-        change = np.exp(log_softmax(logits[state] + step[state]))[action] - pi[action]
-        assert np.sign(change) == np.sign(weight), ("π(a|s) moved against the weight", change, weight)
-
-    return check_property(ctx, sign_follows, _sampled_terms())
+    logits, state, action, value, baseline, step_size = example
+    weight = value - baseline
+    assume(weight == 0 or abs(step_size * weight) >= 1e-6)
+    n_states, n_actions = logits.shape
+    reach(states=n_states, actions=n_actions)
+    score = ctx.impl.tabular_softmax_score(logits, state, action)
+    step = step_size * np.asarray(ctx.impl.reinforce_gradient(np.array([[weight]]), np.asarray(score)[None, None]),
+                                  dtype=float)
+    pi = np.exp(log_softmax(logits[state]))
+    reference = step_size * weight * (np.eye(n_actions)[action] - pi)
+    bound = rounding_bound(8 * n_actions, abs(step_size * weight))
+    assert np.abs(step[state] - reference).max() <= bound, (step[state], reference, bound)
+    assert np.all(np.delete(step, state, axis=0) == 0), ("a row other than s moved", step)
+    if weight == 0:
+        assert np.all(step == 0), step
+        return
+    others = np.delete(np.arange(n_actions), action)
+    relative = step[state, action] - step[state, others]
+    assert np.all(np.sign(relative) == np.sign(weight)), ("logit of a relative to the others", relative, weight)
+    change = np.exp(log_softmax(logits[state] + step[state]))[action] - pi[action]
+    assert np.sign(change) == np.sign(weight), ("π(a|s) moved against the weight", change, weight)
 
 
 # --------------------------------------------------------------------------- 4.1.5: the estimator's form
@@ -298,25 +295,22 @@ def _reinforce_batches(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 
 @verifier(kind="property", uses=("reinforce_gradient",))
-def reinforce_form_property(ctx: Context) -> dict[str, object]:
+@given(_reinforce_batches())
+def reinforce_form_property(ctx: Context, batch: tuple[np.ndarray, np.ndarray]) -> None:
     """On random exact weights and scores, impl's REINFORCE estimate of every batch equals
     (1/N) Σ_i Σ_t w_{i,t} s_{i,t}, the sum over the steps of each trajectory averaged over its N
     trajectories, exactly; and one batch alone ([T, N]) gives that batch's estimate."""
-
-    def matches(batch: tuple[np.ndarray, np.ndarray]) -> None:
-        w_t, score_t = batch
-        horizon, batches, trajectories = w_t.shape
-        # Arbitrary numbers stand for the weights: estimates, whatever objective they belong to.
-        reach(horizon=horizon, advantages="estimated")
-        estimate = ctx.impl.reinforce_gradient(w_t, score_t)
-        for m in range(batches):
-            definition = [sum(w_t[t, m, i] * score_t[t, m, i, j] for t in range(horizon) for i in range(trajectories))
-                          / trajectories for j in range(score_t.shape[-1])]
-            assert list(estimate[m]) == definition, (m, list(estimate[m]), definition)
-        alone = ctx.impl.reinforce_gradient(w_t[:, 0], score_t[:, 0])
-        assert list(alone) == list(estimate[0]), (list(alone), list(estimate[0]))
-
-    return check_property(ctx, matches, _reinforce_batches())
+    w_t, score_t = batch
+    horizon, batches, trajectories = w_t.shape
+    # Arbitrary numbers stand for the weights: estimates, whatever objective they belong to.
+    reach(horizon=horizon, advantages="estimated")
+    estimate = ctx.impl.reinforce_gradient(w_t, score_t)
+    for m in range(batches):
+        definition = [sum(w_t[t, m, i] * score_t[t, m, i, j] for t in range(horizon) for i in range(trajectories))
+                      / trajectories for j in range(score_t.shape[-1])]
+        assert list(estimate[m]) == definition, (m, list(estimate[m]), definition)
+    alone = ctx.impl.reinforce_gradient(w_t[:, 0], score_t[:, 0])
+    assert list(alone) == list(estimate[0]), (list(alone), list(estimate[0]))
 
 
 
@@ -408,7 +402,9 @@ def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 @verifier(kind="property", uses=("policy_action_values",))
-def policy_gradient_theorem_property(ctx: Context) -> dict[str, object]:
+@given(_discounted_mdps())
+def policy_gradient_theorem_property(ctx: Context,
+                                     example: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]) -> None:
     """On random exact infinite-horizon MDPs, policies and γ < 1: ∂J/∂θ_{s,a} of the tabular softmax policy,
     differentiated here with dual numbers (forward mode, exact), equals the theorem's
     Σ_s d(s) Σ_b π(b|s) Q^π(s, b) ∂ log π(b|s)/∂θ_{s,a} = d(s) π(a|s) (Q^π(s, a) - Σ_b π(b|s) Q^π(s, b)),
@@ -418,23 +414,19 @@ def policy_gradient_theorem_property(ctx: Context) -> dict[str, object]:
     The dual part of π along θ_{s,a} is ∂π(b|s)/∂θ_{s,a} = π(b|s) (δ_ab - π(a|s)), the softmax's exact
     derivative; J(θ + ε e_{s,a}) is then solved in dual numbers, so its ε part is the derivative of J.
     """
-
-    def theorem_holds(example: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]) -> None:
-        P, R, rho, pi, gamma = example
-        n_states, n_actions = R.shape
-        kernel = (pi[:, :, None] * P).sum(axis=1)
-        system = [[Fraction(int(t == s)) - gamma * kernel[t, s] for t in range(n_states)] for s in range(n_states)]
-        visitation = _solve(system, list(rho))  # (I - γ P_π)ᵀ d = ρ
-        assert sum(visitation) == 1 / (1 - gamma), (visitation, gamma)
-        # The theorem's side: the exact Q^π of the stationary discounted setting, visits of π itself.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="exact")
-        q = ctx.impl.policy_action_values(P, R, pi, gamma)
-        for s, a in itertools.product(range(n_states), range(n_actions)):
-            derivative = _objective(P, R, rho, _softmax_direction(pi, s, a), gamma).b
-            theorem = visitation[s] * pi[s, a] * (q[s, a] - sum(pi[s, b] * q[s, b] for b in range(n_actions)))
-            assert derivative == theorem, ((s, a), derivative, theorem)
-
-    return check_property(ctx, theorem_holds, _discounted_mdps())
+    P, R, rho, pi, gamma = example
+    n_states, n_actions = R.shape
+    kernel = (pi[:, :, None] * P).sum(axis=1)
+    system = [[Fraction(int(t == s)) - gamma * kernel[t, s] for t in range(n_states)] for s in range(n_states)]
+    visitation = _solve(system, list(rho))  # (I - γ P_π)ᵀ d = ρ
+    assert sum(visitation) == 1 / (1 - gamma), (visitation, gamma)
+    # The theorem's side: the exact Q^π of the stationary discounted setting, visits of π itself.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="exact")
+    q = ctx.impl.policy_action_values(P, R, pi, gamma)
+    for s, a in itertools.product(range(n_states), range(n_actions)):
+        derivative = _objective(P, R, rho, _softmax_direction(pi, s, a), gamma).b
+        theorem = visitation[s] * pi[s, a] * (q[s, a] - sum(pi[s, b] * q[s, b] for b in range(n_actions)))
+        assert derivative == theorem, ((s, a), derivative, theorem)
 
 
 # --------------------------------------------------------------------------- 4.1.5: which objective the weights fit

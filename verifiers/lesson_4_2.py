@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, exact_mdp, probability_rows, softmax_score, softmax_scores
 from verifiers._params import PositiveFractions
@@ -40,22 +40,19 @@ _states = st.integers(min_value=1, max_value=8).flatmap(lambda k: st.tuples(
 
 
 @verifier(kind="property", uses=("state_value_from_q", "baseline_advantages"))
-def advantage_coefficient_property(ctx: Context) -> dict[str, object]:
+@given(_states)
+def advantage_coefficient_property(ctx: Context, case: tuple[list[int], list[Fraction]]) -> None:
     """For random exact policies and action values at one state, the coefficient impl gives the score
     with the baseline b(s) = V(s) (its own V) is Q(a) - Σ_b π(b) Q(b) for every action, exactly, and it
     is positive exactly for the actions whose Q(a) exceeds that mean."""
-
-    def is_advantage(case: tuple[list[int], list[Fraction]]) -> None:
-        weights, values = case
-        reach(actions=len(weights), states=1)
-        pi = probability_rows(weights)
-        q = np.array(values, dtype=object)
-        coefficient = ctx.impl.baseline_advantages(q, ctx.impl.state_value_from_q(pi, q))
-        mean = sum(p * v for p, v in zip(pi, q, strict=True))
-        assert list(coefficient) == [v - mean for v in q], (list(coefficient), mean)
-        assert [c > 0 for c in coefficient] == [v > mean for v in q], list(coefficient)
-
-    return check_property(ctx, is_advantage, _states)
+    weights, values = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q = np.array(values, dtype=object)
+    coefficient = ctx.impl.baseline_advantages(q, ctx.impl.state_value_from_q(pi, q))
+    mean = sum(p * v for p, v in zip(pi, q, strict=True))
+    assert list(coefficient) == [v - mean for v in q], (list(coefficient), mean)
+    assert [c > 0 for c in coefficient] == [v > mean for v in q], list(coefficient)
 
 
 # --------------------------------------------------------------------------- 4.2.2
@@ -79,43 +76,37 @@ _discounted_mdps = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(
 
 
 @verifier(kind="property", uses=("policy_state_values", "policy_action_values", "state_value_from_q"))
-def bellman_value_is_expected_q_property(ctx: Context) -> dict[str, object]:
+@given(_discounted_mdps)
+def bellman_value_is_expected_q_property(ctx: Context, mdp: dict) -> None:
     """On random discounted MDPs and policies, impl's Bellman evaluation of the policy is the verifier's own:
     impl's V^π is the exact solution of (I - γ P_π) V = R_π, impl's Q^π is R + γ P V^π for that solution, and
     V^π(s) = Σ_a π(a|s) Q^π(s, a) holds for impl's own pair, both as a sum here and through impl's
     ``state_value_from_q``. A Q^π shifted by a constant, or a V^π that is not the π-expectation of Q^π, fails
     one of these."""
-
-    def evaluates(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        values, action_values = exact_policy_evaluation(P, R, pi, gamma)
-        # A stationary discounted setting: the Bellman fixed point of an unbounded horizon, with exact Q^π.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
-        impl_values = ctx.impl.policy_state_values(P, R, pi, gamma)
-        impl_action_values = ctx.impl.policy_action_values(P, R, pi, gamma)
-        assert list(impl_values) == list(values), ("V^π", list(impl_values), list(values))
-        assert np.array_equal(impl_action_values, action_values), ("Q^π", impl_action_values, action_values)
-        assert list((pi * impl_action_values).sum(axis=-1)) == list(impl_values), ("Σ_a π Q^π", impl_values)
-        from_q = ctx.impl.state_value_from_q(pi, impl_action_values)
-        assert list(from_q) == list(impl_values), ("state_value_from_q(π, Q^π)", list(from_q), list(impl_values))
-
-    return check_property(ctx, evaluates, _discounted_mdps)
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    values, action_values = exact_policy_evaluation(P, R, pi, gamma)
+    # A stationary discounted setting: the Bellman fixed point of an unbounded horizon, with exact Q^π.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+    impl_values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    impl_action_values = ctx.impl.policy_action_values(P, R, pi, gamma)
+    assert list(impl_values) == list(values), ("V^π", list(impl_values), list(values))
+    assert np.array_equal(impl_action_values, action_values), ("Q^π", impl_action_values, action_values)
+    assert list((pi * impl_action_values).sum(axis=-1)) == list(impl_values), ("Σ_a π Q^π", impl_values)
+    from_q = ctx.impl.state_value_from_q(pi, impl_action_values)
+    assert list(from_q) == list(impl_values), ("state_value_from_q(π, Q^π)", list(from_q), list(impl_values))
 
 
 @verifier(kind="property", uses=("state_value_from_q",))
-def value_from_exact_q_property(ctx: Context) -> dict[str, object]:
+@given(mdps_with_end)
+def value_from_exact_q_property(ctx: Context, mdp: dict) -> None:
     """On random MDPs, episodic at γ = 1 and episodic or discounted below it (:data:`mdps_with_end`), impl's
     V from Q, applied to the exact Q^π of every state, gives the exact V^π: both solved here over the
     rationals, V^π from the Bellman equation (I - γ P_π) V = R_π and Q^π = R + γ P V^π from it."""
-
-    def is_expectation(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        values, action_values = exact_policy_evaluation(P, R, pi, gamma)
-        reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact")
-        observed = ctx.impl.state_value_from_q(pi, action_values)
-        assert list(observed) == list(values), (list(observed), list(values))
-
-    return check_property(ctx, is_expectation, mdps_with_end)
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    values, action_values = exact_policy_evaluation(P, R, pi, gamma)
+    reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact")
+    observed = ctx.impl.state_value_from_q(pi, action_values)
+    assert list(observed) == list(values), (list(observed), list(values))
 
 
 # --------------------------------------------------------------------------- 4.2.4
@@ -145,34 +136,31 @@ _rloo_batches = st.tuples(st.integers(2, 3), st.integers(2, 4), st.integers(1, 2
 
 
 @verifier(kind="property", uses=("rloo_advantages", "reinforce_gradient"))
-def rloo_answer_level_property(ctx: Context) -> dict[str, object]:
+@given(_rloo_batches)
+def rloo_answer_level_property(ctx: Context, batch: dict) -> None:
     """On random batches of answers (one to three tokens each, with exact token scores) in contiguous groups of G
     per prompt, impl's RLOO advantages, each weighting every token of its answer, and impl's REINFORCE estimate
     over those token sequences give, per prompt, (1/G) Σ_i (R_i - (1/(G-1)) Σ_{j≠i} R_j) Σ_t ∇log π(y_it),
     computed here from the definition."""
-
-    def answer_level(batch: dict) -> None:
-        vocabulary, group_size, scores, rewards = (batch[k] for k in ("vocabulary", "group_size", "scores",
-                                                                      "rewards"))
-        lengths = [len(tokens) for tokens in scores]
-        reach(group=group_size, tokens=lengths, actions=vocabulary)
-        prompts = len(rewards) // group_size
-        advantages = ctx.impl.rloo_advantages(np.array(rewards, dtype=object), group_size)
-        weights = np.zeros((max(lengths), prompts, group_size), dtype=object) + Fraction(0)
-        token_scores = np.zeros((max(lengths), prompts, group_size, vocabulary), dtype=object) + Fraction(0)
-        for i, tokens in enumerate(scores):
-            prompt, answer = divmod(i, group_size)
-            for t, score in enumerate(tokens):
-                weights[t, prompt, answer] = advantages[i]
-                token_scores[t, prompt, answer] = score
-        observed = ctx.impl.reinforce_gradient(weights, token_scores)
-        for prompt in range(prompts):
-            group = range(prompt * group_size, (prompt + 1) * group_size)
-            expected = sum((rewards[i] - sum(rewards[j] for j in group if j != i) / (group_size - 1))
-                           * sum(scores[i], np.zeros(vocabulary, dtype=object)) for i in group) / group_size
-            assert list(observed[prompt]) == list(expected), (prompt, list(observed[prompt]), list(expected))
-
-    return check_property(ctx, answer_level, _rloo_batches)
+    vocabulary, group_size, scores, rewards = (batch[k] for k in ("vocabulary", "group_size", "scores",
+                                                                  "rewards"))
+    lengths = [len(tokens) for tokens in scores]
+    reach(group=group_size, tokens=lengths, actions=vocabulary)
+    prompts = len(rewards) // group_size
+    advantages = ctx.impl.rloo_advantages(np.array(rewards, dtype=object), group_size)
+    weights = np.zeros((max(lengths), prompts, group_size), dtype=object) + Fraction(0)
+    token_scores = np.zeros((max(lengths), prompts, group_size, vocabulary), dtype=object) + Fraction(0)
+    for i, tokens in enumerate(scores):
+        prompt, answer = divmod(i, group_size)
+        for t, score in enumerate(tokens):
+            weights[t, prompt, answer] = advantages[i]
+            token_scores[t, prompt, answer] = score
+    observed = ctx.impl.reinforce_gradient(weights, token_scores)
+    for prompt in range(prompts):
+        group = range(prompt * group_size, (prompt + 1) * group_size)
+        expected = sum((rewards[i] - sum(rewards[j] for j in group if j != i) / (group_size - 1))
+                       * sum(scores[i], np.zeros(vocabulary, dtype=object)) for i in group) / group_size
+        assert list(observed[prompt]) == list(expected), (prompt, list(observed[prompt]), list(expected))
 
 
 # --------------------------------------------------------------------------- 4.2.5

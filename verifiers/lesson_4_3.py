@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 from pydantic import Field
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions
 from verifiers._numeric import as_written, log_softmax, rounding_bound
@@ -53,7 +53,8 @@ def _share_batches() -> st.SearchStrategy:
 
 
 @verifier(kind="property", uses=("explained_variance",))
-def explained_variance_share_property(ctx: Context) -> dict[str, object]:
+@given(_share_batches())
+def explained_variance_share_property(ctx: Context, batch: tuple) -> None:
     """On random targets V̂, impl's explained variance is the share of the targets' variance the
     critic accounts for, between the endpoints as well as at them:
 
@@ -66,30 +67,26 @@ def explained_variance_share_property(ctx: Context) -> dict[str, object]:
     Both are computed in floats from eighths; a variance ratio of numbers bounded by M over a spread
     σ rounds by at most the bound of 8N operations on (M / σ)^2, as in explained_variance_property.
     """
-
-    def is_the_share(batch: tuple) -> None:
-        targets, features, sixteenths = batch
-        y = np.array(targets, dtype=float) / 8
-        x = np.array(features, dtype=float) / 8
-        spread = float(np.std(y))
-        if spread == 0:
-            return
-        scale = (float(np.abs(y).max()) + 1) / spread
-        bound = rounding_bound(8 * len(y), scale**2)
-        if np.std(x) > 0:
-            slope = float(np.mean((x - x.mean()) * (y - y.mean())) / np.var(x))
-            fit = y.mean() + slope * (x - x.mean())
-            share = float(np.var(fit) / np.var(y))
-            fit_bound = rounding_bound(8 * len(y), ((float(np.abs(y).max()) + float(np.abs(fit).max()) + 1)
-                                                    / spread) ** 2)
-            observed = ctx.impl.explained_variance(fit, y.copy())
-            assert abs(observed - share) <= fit_bound, ("least-squares fit", observed, share, fit_bound)
-        alpha = sixteenths / 16
-        shrunk = y.mean() + alpha * (y - y.mean())
-        observed = ctx.impl.explained_variance(shrunk, y.copy())
-        assert abs(observed - (1 - (1 - alpha) ** 2)) <= bound, ("shrunk", alpha, observed, bound)
-
-    return check_property(ctx, is_the_share, _share_batches())
+    targets, features, sixteenths = batch
+    y = np.array(targets, dtype=float) / 8
+    x = np.array(features, dtype=float) / 8
+    spread = float(np.std(y))
+    if spread == 0:
+        return
+    scale = (float(np.abs(y).max()) + 1) / spread
+    bound = rounding_bound(8 * len(y), scale**2)
+    if np.std(x) > 0:
+        slope = float(np.mean((x - x.mean()) * (y - y.mean())) / np.var(x))
+        fit = y.mean() + slope * (x - x.mean())
+        share = float(np.var(fit) / np.var(y))
+        fit_bound = rounding_bound(8 * len(y), ((float(np.abs(y).max()) + float(np.abs(fit).max()) + 1)
+                                                / spread) ** 2)
+        observed = ctx.impl.explained_variance(fit, y.copy())
+        assert abs(observed - share) <= fit_bound, ("least-squares fit", observed, share, fit_bound)
+    alpha = sixteenths / 16
+    shrunk = y.mean() + alpha * (y - y.mean())
+    observed = ctx.impl.explained_variance(shrunk, y.copy())
+    assert abs(observed - (1 - (1 - alpha) ** 2)) <= bound, ("shrunk", alpha, observed, bound)
 
 
 # ------------------------------------------------------------------ 4.3.2: a long target's variance grows with it
@@ -228,7 +225,8 @@ def _edge_tail_draws() -> st.SearchStrategy:
 
 
 @verifier(kind="property", uses=("gae_advantages",))
-def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
+@given(_edge_tail_draws())
+def edge_tail_weight_property(ctx: Context, draw: tuple) -> None:
     """Where the bootstrapped tail at a rollout's edge weighs most, read off impl's batch GAE.
 
     - Short buffers: for one episode that goes on past a buffer of T steps, the mean over the
@@ -241,37 +239,33 @@ def edge_tail_weight_property(ctx: Context) -> dict[str, object]:
       but the last buffer's); an episode that fits in one buffer (k = 1) has none, and k + 1
       buffers' worth has a larger share than k.
     """
-
-    def weighs_most(draw: tuple) -> None:
-        gamma_16, lambda_16, length, pieces, seed = draw
-        gamma, lambda_ = gamma_16 / 16, lambda_16 / 16
-        # Buffers of random values (a critic's estimates) cut from episodes of k and k + 1 buffers' length.
-        reach(discount=gamma, horizon=[pieces * length, (pieces + 1) * length], advantages="estimated")
-        rng = np.random.default_rng(seed)
-        means = []
-        for size in (length, length + 1):
-            coefficients = _tail_coefficients(ctx, size, gamma, lambda_, False, rng)
-            assert np.all(coefficients > _tail_bound(size)), ("a step without the edge's tail", size, coefficients)
-            means.append(float(coefficients.mean()))
-        margin = means[0] - means[1]
-        if gamma * lambda_ < 1:
-            assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
-        else:
-            assert abs(margin) <= 2 * _tail_bound(length + 1), ("with γλ = 1 every step carries the whole tail", means)
-        shares = []
-        for k in (pieces, pieces + 1):
-            carrying = 0
-            for piece in range(k):
-                last = piece == k - 1
-                coefficients = _tail_coefficients(ctx, length, gamma, lambda_, last, rng)
-                carrying += int(np.sum(np.abs(coefficients) > _tail_bound(length)))
-                if last:
-                    assert np.all(np.abs(coefficients) <= _tail_bound(length)), ("a terminal bootstraps", coefficients)
-            shares.append(Fraction(carrying, k * length))
-        assert shares == [Fraction(k - 1, k) for k in (pieces, pieces + 1)], ("share of steps with a tail", shares)
-        assert shares[1] > shares[0], shares
-
-    return check_property(ctx, weighs_most, _edge_tail_draws())
+    gamma_16, lambda_16, length, pieces, seed = draw
+    gamma, lambda_ = gamma_16 / 16, lambda_16 / 16
+    # Buffers of random values (a critic's estimates) cut from episodes of k and k + 1 buffers' length.
+    reach(discount=gamma, horizon=[pieces * length, (pieces + 1) * length], advantages="estimated")
+    rng = np.random.default_rng(seed)
+    means = []
+    for size in (length, length + 1):
+        coefficients = _tail_coefficients(ctx, size, gamma, lambda_, False, rng)
+        assert np.all(coefficients > _tail_bound(size)), ("a step without the edge's tail", size, coefficients)
+        means.append(float(coefficients.mean()))
+    margin = means[0] - means[1]
+    if gamma * lambda_ < 1:
+        assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
+    else:
+        assert abs(margin) <= 2 * _tail_bound(length + 1), ("with γλ = 1 every step carries the whole tail", means)
+    shares = []
+    for k in (pieces, pieces + 1):
+        carrying = 0
+        for piece in range(k):
+            last = piece == k - 1
+            coefficients = _tail_coefficients(ctx, length, gamma, lambda_, last, rng)
+            carrying += int(np.sum(np.abs(coefficients) > _tail_bound(length)))
+            if last:
+                assert np.all(np.abs(coefficients) <= _tail_bound(length)), ("a terminal bootstraps", coefficients)
+        shares.append(Fraction(carrying, k * length))
+    assert shares == [Fraction(k - 1, k) for k in (pieces, pieces + 1)], ("share of steps with a tail", shares)
+    assert shares[1] > shares[0], shares
 
 
 # ------------------------------------------------------------------ 4.3.4: a truncated state's continuation value
@@ -399,7 +393,8 @@ def _one_step_problems() -> st.SearchStrategy:
 
 
 @verifier(kind="property", uses=("actor_critic_iteration",))
-def single_use_step_property(ctx: Context) -> dict[str, object]:
+@given(_one_step_problems())
+def single_use_step_property(ctx: Context, problem: dict) -> None:
     """On random one-step problems (1 to 3 equally likely start states, 2 or 3 actions, rewards R,
     a tabular softmax actor θ and any critic φ), impl's actor step on a batch collected by the policy
     it updates is, in expectation over the batch, lr ∇J(θ): every (s, a) is enumerated with its
@@ -410,24 +405,20 @@ def single_use_step_property(ctx: Context) -> dict[str, object]:
     in expectation E_{π_θ}[(r - φ(s)) ∇ log π_θ1(a|s)], written out here: the old data's average, not
     ∇J(θ_1), from which it differs by Σ_s ρ(s) Σ_a (π_θ - π_θ1)(a|s) (R(s, a) - φ(s)) ∇ log π_θ1(a|s);
     a step on a fresh batch drawn from π_θ1 is lr ∇J(θ_1) again."""
-
-    def unbiased(problem: dict) -> None:
-        rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
-        rho = np.full(len(rewards), 1 / len(rewards))
-        pi = np.exp(log_softmax(theta))
-        gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current")
-                     - _policy_gradient(theta, rewards, rho))
-        assert gap.max() <= _step_bound(rewards, phi, theta, lr), ("not the collecting policy's gradient", gap)
-        changed = theta + lr * _policy_gradient(theta, rewards, rho)
-        bound = _step_bound(rewards, phi, changed, lr)
-        reused = _expected_step(ctx, changed, phi, rewards, rho, pi, lr, "old")
-        gap = np.abs(reused - _old_data_step(changed, rewards, phi, rho, pi))
-        assert gap.max() <= bound, ("a reused batch's step is not the old data's average", gap)
-        fresh = _expected_step(ctx, changed, phi, rewards, rho, np.exp(log_softmax(changed)), lr, "current")
-        gap = np.abs(fresh - _policy_gradient(changed, rewards, rho))
-        assert gap.max() <= bound, ("a fresh batch's step is not the changed policy's gradient", gap)
-
-    return check_property(ctx, unbiased, _one_step_problems())
+    rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
+    rho = np.full(len(rewards), 1 / len(rewards))
+    pi = np.exp(log_softmax(theta))
+    gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current")
+                 - _policy_gradient(theta, rewards, rho))
+    assert gap.max() <= _step_bound(rewards, phi, theta, lr), ("not the collecting policy's gradient", gap)
+    changed = theta + lr * _policy_gradient(theta, rewards, rho)
+    bound = _step_bound(rewards, phi, changed, lr)
+    reused = _expected_step(ctx, changed, phi, rewards, rho, pi, lr, "old")
+    gap = np.abs(reused - _old_data_step(changed, rewards, phi, rho, pi))
+    assert gap.max() <= bound, ("a reused batch's step is not the old data's average", gap)
+    fresh = _expected_step(ctx, changed, phi, rewards, rho, np.exp(log_softmax(changed)), lr, "current")
+    gap = np.abs(fresh - _policy_gradient(changed, rewards, rho))
+    assert gap.max() <= bound, ("a fresh batch's step is not the changed policy's gradient", gap)
 
 
 class OneStepBatch(NoParams):

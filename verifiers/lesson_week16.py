@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from claims_harness import Context, assume, check_property, reach, verifier
+from claims_harness import Context, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import exact_mdp
 from verifiers._numeric import largest_magnitude, rounding_bound
@@ -43,24 +43,21 @@ _answers = st.tuples(st.integers(1, 600), st.floats(min_value=-10, max_value=10,
 
 
 @verifier(kind="property", uses=("discounted_returns",))
-def undiscounted_answer_property(ctx: Context) -> dict[str, object]:
+@given(_answers)
+def undiscounted_answer_property(ctx: Context, answer: tuple[int, float, float]) -> None:
     """For answers of 1 to 600 tokens whose only reward r is the last one, and γ = 1 (the integer or
     the float): every reward-to-go G_t from impl is r itself, one score for every token.
 
     Compared with ==, in floats: with γ = 1 every G_t is r plus zeros times 1, which every correct
     way of summing (a backward loop, a reversed cumulative sum, a linear filter) gives exactly.
     """
-
-    def same_final_score(answer: tuple[int, float, float]) -> None:
-        length, final, gamma = answer
-        rewards = np.zeros(length)
-        rewards[-1] = final
-        reach(discount=gamma, horizon=rewards.size, tokens=rewards.size)
-        returns = [float(g) for g in ctx.impl.discounted_returns(rewards, gamma)]
-        assert len(returns) == length, (length, len(returns))
-        assert all(g == final for g in returns), (length, final, sorted(set(returns))[:5])
-
-    return check_property(ctx, same_final_score, _answers)
+    length, final, gamma = answer
+    rewards = np.zeros(length)
+    rewards[-1] = final
+    reach(discount=gamma, horizon=rewards.size, tokens=rewards.size)
+    returns = [float(g) for g in ctx.impl.discounted_returns(rewards, gamma)]
+    assert len(returns) == length, (length, len(returns))
+    assert all(g == final for g in returns), (length, final, sorted(set(returns))[:5])
 
 
 # --------------------------------------------------------------------------- random exact MDPs
@@ -101,7 +98,8 @@ _episodic_choices = episodic_mdps_any_discount.filter(lambda mdp: mdp["R"].shape
 
 
 @verifier(kind="property", uses=("td_errors", "value_targets"))
-def value_head_fixed_point_property(ctx: Context) -> dict[str, object]:
+@given(st.one_of(_mdps((2, 3)), _episodic_choices))
+def value_head_fixed_point_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included) and
     policies π that are not optimal (V^π ≠ V*, both computed here):
     the mean of the value head's regression target V(s) + δ over π's own transitions leaves
@@ -112,20 +110,16 @@ def value_head_fixed_point_property(ctx: Context) -> dict[str, object]:
     Why V* must move: if Σ_a π(a|s) A*(s, a) were 0 in every state, V* would solve π's Bellman
     equation and be V^π; so some state has a mean target below V*. Exact, compared with ==.
     """
-
-    def learns_current_policy(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        current = exact_policy_values(P, R, pi, gamma)
-        _, optimal = exact_optimal_values(P, R, gamma)
-        assume(not np.array_equal(current, optimal))
-        # The targets are averaged over π's own transitions.
-        reach_tabular(mdp, data="current")
-        at_current = _expected_targets(ctx, mdp, current)
-        assert np.array_equal(at_current, current), ("V^π is not a fixed point", at_current, current)
-        at_optimal = _expected_targets(ctx, mdp, optimal)
-        assert not np.array_equal(at_optimal, optimal), ("V* is a fixed point of π's targets", at_optimal, optimal)
-
-    return check_property(ctx, learns_current_policy, st.one_of(_mdps((2, 3)), _episodic_choices))
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    current = exact_policy_values(P, R, pi, gamma)
+    _, optimal = exact_optimal_values(P, R, gamma)
+    assume(not np.array_equal(current, optimal))
+    # The targets are averaged over π's own transitions.
+    reach_tabular(mdp, data="current")
+    at_current = _expected_targets(ctx, mdp, current)
+    assert np.array_equal(at_current, current), ("V^π is not a fixed point", at_current, current)
+    at_optimal = _expected_targets(ctx, mdp, optimal)
+    assert not np.array_equal(at_optimal, optimal), ("V* is a fixed point of π's targets", at_optimal, optimal)
 
 
 # --------------------------------------------------------------------------- λ mixes horizons, γ prices the future

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from claims_harness import Context, check_property, reach, verifier
+from claims_harness import Context, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import log_softmax, rounding_bound
 
@@ -19,7 +19,8 @@ _shifted_logits = st.tuples(st.integers(1, 4), st.integers(2, 8)).flatmap(lambda
 
 
 @verifier(kind="property", uses=("log_softmax", "softmax"))
-def stable_softmax_property(ctx: Context) -> dict[str, object]:
+@given(_shifted_logits)
+def stable_softmax_property(ctx: Context, example: tuple[np.ndarray, np.ndarray]) -> None:
     """impl's log_softmax and softmax of a batch of logit rows, each row shifted by its own constant c_b
     (|c_b| up to 1000), are finite and equal the verifier's log-softmax of the unshifted rows, and its exp.
 
@@ -28,19 +29,15 @@ def stable_softmax_property(ctx: Context) -> dict[str, object]:
     A terms and taking the log add a few roundings on numbers up to |z + c|max + log A; the bound
     is rounding_bound(4A, |z + c|max + log A). A probability is off by at most its log's error.
     """
-
-    def matches(example: tuple[np.ndarray, np.ndarray]) -> None:
-        logits, offsets = example
-        shifted = logits + offsets[:, None]
-        categories = logits.shape[1]
-        reach(actions=categories)
-        expected = log_softmax(logits)
-        bound = rounding_bound(4 * categories, float(np.abs(shifted).max()) + math.log(categories))
-        log_pi = np.asarray(ctx.impl.log_softmax(shifted), dtype=float)
-        pi = np.asarray(ctx.impl.softmax(shifted), dtype=float)
-        assert log_pi.shape == pi.shape == logits.shape, (log_pi.shape, pi.shape, logits.shape)
-        assert np.isfinite(log_pi).all() and np.isfinite(pi).all(), (log_pi, pi)
-        assert np.abs(log_pi - expected).max() <= bound, (log_pi, expected, bound)
-        assert np.abs(pi - np.exp(expected)).max() <= bound, (pi, np.exp(expected), bound)
-
-    return check_property(ctx, matches, _shifted_logits)
+    logits, offsets = example
+    shifted = logits + offsets[:, None]
+    categories = logits.shape[1]
+    reach(actions=categories)
+    expected = log_softmax(logits)
+    bound = rounding_bound(4 * categories, float(np.abs(shifted).max()) + math.log(categories))
+    log_pi = np.asarray(ctx.impl.log_softmax(shifted), dtype=float)
+    pi = np.asarray(ctx.impl.softmax(shifted), dtype=float)
+    assert log_pi.shape == pi.shape == logits.shape, (log_pi.shape, pi.shape, logits.shape)
+    assert np.isfinite(log_pi).all() and np.isfinite(pi).all(), (log_pi, pi)
+    assert np.abs(log_pi - expected).max() <= bound, (log_pi, expected, bound)
+    assert np.abs(pi - np.exp(expected)).max() <= bound, (pi, np.exp(expected), bound)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import Field
 
-from claims_harness import Context, NoParams, assume, check_property, reach, verifier
+from claims_harness import Context, NoParams, assume, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import EPS, rounding_bound
 
@@ -134,58 +134,52 @@ def _ratio_gradient_check(ctx: Context, name: str, args: tuple, ratio: np.ndarra
 
 
 @verifier(kind="property", uses=("reinforce_loss",))
-def reinforce_loss_property(ctx: Context) -> dict[str, object]:
+@given(_token_batches)
+def reinforce_loss_property(ctx: Context, batch: tuple) -> None:
     """``reinforce_loss(logp, adv, mask)`` is -Σ mask Â logp / Σ mask, and its gradient with respect to
     logp, by central differences, is -mask Â / Σ mask: each sampled token's SFT gradient weighted by
     its advantage. The loss is linear in logp, so the differences have no truncation error; with
     h = 2^-4 their error is the rounding of two evaluations over 2h."""
+    logp, _, adv, mask, _ = batch
+    reach(tokens=logp.shape[1], advantages="estimated")  # answers of T tokens; Â random numbers
+    shapes = _shapes(logp, adv, mask)
+    adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
 
-    def matches_definition(batch: tuple) -> None:
-        logp, _, adv, mask, _ = batch
-        reach(tokens=logp.shape[1], advantages="estimated")  # answers of T tokens; Â random numbers
-        shapes = _shapes(logp, adv, mask)
-        adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
+    def loss(x: np.ndarray) -> float:
+        return _scalar("reinforce_loss", ctx.impl.reinforce_loss(x, adv, mask), shapes)
 
-        def loss(x: np.ndarray) -> float:
-            return _scalar("reinforce_loss", ctx.impl.reinforce_loss(x, adv, mask), shapes)
-
-        scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
-        value, expected = loss(logp), -_masked_mean(adv_bt * logp, mask)
-        assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, scale), \
-            f"reinforce_loss({shapes}) = {value!r}, expected -Σ mask Â logp / Σ mask = {expected!r}"
-        numeric = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
-        bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
-        assert float(np.abs(numeric + weights * adv_bt).max()) <= bound, \
-            f"the gradient of reinforce_loss ({shapes}) is {numeric.tolist()}, expected -mask Â / Σ mask = " \
-            f"{(-weights * adv_bt).tolist()}"
-
-    return check_property(ctx, matches_definition, _token_batches)
+    scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
+    value, expected = loss(logp), -_masked_mean(adv_bt * logp, mask)
+    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, scale), \
+        f"reinforce_loss({shapes}) = {value!r}, expected -Σ mask Â logp / Σ mask = {expected!r}"
+    numeric = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
+    bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
+    assert float(np.abs(numeric + weights * adv_bt).max()) <= bound, \
+        f"the gradient of reinforce_loss ({shapes}) is {numeric.tolist()}, expected -mask Â / Σ mask = " \
+        f"{(-weights * adv_bt).tolist()}"
 
 
 @verifier(kind="property", uses=("surrogate_loss",))
-def surrogate_loss_property(ctx: Context) -> dict[str, object]:
+@given(_token_batches)
+def surrogate_loss_property(ctx: Context, batch: tuple) -> None:
     """``surrogate_loss(logp, logp_old, adv, mask)`` is -Σ mask r Â / Σ mask with r = exp(logp - logp_old),
     and its gradient with respect to logp, by central differences with the module's bound, is
     -mask r Â / Σ mask (the ratio-weighted REINFORCE weight), away from θ_old as well as at it."""
+    logp, log_ratio, adv, mask, _ = batch
+    reach(tokens=logp.shape[1], advantages="estimated", data="old")  # the ratio is against the stored logp_old
+    logp_old = logp - log_ratio
+    shapes = _shapes(logp, adv, mask)
+    adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
+    ratio = np.exp(logp - logp_old)
 
-    def matches_definition(batch: tuple) -> None:
-        logp, log_ratio, adv, mask, _ = batch
-        reach(tokens=logp.shape[1], advantages="estimated", data="old")  # the ratio is against the stored logp_old
-        logp_old = logp - log_ratio
-        shapes = _shapes(logp, adv, mask)
-        adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
-        ratio = np.exp(logp - logp_old)
+    def loss(x: np.ndarray) -> float:
+        return _scalar("surrogate_loss", ctx.impl.surrogate_loss(x, logp_old, adv, mask), shapes)
 
-        def loss(x: np.ndarray) -> float:
-            return _scalar("surrogate_loss", ctx.impl.surrogate_loss(x, logp_old, adv, mask), shapes)
-
-        value, expected = loss(logp), -_masked_mean(ratio * adv_bt, mask)
-        assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
-            f"surrogate_loss({shapes}) = {value!r}, expected -Σ mask r Â / Σ mask = {expected!r}"
-        _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp_old, adv, mask), ratio, adv_bt, weights,
-                              np.ones(logp.shape, bool), shapes)
-
-    return check_property(ctx, matches_definition, _token_batches)
+    value, expected = loss(logp), -_masked_mean(ratio * adv_bt, mask)
+    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
+        f"surrogate_loss({shapes}) = {value!r}, expected -Σ mask r Â / Σ mask = {expected!r}"
+    _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp_old, adv, mask), ratio, adv_bt, weights,
+                          np.ones(logp.shape, bool), shapes)
 
 
 def _active(ratio: np.ndarray, adv_bt: np.ndarray, eps: float) -> np.ndarray:
@@ -198,79 +192,73 @@ class ClipDefault(NoParams):
 
 
 @verifier(kind="property", uses=("ppo_clip_loss",), params=ClipDefault)
-def ppo_clip_loss_property(ctx: Context) -> dict[str, object]:
+@given(_token_batches)
+def ppo_clip_loss_property(ctx: Context, batch: tuple) -> None:
     """``ppo_clip_loss(logp, logp_old, adv, eps, mask)`` is -Σ mask min(r Â, clip(r, 1-ε, 1+ε) Â) / Σ mask,
     and its gradient with respect to logp, by central differences, is -mask r Â / Σ mask where the
     unclipped branch is the minimum and 0 where the clip is active. An example with a log-ratio within
     two steps of a band edge log(1 ± ε) is not used (there the loss has a kink the differences would
     straddle). A call without ε is the call with ``default_epsilon``."""
+    logp, log_ratio, adv, mask, eps = batch
+    reach(tokens=logp.shape[1], advantages="estimated", data="old")
+    logp_old = logp - log_ratio
+    shapes = _shapes(logp, adv, mask) + f", eps {eps!r}"
+    adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
+    ratio = np.exp(logp - logp_old)
 
-    def matches_definition(batch: tuple) -> None:
-        logp, log_ratio, adv, mask, eps = batch
-        reach(tokens=logp.shape[1], advantages="estimated", data="old")
-        logp_old = logp - log_ratio
-        shapes = _shapes(logp, adv, mask) + f", eps {eps!r}"
-        adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
-        ratio = np.exp(logp - logp_old)
+    def loss(x: np.ndarray) -> float:
+        return _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(x, logp_old, adv, eps, mask), shapes)
 
-        def loss(x: np.ndarray) -> float:
-            return _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(x, logp_old, adv, eps, mask), shapes)
-
-        clipped = np.clip(ratio, 1 - eps, 1 + eps)
-        value, expected = loss(logp), -_masked_mean(np.minimum(ratio * adv_bt, clipped * adv_bt), mask)
-        default = ctx.params.default_epsilon
-        by_default = _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(logp, logp_old, adv, mask=mask), shapes)
-        at_default = -_masked_mean(np.minimum(ratio * adv_bt, np.clip(ratio, 1 - default, 1 + default) * adv_bt), mask)
-        assert abs(by_default - at_default) <= rounding_bound(4 * logp.size + 8, float(np.abs(adv_bt).max()) * 2), \
-            f"ppo_clip_loss({shapes}) without eps = {by_default!r}, expected the loss at eps = {default}: " \
-            f"{at_default!r}"
-        assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
-            f"ppo_clip_loss({shapes}) = {value!r}, expected -Σ mask min(r Â, clip(r) Â) / Σ mask = {expected!r}"
-        _ratio_gradient_check(ctx, "ppo_clip_loss", (logp, logp_old, adv, eps, mask), ratio, adv_bt, weights,
-                              ~_active(ratio, adv_bt, eps), shapes, kinks=(math.log1p(eps), math.log1p(-eps)))
-
-    return check_property(ctx, matches_definition, _token_batches)
+    clipped = np.clip(ratio, 1 - eps, 1 + eps)
+    value, expected = loss(logp), -_masked_mean(np.minimum(ratio * adv_bt, clipped * adv_bt), mask)
+    default = ctx.params.default_epsilon
+    by_default = _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(logp, logp_old, adv, mask=mask), shapes)
+    at_default = -_masked_mean(np.minimum(ratio * adv_bt, np.clip(ratio, 1 - default, 1 + default) * adv_bt), mask)
+    assert abs(by_default - at_default) <= rounding_bound(4 * logp.size + 8, float(np.abs(adv_bt).max()) * 2), \
+        f"ppo_clip_loss({shapes}) without eps = {by_default!r}, expected the loss at eps = {default}: " \
+        f"{at_default!r}"
+    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
+        f"ppo_clip_loss({shapes}) = {value!r}, expected -Σ mask min(r Â, clip(r) Â) / Σ mask = {expected!r}"
+    _ratio_gradient_check(ctx, "ppo_clip_loss", (logp, logp_old, adv, eps, mask), ratio, adv_bt, weights,
+                          ~_active(ratio, adv_bt, eps), shapes, kinks=(math.log1p(eps), math.log1p(-eps)))
 
 
 @verifier(kind="property", uses=("reinforce_loss", "surrogate_loss", "ppo_clip_loss"))
-def key_test_property(ctx: Context) -> dict[str, object]:
+@given(_token_batches)
+def key_test_property(ctx: Context, batch: tuple) -> None:
     """The syllabus's key test on the implementation's own losses: at logp = logp_old the gradients of
     ``surrogate_loss`` and ``ppo_clip_loss`` with respect to logp equal ``reinforce_loss``'s, all three
     taken here by central differences, within the sum of their bounds; and away from logp_old the
     surrogate's gradient is the ratio-weighted -mask r Â / Σ mask, so that a surrogate that is right
     only at θ_old (a gradient Â / r) fails."""
-
-    def gradients_coincide_at_old(batch: tuple) -> None:
-        logp, log_ratio, adv, mask, eps = batch
-        reach(tokens=logp.shape[1], advantages="estimated", data="old")
-        shapes = _shapes(logp, adv, mask)
-        adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
-        at_old = logp.copy()
-        scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
-        reinforce_gradient = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
-        reinforce_bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
-        # reinforce_loss against its own definition first: a wrong one must not read as a wrong surrogate.
-        assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
-            f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
-        # logp_old is handed in as logp itself, as a trainer's first epoch has it: a loss that does not detach it
-        # differentiates a constant ratio and gets no gradient at all.
-        for name, args in (("surrogate_loss", (logp, at_old, adv, mask)),
-                           ("ppo_clip_loss", (logp, at_old, adv, eps, mask))):
-            # At r = 1 each ratio stays within e^(±h), inside the clip band (h <= 0.01 < log(1 + ε) for ε >= 0.05).
-            terms = np.abs(weights * adv_bt)
-            evaluation_rounding = rounding_bound(4 * logp.size + 8, float(terms.sum()) * math.e)
-            third = float(terms.max())
-            step = _curved_step(evaluation_rounding, third)
-            bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + reinforce_bound
-            gradient = _gradient(ctx, name, args, step, tied=(1,))
-            gap = float(np.abs(gradient - reinforce_gradient).max())
-            assert gap <= bound, (f"at logp = logp_old ({shapes}) the gradient of {name} differs from reinforce_loss's "
-                                  f"by {gap:.3g} > bound {bound:.3g}: {gradient.tolist()} against "
-                                  f"{reinforce_gradient.tolist()}")
-        _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp - log_ratio, adv, mask), np.exp(log_ratio), adv_bt,
-                              weights, np.ones(logp.shape, bool), shapes)
-
-    return check_property(ctx, gradients_coincide_at_old, _token_batches)
+    logp, log_ratio, adv, mask, eps = batch
+    reach(tokens=logp.shape[1], advantages="estimated", data="old")
+    shapes = _shapes(logp, adv, mask)
+    adv_bt, weights = _per_token(adv, logp.shape), _weights(mask, logp.shape)
+    at_old = logp.copy()
+    scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
+    reinforce_gradient = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
+    reinforce_bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
+    # reinforce_loss against its own definition first: a wrong one must not read as a wrong surrogate.
+    assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
+        f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
+    # logp_old is handed in as logp itself, as a trainer's first epoch has it: a loss that does not detach it
+    # differentiates a constant ratio and gets no gradient at all.
+    for name, args in (("surrogate_loss", (logp, at_old, adv, mask)),
+                       ("ppo_clip_loss", (logp, at_old, adv, eps, mask))):
+        # At r = 1 each ratio stays within e^(±h), inside the clip band (h <= 0.01 < log(1 + ε) for ε >= 0.05).
+        terms = np.abs(weights * adv_bt)
+        evaluation_rounding = rounding_bound(4 * logp.size + 8, float(terms.sum()) * math.e)
+        third = float(terms.max())
+        step = _curved_step(evaluation_rounding, third)
+        bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + reinforce_bound
+        gradient = _gradient(ctx, name, args, step, tied=(1,))
+        gap = float(np.abs(gradient - reinforce_gradient).max())
+        assert gap <= bound, (f"at logp = logp_old ({shapes}) the gradient of {name} differs from reinforce_loss's "
+                              f"by {gap:.3g} > bound {bound:.3g}: {gradient.tolist()} against "
+                              f"{reinforce_gradient.tolist()}")
+    _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp - log_ratio, adv, mask), np.exp(log_ratio), adv_bt,
+                          weights, np.ones(logp.shape, bool), shapes)
 
 
 def _fraction(name: str, diagnostics: object, key: str) -> float:
@@ -280,35 +268,32 @@ def _fraction(name: str, diagnostics: object, key: str) -> float:
 
 
 @verifier(kind="property", uses=("clip_diagnostics",), params=ClipDefault)
-def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
+@given(_token_batches)
+def clip_diagnostics_property(ctx: Context, batch: tuple) -> None:
     """``clip_diagnostics(logp, logp_old, adv, eps, mask)`` gives, over the masked tokens, the share whose
     ratio lies outside [1-ε, 1+ε] (``outside_fraction``) and the share whose clipped branch is strictly
     the minimum (``active_fraction``). Each is k / Σ mask; ratios within 1e-9 of a band edge are not
     drawn, so a correct comparison written another way cannot round to the other side (at an edge
     itself, where exp's last bit decides, either side is right). A call without ε is the call with
     ``default_epsilon``."""
-
-    def matches_definitions(batch: tuple) -> None:
-        logp, log_ratio, adv, mask, eps = batch
-        ratio = np.exp(log_ratio)
-        assume(min(abs(ratio - (1 - eps)).min(), abs(ratio - (1 + eps)).min()) > 1e-9)
-        adv_bt = _per_token(adv, logp.shape)
-        default = ctx.params.default_epsilon
-        assume(min(abs(ratio - (1 - default)).min(), abs(ratio - (1 + default)).min()) > 1e-9)
-        reach(tokens=logp.shape[1], advantages="estimated", data="old")
-        shapes = _shapes(logp, adv, mask)
-        for epsilon, diagnostics in ((eps, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, eps, mask)),
-                                     (default, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, mask=mask))):
-            outside = ((ratio < 1 - epsilon) | (ratio > 1 + epsilon)).astype(float)
-            active = _active(ratio, adv_bt, epsilon).astype(float)
-            for key, expected in (("outside_fraction", _masked_mean(outside, mask)),
-                                  ("active_fraction", _masked_mean(active, mask))):
-                found = _fraction("clip_diagnostics", diagnostics, key)
-                assert abs(found - expected) <= rounding_bound(4, 1.0), \
-                    f"clip_diagnostics({shapes}, eps {epsilon})['{key}'] = {found!r}, expected {expected!r} over " \
-                    "the masked tokens"
-
-    return check_property(ctx, matches_definitions, _token_batches)
+    logp, log_ratio, adv, mask, eps = batch
+    ratio = np.exp(log_ratio)
+    assume(min(abs(ratio - (1 - eps)).min(), abs(ratio - (1 + eps)).min()) > 1e-9)
+    adv_bt = _per_token(adv, logp.shape)
+    default = ctx.params.default_epsilon
+    assume(min(abs(ratio - (1 - default)).min(), abs(ratio - (1 + default)).min()) > 1e-9)
+    reach(tokens=logp.shape[1], advantages="estimated", data="old")
+    shapes = _shapes(logp, adv, mask)
+    for epsilon, diagnostics in ((eps, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, eps, mask)),
+                                 (default, ctx.impl.clip_diagnostics(logp, logp - log_ratio, adv, mask=mask))):
+        outside = ((ratio < 1 - epsilon) | (ratio > 1 + epsilon)).astype(float)
+        active = _active(ratio, adv_bt, epsilon).astype(float)
+        for key, expected in (("outside_fraction", _masked_mean(outside, mask)),
+                              ("active_fraction", _masked_mean(active, mask))):
+            found = _fraction("clip_diagnostics", diagnostics, key)
+            assert abs(found - expected) <= rounding_bound(4, 1.0), \
+                f"clip_diagnostics({shapes}, eps {epsilon})['{key}'] = {found!r}, expected {expected!r} over " \
+                "the masked tokens"
 
 
 # Rewards of groups [..., G]: up to two leading axes, scalar rewards or verifiable 0/1 ones.
@@ -318,23 +303,20 @@ _reward_groups = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(
 
 
 @verifier(kind="property", uses=("mean_baseline", "rloo_baseline"))
-def group_baselines_property(ctx: Context) -> dict[str, object]:
+@given(_reward_groups)
+def group_baselines_property(ctx: Context, rewards: np.ndarray) -> None:
     """``mean_baseline(rewards)`` gives every answer its group's mean reward, (1/G) Σ_j R_j, and
     ``rloo_baseline(rewards)`` the mean of the others', (1/(G-1)) Σ_{j≠i} R_j, for rewards [..., G]
     with up to two leading axes; both shaped like the rewards, within the rounding of a sum of G terms."""
-
-    def matches_definitions(rewards: np.ndarray) -> None:
-        groups = rewards.reshape(-1, rewards.shape[-1])
-        size = rewards.shape[-1]
-        reach(group=size, states=len(groups))  # G answers for each of the prompts along the leading axes
-        mean = np.array([[math.fsum(group) / size] * size for group in groups]).reshape(rewards.shape)
-        others = np.array([[(math.fsum(group) - r) / (size - 1) for r in group]
-                           for group in groups]).reshape(rewards.shape)
-        bound = rounding_bound(2 * size + 4, float(np.abs(rewards).max(initial=0.0)))
-        for name, expected in (("mean_baseline", mean), ("rloo_baseline", others)):
-            found = np.asarray(getattr(ctx.impl, name)(rewards), dtype=float)
-            assert found.shape == rewards.shape, f"{name}(rewards {rewards.shape}) returned shape {found.shape}"
-            assert float(np.abs(found - expected).max()) <= bound, \
-                f"{name}({rewards.tolist()}) = {found.tolist()}, expected {expected.tolist()}"
-
-    return check_property(ctx, matches_definitions, _reward_groups)
+    groups = rewards.reshape(-1, rewards.shape[-1])
+    size = rewards.shape[-1]
+    reach(group=size, states=len(groups))  # G answers for each of the prompts along the leading axes
+    mean = np.array([[math.fsum(group) / size] * size for group in groups]).reshape(rewards.shape)
+    others = np.array([[(math.fsum(group) - r) / (size - 1) for r in group]
+                       for group in groups]).reshape(rewards.shape)
+    bound = rounding_bound(2 * size + 4, float(np.abs(rewards).max(initial=0.0)))
+    for name, expected in (("mean_baseline", mean), ("rloo_baseline", others)):
+        found = np.asarray(getattr(ctx.impl, name)(rewards), dtype=float)
+        assert found.shape == rewards.shape, f"{name}(rewards {rewards.shape}) returned shape {found.shape}"
+        assert float(np.abs(found - expected).max()) <= bound, \
+            f"{name}({rewards.tolist()}) = {found.tolist()}, expected {expected.tolist()}"

@@ -21,7 +21,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, softmax_score, softmax_scores
 from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
@@ -452,7 +452,8 @@ _logit_vectors = st.integers(2, 12).flatmap(lambda size: st.tuples(
 
 
 @verifier(kind="property", uses=("softmax_score", "log_softmax"))
-def softmax_score_property(ctx: Context) -> dict[str, object]:
+@given(_logit_vectors)
+def softmax_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> None:
     """impl's softmax score equals the central difference of impl's log-softmax, and impl's
     log-softmax agrees with the verifier's own (so a fault there cannot hide one in the score).
 
@@ -462,20 +463,16 @@ def softmax_score_property(ctx: Context) -> dict[str, object]:
     divided by h. h = 1e-5.
     """
     step = 1e-5
-
-    def matches(example: tuple[np.ndarray, int]) -> None:
-        logits, action = example
-        categories = len(logits)
-        reach(actions=categories)
-        magnitude = float(np.abs(logits).max()) + math.log(categories)
-        reference_gap = np.abs(ctx.impl.log_softmax(logits) - log_softmax(logits)).max()
-        assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
-        numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
-        score = ctx.impl.softmax_score(logits, action)
-        bound = step**2 / 60 + rounding_bound(4 * categories, magnitude) / step
-        assert np.abs(score - numeric).max() <= bound, (score, numeric, bound)
-
-    return check_property(ctx, matches, _logit_vectors)
+    logits, action = example
+    categories = len(logits)
+    reach(actions=categories)
+    magnitude = float(np.abs(logits).max()) + math.log(categories)
+    reference_gap = np.abs(ctx.impl.log_softmax(logits) - log_softmax(logits)).max()
+    assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
+    numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
+    score = ctx.impl.softmax_score(logits, action)
+    bound = step**2 / 60 + rounding_bound(4 * categories, magnitude) / step
+    assert np.abs(score - numeric).max() <= bound, (score, numeric, bound)
 
 
 # --------------------------------------------------------------------------- 4.1.3
@@ -536,7 +533,8 @@ def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _F
 
 
 @verifier(kind="property", uses=("trajectory_score", "tabular_softmax_score"))
-def trajectory_score_property(ctx: Context) -> dict[str, object]:
+@given(_random_mdps(st.booleans()))
+def trajectory_score_property(ctx: Context, example: tuple[_MDP, np.ndarray, int, float]) -> None:
     """On random MDPs, for every trajectory, impl's ∇_θ log p_θ(τ) equals the central difference of
     the verifier's own log p_θ(τ); when the dynamics do not depend on θ it also equals the sum over
     steps of impl's tabular softmax scores, and when they do (P_θ mixed by π_θ(0|s)) it does not.
@@ -549,38 +547,34 @@ def trajectory_score_property(ctx: Context) -> dict[str, object]:
     evaluation of log p rounds within rounding_bound(T (A + 10), |log p| + |θ|max), divided by h.
     """
     step = 1e-5
+    mdp, theta, horizon, _ = example
+    reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), horizon)
+    s_t, a_t = _paths(*theta.shape, horizon)
 
-    def matches(example: tuple[_MDP, np.ndarray, int, float]) -> None:
-        mdp, theta, horizon, _ = example
-        reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), horizon)
-        s_t, a_t = _paths(*theta.shape, horizon)
+    def log_probability(logits: np.ndarray) -> np.ndarray:
+        log_pi = log_softmax(logits)
+        beta = np.exp(log_pi[:, :1, None])
+        kernel = mdp.P if mdp.P_alt is None else (1 - beta) * mdp.P + beta * mdp.P_alt
+        total = np.log(mdp.rho[s_t[0]])
+        for t in range(horizon):
+            total = total + log_pi[s_t[t], a_t[t]] + np.log(kernel[s_t[t], a_t[t], s_t[t + 1]])
+        return total
 
-        def log_probability(logits: np.ndarray) -> np.ndarray:
-            log_pi = log_softmax(logits)
-            beta = np.exp(log_pi[:, :1, None])
-            kernel = mdp.P if mdp.P_alt is None else (1 - beta) * mdp.P + beta * mdp.P_alt
-            total = np.log(mdp.rho[s_t[0]])
-            for t in range(horizon):
-                total = total + log_pi[s_t[t], a_t[t]] + np.log(kernel[s_t[t], a_t[t], s_t[t + 1]])
-            return total
-
-        score = ctx.impl.trajectory_score(mdp, theta, s_t, a_t)
-        third_derivative = 1 / 10
-        if mdp.P_alt is not None:
-            m = float(min(mdp.P.min(), mdp.P_alt.min()))
-            third_derivative += 1 / (4 * m) + 3 / (16 * m**2) + 2 / (64 * m**3)
-        magnitude = float(np.abs(log_probability(theta)).max() + np.abs(theta).max())
-        bound = (step**2 / 6 * horizon * third_derivative
-                 + rounding_bound(horizon * (theta.shape[1] + 10), magnitude) / step)
-        numeric = central_difference(log_probability, theta, step)
-        for index in np.ndindex(theta.shape):
-            at = (..., *index)
-            assert np.abs(score[at] - numeric[at]).max() <= bound, (index, score[at], numeric[at])
-        if mdp.P_alt is None:
-            policy_sum = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0)
-            assert np.abs(score - policy_sum).max() <= rounding_bound(4 * horizon, horizon), (score, policy_sum)
-
-    return check_property(ctx, matches, _random_mdps(st.booleans()))
+    score = ctx.impl.trajectory_score(mdp, theta, s_t, a_t)
+    third_derivative = 1 / 10
+    if mdp.P_alt is not None:
+        m = float(min(mdp.P.min(), mdp.P_alt.min()))
+        third_derivative += 1 / (4 * m) + 3 / (16 * m**2) + 2 / (64 * m**3)
+    magnitude = float(np.abs(log_probability(theta)).max() + np.abs(theta).max())
+    bound = (step**2 / 6 * horizon * third_derivative
+             + rounding_bound(horizon * (theta.shape[1] + 10), magnitude) / step)
+    numeric = central_difference(log_probability, theta, step)
+    for index in np.ndindex(theta.shape):
+        at = (..., *index)
+        assert np.abs(score[at] - numeric[at]).max() <= bound, (index, score[at], numeric[at])
+    if mdp.P_alt is None:
+        policy_sum = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0)
+        assert np.abs(score - policy_sum).max() <= rounding_bound(4 * horizon, horizon), (score, policy_sum)
 
 
 @verifier(kind="counterexample",
@@ -622,28 +616,25 @@ _reward_batches = st.tuples(
 
 
 @verifier(kind="property", uses=("discounted_returns", "discounted_objective_weights", "full_return_weights"))
-def return_weights_property(ctx: Context) -> dict[str, object]:
+@given(_reward_batches)
+def return_weights_property(ctx: Context, example: tuple[list[tuple[Fraction, ...]], Fraction]) -> None:
     """On random exact rewards [T, 3] and a rational γ in [0, 1], impl's three weights equal their
     definitions exactly: G_t = Σ_{k>=t} γ^{k-t} r_{k+1}, γ^t G_t, and R(τ) = G_0 at every t; one
     column alone (shape [T]) gives the same column."""
-
-    def definitions_hold(example: tuple[list[tuple[Fraction, ...]], Fraction]) -> None:
-        rows, gamma = example
-        rewards = np.array(rows, dtype=object)
-        length = len(rows)
-        reach(discount=gamma, horizon=length)
-        returns = ctx.impl.discounted_returns(rewards, gamma)
-        literal = ctx.impl.discounted_objective_weights(rewards, gamma)
-        full = ctx.impl.full_return_weights(rewards, gamma)
-        assert list(ctx.impl.discounted_returns(rewards[:, 0], gamma)) == list(returns[:, 0]), \
-            ("one trajectory's returns differ from its column of a batch", rewards[:, 0], returns[:, 0])
-        for column in range(rewards.shape[1]):
-            definition = [sum(gamma ** (k - t) * rewards[k, column] for k in range(t, length)) for t in range(length)]
-            assert list(returns[:, column]) == definition, (column, list(returns[:, column]), definition)
-            assert list(literal[:, column]) == [gamma**t * g for t, g in enumerate(definition)], literal
-            assert list(full[:, column]) == [definition[0]] * length, full
-
-    return check_property(ctx, definitions_hold, _reward_batches)
+    rows, gamma = example
+    rewards = np.array(rows, dtype=object)
+    length = len(rows)
+    reach(discount=gamma, horizon=length)
+    returns = ctx.impl.discounted_returns(rewards, gamma)
+    literal = ctx.impl.discounted_objective_weights(rewards, gamma)
+    full = ctx.impl.full_return_weights(rewards, gamma)
+    assert list(ctx.impl.discounted_returns(rewards[:, 0], gamma)) == list(returns[:, 0]), \
+        ("one trajectory's returns differ from its column of a batch", rewards[:, 0], returns[:, 0])
+    for column in range(rewards.shape[1]):
+        definition = [sum(gamma ** (k - t) * rewards[k, column] for k in range(t, length)) for t in range(length)]
+        assert list(returns[:, column]) == definition, (column, list(returns[:, column]), definition)
+        assert list(literal[:, column]) == [gamma**t * g for t, g in enumerate(definition)], literal
+        assert list(full[:, column]) == [definition[0]] * length, full
 
 
 @verifier(kind="symbolic")
@@ -663,19 +654,16 @@ def expected_score_symbolic(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("softmax", "softmax_score"))
-def expected_score_property(ctx: Context) -> dict[str, object]:
+@given(_logit_vectors)
+def expected_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> None:
     """Σ_a π(a) (impl's score of a) is zero up to float64 rounding for random logits."""
-
-    def vanishes(example: tuple[np.ndarray, int]) -> None:
-        logits, _ = example
-        categories = len(logits)
-        reach(actions=categories)
-        pi = ctx.impl.softmax(logits)
-        scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
-        expectation = pi @ scores
-        assert np.abs(expectation).max() <= rounding_bound(4 * categories, 1.0), expectation
-
-    return check_property(ctx, vanishes, _logit_vectors)
+    logits, _ = example
+    categories = len(logits)
+    reach(actions=categories)
+    pi = ctx.impl.softmax(logits)
+    scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
+    expectation = pi @ scores
+    assert np.abs(expectation).max() <= rounding_bound(4 * categories, 1.0), expectation
 
 
 class ExactMDP(NoParams):

@@ -12,7 +12,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field
 
-from claims_harness import Context, NoParams, assume, check_property, reach, verifier
+from claims_harness import Context, NoParams, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, probability_rows
 from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
@@ -26,24 +26,21 @@ _probabilities = st.floats(min_value=1e-6, max_value=1.0)
 
 
 @verifier(kind="property", uses=("probability_ratios",))
-def ratio_from_log_probabilities_property(ctx: Context) -> dict[str, object]:
+@given(st.tuples(_probabilities, _probabilities))
+def ratio_from_log_probabilities_property(ctx: Context, pair: tuple[float, float]) -> None:
     """impl's r from log π and log π_old equals π / π_old, and r > 1 exactly when π > π_old.
 
     exp(log π - log π_old) carries the rounding of both logarithms, relative error about
     eps (|log π| + |log π_old| + 1), which bounds the comparison.
     """
-
-    def ratio_is_quotient(pair: tuple[float, float]) -> None:
-        new, old = pair
-        reach(data="old")  # the ratio of a stored action, against the policy that collected it
-        ratio = float(ctx.impl.probability_ratios(np.log([new]), np.log([old]))[0])
-        quotient = new / old
-        bound = rounding_bound(4, quotient * (1 + abs(np.log(new)) + abs(np.log(old))))
-        assert abs(ratio - quotient) <= bound, (ratio, quotient, bound)
-        if abs(new - old) > bound * old:
-            assert (ratio > 1) == (new > old), (ratio, new, old)
-
-    return check_property(ctx, ratio_is_quotient, st.tuples(_probabilities, _probabilities))
+    new, old = pair
+    reach(data="old")  # the ratio of a stored action, against the policy that collected it
+    ratio = float(ctx.impl.probability_ratios(np.log([new]), np.log([old]))[0])
+    quotient = new / old
+    bound = rounding_bound(4, quotient * (1 + abs(np.log(new)) + abs(np.log(old))))
+    assert abs(ratio - quotient) <= bound, (ratio, quotient, bound)
+    if abs(new - old) > bound * old:
+        assert (ratio > 1) == (new > old), (ratio, new, old)
 
 
 # --------------------------------------------------------------------------- 4.4.1 gradient at θ_old
@@ -202,7 +199,8 @@ def _clip_fraction(ratio: Fraction, epsilon: Fraction) -> Fraction:
 
 
 @verifier(kind="property", uses=("surrogate_objective", "surrogate_objective_grad", "ppo_clip_objective_grad"))
-def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
+@given(_exact_clip_batches)
+def surrogate_gradient_code_exact_property(ctx: Context, case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
     """impl's surrogate and its gradient code in exact rationals, for ratios anywhere in [1/100, 10^4]:
     the per-sample surrogate is r Â (the definition of L^PG), its derivative with respect to
     log π is r Â (because ∂r/∂log π = r), and the clipped surrogate's derivative is r Â where the
@@ -210,21 +208,17 @@ def surrogate_gradient_code_exact_property(ctx: Context) -> dict[str, object]:
     at the kinks 1 ± ε are skipped). At r = 1 a gradient of Â / r is right too, so this part
     needs ratios away from 1: it is the gradient the loop follows once θ has left θ_old.
     """
-
-    def derivatives(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
-        ratio_list, advantage_list, epsilon = case
-        reach(data="old", advantages="estimated")  # ratios against π_old, advantages arbitrary numbers
-        ratios, advantages = np.array(ratio_list, dtype=object), np.array(advantage_list, dtype=object)
-        products = [r * a for r, a in zip(ratio_list, advantage_list, strict=True)]
-        assert list(ctx.impl.surrogate_objective(ratios, advantages)) == products, "the surrogate is not r Â"
-        assert list(ctx.impl.surrogate_objective_grad(ratios, advantages)) == products, "its gradient is not r Â"
-        clipped_gradients = ctx.impl.ppo_clip_objective_grad(ratios, advantages, epsilon)
-        for r, a, observed, product in zip(ratio_list, advantage_list, clipped_gradients, products, strict=True):
-            if r not in (1 - epsilon, 1 + epsilon):
-                expected = 0 if _clip_fraction(r, epsilon) * a < product else product
-                assert observed == expected, ("clipped gradient", r, a, epsilon, observed, expected)
-
-    return check_property(ctx, derivatives, _exact_clip_batches)
+    ratio_list, advantage_list, epsilon = case
+    reach(data="old", advantages="estimated")  # ratios against π_old, advantages arbitrary numbers
+    ratios, advantages = np.array(ratio_list, dtype=object), np.array(advantage_list, dtype=object)
+    products = [r * a for r, a in zip(ratio_list, advantage_list, strict=True)]
+    assert list(ctx.impl.surrogate_objective(ratios, advantages)) == products, "the surrogate is not r Â"
+    assert list(ctx.impl.surrogate_objective_grad(ratios, advantages)) == products, "its gradient is not r Â"
+    clipped_gradients = ctx.impl.ppo_clip_objective_grad(ratios, advantages, epsilon)
+    for r, a, observed, product in zip(ratio_list, advantage_list, clipped_gradients, products, strict=True):
+        if r not in (1 - epsilon, 1 + epsilon):
+            expected = 0 if _clip_fraction(r, epsilon) * a < product else product
+            assert observed == expected, ("clipped gradient", r, a, epsilon, observed, expected)
 
 
 # ------------------------------------------------------------ 4.4.1 and week16 step 3: a different objective
@@ -464,34 +458,31 @@ def _trajectory_witnesses(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 
 
 @verifier(kind="property", uses=("probability_ratios",))
-def trajectory_ratio_importance_property(ctx: Context) -> dict[str, object]:
+@given(_trajectory_witnesses())
+def trajectory_ratio_importance_property(ctx: Context, witness: tuple[np.ndarray, ...]) -> None:
     """:func:`trajectory_ratio_importance_exact` on random MDPs (:func:`_trajectory_witnesses`): enumerating every
     trajectory in Fractions, the old expectation of the return weighted by the product of per-step ratios is the
     new policy's expectation exactly, the weights add up to 1, and the product of impl's per-step ratios
     (from float64 log-probabilities) equals the exact one within its rounding, on every trajectory.
     """
-
-    def reweights(witness: tuple[np.ndarray, ...]) -> None:
-        rho, transition, pi_old, pi_new, reward, horizon_array = witness
-        horizon = int(horizon_array)
-        n_states, n_actions = pi_old.shape
-        reach(states=n_states, actions=n_actions, transitions=transitions_of(transition), horizon=horizon,
-              tokens=horizon, data="old")
-        totals = _weighted_expectations(rho, transition, transition, pi_old, pi_new, reward, horizon)
-        assert totals["importance_weighted_old"] == totals["expectation_new"], totals
-        assert totals["total_weight"] == 1, totals
-        paths = list(itertools.product(itertools.product(range(n_states), range(n_actions)), repeat=horizon))
-        log_new = np.log([[float(pi_new[s, a]) for s, a in path] for path in paths])
-        log_old = np.log([[float(pi_old[s, a]) for s, a in path] for path in paths])
-        products = np.prod(np.asarray(ctx.impl.probability_ratios(log_new, log_old), dtype=float), axis=1)
-        # Each factor carries the rounding of two logarithms of size up to the largest |log π|, and of exp.
-        largest_log = float(max(np.abs(log_new).max(), np.abs(log_old).max()))
-        for path, product in zip(paths, products, strict=True):
-            exact = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
-            bound = rounding_bound(8 * horizon, float(exact) * (1 + 2 * horizon * largest_log))
-            assert abs(float(product) - float(exact)) <= bound, (path, float(product), float(exact), bound)
-
-    return check_property(ctx, reweights, _trajectory_witnesses())
+    rho, transition, pi_old, pi_new, reward, horizon_array = witness
+    horizon = int(horizon_array)
+    n_states, n_actions = pi_old.shape
+    reach(states=n_states, actions=n_actions, transitions=transitions_of(transition), horizon=horizon,
+          tokens=horizon, data="old")
+    totals = _weighted_expectations(rho, transition, transition, pi_old, pi_new, reward, horizon)
+    assert totals["importance_weighted_old"] == totals["expectation_new"], totals
+    assert totals["total_weight"] == 1, totals
+    paths = list(itertools.product(itertools.product(range(n_states), range(n_actions)), repeat=horizon))
+    log_new = np.log([[float(pi_new[s, a]) for s, a in path] for path in paths])
+    log_old = np.log([[float(pi_old[s, a]) for s, a in path] for path in paths])
+    products = np.prod(np.asarray(ctx.impl.probability_ratios(log_new, log_old), dtype=float), axis=1)
+    # Each factor carries the rounding of two logarithms of size up to the largest |log π|, and of exp.
+    largest_log = float(max(np.abs(log_new).max(), np.abs(log_old).max()))
+    for path, product in zip(paths, products, strict=True):
+        exact = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
+        bound = rounding_bound(8 * horizon, float(exact) * (1 + 2 * horizon * largest_log))
+        assert abs(float(product) - float(exact)) <= bound, (path, float(product), float(exact), bound)
 
 
 class TokenRatios(NoParams):
@@ -818,24 +809,21 @@ def clip_pessimistic_symbolic(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("ppo_clip_objective",))
-def clip_objective_pessimistic_property(ctx: Context) -> dict[str, object]:
+@given(_exact_clip_batches)
+def clip_objective_pessimistic_property(ctx: Context, case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
     """impl's clipped term in exact rationals, for r in [1/100, 10^4], Â in [-10^4, 10^4] and
     ε in {1/100, ..., 99/100}: it is at most the unclipped r Â and at most the clipped clip(r) Â (the pessimistic
     choice of the two), and it equals min(r Â, clip(r, 1-ε, 1+ε) Â), computed here.
     """
-
-    def pessimistic(case: tuple[list[Fraction], list[Fraction], Fraction]) -> None:
-        ratio_list, advantage_list, epsilon = case
-        reach(advantages="estimated", data="old")
-        observed = ctx.impl.ppo_clip_objective(np.array(ratio_list, dtype=object),
-                                               np.array(advantage_list, dtype=object), epsilon)
-        for r, a, term in zip(ratio_list, advantage_list, observed, strict=True):
-            unclipped, clipped = r * a, _clip_fraction(r, epsilon) * a
-            assert term <= unclipped, ("above the unclipped term", r, a, epsilon, term)
-            assert term <= clipped, ("above the clipped term", r, a, epsilon, term)
-            assert term == min(unclipped, clipped), ("not the minimum", r, a, epsilon, term)
-
-    return check_property(ctx, pessimistic, _exact_clip_batches)
+    ratio_list, advantage_list, epsilon = case
+    reach(advantages="estimated", data="old")
+    observed = ctx.impl.ppo_clip_objective(np.array(ratio_list, dtype=object),
+                                           np.array(advantage_list, dtype=object), epsilon)
+    for r, a, term in zip(ratio_list, advantage_list, observed, strict=True):
+        unclipped, clipped = r * a, _clip_fraction(r, epsilon) * a
+        assert term <= unclipped, ("above the unclipped term", r, a, epsilon, term)
+        assert term <= clipped, ("above the clipped term", r, a, epsilon, term)
+        assert term == min(unclipped, clipped), ("not the minimum", r, a, epsilon, term)
 
 
 # Advantages of at least 1e-6 in size: for subnormal ones r Â and clip(r) Â can round to the same
@@ -846,7 +834,8 @@ _epsilons = st.floats(min_value=0.01, max_value=0.99)
 
 
 @verifier(kind="property", uses=("ppo_clip_objective_grad",))
-def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]:
+@given(st.tuples(_signed_advantages, _ratios, _epsilons))
+def clipping_never_blocks_correction_property(ctx: Context, case: tuple[float, float, float]) -> None:
     """For every sign of Â, every r > 0 and every ε in (0, 1), impl's gradient of the clipped term
     with respect to log π is r Â (the unclipped gradient, pointing toward the advantage) whenever
     the ratio has moved against the advantage (Â > 0, r <= 1, or Â < 0, r >= 1); it is zero only
@@ -854,21 +843,17 @@ def clipping_never_blocks_correction_property(ctx: Context) -> dict[str, object]
     opposite sign of Â. Ratios within 1e-9 of a kink 1 ± ε are skipped: there r Â and clip(r) Â
     can round to the same float, and which branch a correct implementation takes is rounding's choice.
     """
-
-    def never_blocks(case: tuple[float, float, float]) -> None:
-        advantage, ratio, epsilon = case
-        assume(min(abs(ratio - (1 - epsilon)), abs(ratio - (1 + epsilon))) > 1e-9)
-        reach(advantages="estimated", data="old")
-        gradient = float(ctx.impl.ppo_clip_objective_grad(np.array([ratio]), np.array([advantage]), epsilon)[0])
-        moved_past = (advantage > 0 and ratio > 1 + epsilon) or (advantage < 0 and ratio < 1 - epsilon)
-        if moved_past:
-            assert gradient == 0, (advantage, ratio, epsilon, gradient)
-        else:
-            assert abs(gradient - ratio * advantage) <= EPS * abs(ratio * advantage), (advantage, ratio, gradient)
-            assert gradient != 0, ("the clip blocks a gradient it should pass", advantage, ratio, epsilon)
-        assert gradient * advantage >= 0, (advantage, ratio, gradient)
-
-    return check_property(ctx, never_blocks, st.tuples(_signed_advantages, _ratios, _epsilons))
+    advantage, ratio, epsilon = case
+    assume(min(abs(ratio - (1 - epsilon)), abs(ratio - (1 + epsilon))) > 1e-9)
+    reach(advantages="estimated", data="old")
+    gradient = float(ctx.impl.ppo_clip_objective_grad(np.array([ratio]), np.array([advantage]), epsilon)[0])
+    moved_past = (advantage > 0 and ratio > 1 + epsilon) or (advantage < 0 and ratio < 1 - epsilon)
+    if moved_past:
+        assert gradient == 0, (advantage, ratio, epsilon, gradient)
+    else:
+        assert abs(gradient - ratio * advantage) <= EPS * abs(ratio * advantage), (advantage, ratio, gradient)
+        assert gradient != 0, ("the clip blocks a gradient it should pass", advantage, ratio, epsilon)
+    assert gradient * advantage >= 0, (advantage, ratio, gradient)
 
 
 @verifier(kind="counterexample", uses=("ratio_clip_diagnostics",), params=ClipCases)
@@ -900,7 +885,8 @@ _diagnostic_batches = st.tuples(st.one_of(st.floats(0.01, 0.99), st.sampled_from
 
 
 @verifier(kind="property", uses=("ratio_clip_diagnostics",))
-def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
+@given(_diagnostic_batches)
+def clip_diagnostics_property(ctx: Context, case: tuple[list[float], list[float], float]) -> None:
     """impl's two diagnostics of step 4.4.4 against their definitions, on random batches: the share
     of ratios outside [1-ε, 1+ε], and the share of samples whose clipped branch is strictly the
     minimum (Â > 0 with r > 1+ε, or Â < 0 with r < 1-ε).
@@ -911,18 +897,14 @@ def clip_diagnostics_property(ctx: Context) -> dict[str, object]:
     (1/8, 1/4, 3/8, 1/2): the interval is closed, so they are inside, and not clipped. Each share is k/N for
     N <= 32, computed with one rounded division, so it must be within eps of k/N.
     """
-
-    def match_definitions(case: tuple[list[float], list[float], float]) -> None:
-        ratio_list, advantage_list, epsilon = case
-        reach(advantages="estimated", data="old")
-        ratios, advantages = np.array(ratio_list), np.array(advantage_list)
-        outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
-        active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
-        diagnostics = ctx.impl.ratio_clip_diagnostics(ratios, advantages, epsilon)
-        assert abs(float(diagnostics.outside_fraction) - outside.mean()) <= EPS, ("outside", diagnostics)
-        assert abs(float(diagnostics.active_fraction) - active.mean()) <= EPS, ("active", diagnostics)
-
-    return check_property(ctx, match_definitions, _diagnostic_batches)
+    ratio_list, advantage_list, epsilon = case
+    reach(advantages="estimated", data="old")
+    ratios, advantages = np.array(ratio_list), np.array(advantage_list)
+    outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
+    active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
+    diagnostics = ctx.impl.ratio_clip_diagnostics(ratios, advantages, epsilon)
+    assert abs(float(diagnostics.outside_fraction) - outside.mean()) <= EPS, ("outside", diagnostics)
+    assert abs(float(diagnostics.active_fraction) - active.mean()) <= EPS, ("active", diagnostics)
 
 
 class SharedLogits(NoParams):
@@ -998,52 +980,49 @@ _loss_batches = st.integers(1, 32).flatmap(lambda n: st.tuples(
           uses=("log_softmax", "probability_ratios", "ppo_clip_objective", "ppo_clip_objective_grad",
                 "squared_error_value_loss", "categorical_entropy", "categorical_entropy_grad", "ppo_total_loss",
                 "softmax_score"))
-def total_loss_composition_property(ctx: Context) -> dict[str, object]:
+@given(_loss_batches)
+def total_loss_composition_property(ctx: Context, batch: tuple) -> None:
     """impl's PPO loss -L^CLIP + c_V L_V - c_H H and its gradient with respect to the logits and the
     logits, assembled from impl's parts as the training loop does, equal the same quantities
     computed here from their definitions: min(r Â, clip(r) Â), ½(V - V̂)², -Σ π log π, and the
     derivative with respect to the logits -(1/N) 1[not clipped] r Â (e_a - π) + (c_H/N) π (log π + H).
     The entropy and its gradient of the logits stacked as [1, N, K] are those of the rows, stacked.
     """
+    logits, actions, log_ratio, advantages, values, targets, value_coef, entropy_coef, epsilon = batch
+    n = actions.size
+    rows = np.arange(n)
+    log_pi = ctx.impl.log_softmax(logits)[rows, actions]
+    ratio = ctx.impl.probability_ratios(log_pi, log_pi - log_ratio)
+    clip_term = ctx.impl.ppo_clip_objective(ratio, advantages, epsilon).mean()
+    value_loss = ctx.impl.squared_error_value_loss(values, targets)
+    entropy = ctx.impl.categorical_entropy(logits).mean()
+    loss = ctx.impl.ppo_total_loss(clip_term, value_loss, entropy, value_coef, entropy_coef)
+    d_logits = (-ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)[:, None] / n
+                * ctx.impl.softmax_score(logits, actions)
+                - entropy_coef * ctx.impl.categorical_entropy_grad(logits) / n)
 
-    def composes(batch: tuple) -> None:
-        logits, actions, log_ratio, advantages, values, targets, value_coef, entropy_coef, epsilon = batch
-        n = actions.size
-        rows = np.arange(n)
-        log_pi = ctx.impl.log_softmax(logits)[rows, actions]
-        ratio = ctx.impl.probability_ratios(log_pi, log_pi - log_ratio)
-        clip_term = ctx.impl.ppo_clip_objective(ratio, advantages, epsilon).mean()
-        value_loss = ctx.impl.squared_error_value_loss(values, targets)
-        entropy = ctx.impl.categorical_entropy(logits).mean()
-        loss = ctx.impl.ppo_total_loss(clip_term, value_loss, entropy, value_coef, entropy_coef)
-        d_logits = (-ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)[:, None] / n
-                    * ctx.impl.softmax_score(logits, actions)
-                    - entropy_coef * ctx.impl.categorical_entropy_grad(logits) / n)
-
-        r = np.exp(log_ratio)
-        # Within rounding of a band edge the implementation's ratio may fall on the other branch.
-        assume(np.abs(np.abs(r - 1) - epsilon).min() > 1e-9)
-        reach(actions=logits.shape[1], data="old", advantages="estimated")
-        clipped = np.clip(r, 1 - epsilon, 1 + epsilon)
-        log_p = log_softmax(logits)
-        p = np.exp(log_p)
-        h = -(p * log_p).sum(axis=1)
-        reference = (-np.minimum(r * advantages, clipped * advantages).mean()
-                     + value_coef * 0.5 * ((values - targets) ** 2).mean() - entropy_coef * h.mean())
-        unclipped = ~(clipped * advantages < r * advantages)
-        reference_d_logits = (-(unclipped * r * advantages)[:, None] * (np.eye(3)[actions] - p) / n
-                              + entropy_coef * p * (log_p + h[:, None]) / n)
-        magnitude = float(np.abs(r * advantages).max() + value_coef * ((values - targets) ** 2).max() + 5)
-        bound = rounding_bound(8 * n, magnitude * (1 + 4 * np.abs(log_ratio).max()))
-        assert abs(loss - reference) <= bound, (loss, reference, bound)
-        assert np.abs(d_logits - reference_d_logits).max() <= bound / n * 4, (d_logits, reference_d_logits)
-        # The entropy and its gradient act along the last axis whatever the leading ones ([..., K]).
-        stacked = logits[None]
-        stacked_entropy = np.asarray(ctx.impl.categorical_entropy(stacked))
-        stacked_grad = np.asarray(ctx.impl.categorical_entropy_grad(stacked))
-        assert stacked_entropy.shape == (1, n) and stacked_grad.shape == (1, n, 3), (stacked_entropy.shape,
-                                                                                    stacked_grad.shape)
-        assert np.abs(stacked_entropy[0] - h).max() <= bound, (stacked_entropy, h)
-        assert np.abs(stacked_grad[0] + p * (log_p + h[:, None])).max() <= bound, (stacked_grad, p)
-
-    return check_property(ctx, composes, _loss_batches)
+    r = np.exp(log_ratio)
+    # Within rounding of a band edge the implementation's ratio may fall on the other branch.
+    assume(np.abs(np.abs(r - 1) - epsilon).min() > 1e-9)
+    reach(actions=logits.shape[1], data="old", advantages="estimated")
+    clipped = np.clip(r, 1 - epsilon, 1 + epsilon)
+    log_p = log_softmax(logits)
+    p = np.exp(log_p)
+    h = -(p * log_p).sum(axis=1)
+    reference = (-np.minimum(r * advantages, clipped * advantages).mean()
+                 + value_coef * 0.5 * ((values - targets) ** 2).mean() - entropy_coef * h.mean())
+    unclipped = ~(clipped * advantages < r * advantages)
+    reference_d_logits = (-(unclipped * r * advantages)[:, None] * (np.eye(3)[actions] - p) / n
+                          + entropy_coef * p * (log_p + h[:, None]) / n)
+    magnitude = float(np.abs(r * advantages).max() + value_coef * ((values - targets) ** 2).max() + 5)
+    bound = rounding_bound(8 * n, magnitude * (1 + 4 * np.abs(log_ratio).max()))
+    assert abs(loss - reference) <= bound, (loss, reference, bound)
+    assert np.abs(d_logits - reference_d_logits).max() <= bound / n * 4, (d_logits, reference_d_logits)
+    # The entropy and its gradient act along the last axis whatever the leading ones ([..., K]).
+    stacked = logits[None]
+    stacked_entropy = np.asarray(ctx.impl.categorical_entropy(stacked))
+    stacked_grad = np.asarray(ctx.impl.categorical_entropy_grad(stacked))
+    assert stacked_entropy.shape == (1, n) and stacked_grad.shape == (1, n, 3), (stacked_entropy.shape,
+                                                                                stacked_grad.shape)
+    assert np.abs(stacked_entropy[0] - h).max() <= bound, (stacked_entropy, h)
+    assert np.abs(stacked_grad[0] + p * (log_p + h[:, None])).max() <= bound, (stacked_grad, p)

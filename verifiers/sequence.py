@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import central_difference, largest, rounding_bound, smallest
 
@@ -155,51 +155,45 @@ def _own_mask(tokens: np.ndarray, prompt_lengths: list[int], generated_lengths: 
 
 
 @verifier(kind="property", uses=("response_mask",))
-def response_mask_property(ctx: Context) -> dict[str, object]:
+@given(_layout_rows)
+def response_mask_property(ctx: Context, layout: tuple[list[int], list[int], int, int, int]) -> None:
     """On random rows (prompt, generated tokens with EOS anywhere, padding), impl's response mask is
     exactly the verifier's own: 1 at entry k when token k + 1 was generated and no generated EOS
     came before it, the first generated EOS included; 0 for the prompt, padding and after EOS."""
-
-    def mask_holds(layout: tuple[list[int], list[int], int, int, int]) -> None:
-        prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
-        tokens, _ = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
-        observed = np.asarray(ctx.impl.response_mask(tokens, np.array(prompt_lengths), np.array(generated_lengths),
-                                                     _EOS))
-        expected = _own_mask(tokens, prompt_lengths, generated_lengths)
-        answer_lengths = expected.sum(axis=1)  # each row's answer, up to its first generated EOS
-        reach(tokens=answer_lengths, horizon=answer_lengths, states=_distinct_prompts(tokens, prompt_lengths))
-        assert observed.shape == expected.shape and np.array_equal(observed, expected), (tokens, observed, expected)
-
-    return check_property(ctx, mask_holds, _layout_rows)
+    prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
+    tokens, _ = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
+    observed = np.asarray(ctx.impl.response_mask(tokens, np.array(prompt_lengths), np.array(generated_lengths),
+                                                 _EOS))
+    expected = _own_mask(tokens, prompt_lengths, generated_lengths)
+    answer_lengths = expected.sum(axis=1)  # each row's answer, up to its first generated EOS
+    reach(tokens=answer_lengths, horizon=answer_lengths, states=_distinct_prompts(tokens, prompt_lengths))
+    assert observed.shape == expected.shape and np.array_equal(observed, expected), (tokens, observed, expected)
 
 
 @verifier(kind="property", uses=("token_log_probs", "sequence_log_prob"))
-def log_prob_chain_rule_property(ctx: Context) -> dict[str, object]:
+@given(_layout_rows)
+def log_prob_chain_rule_property(ctx: Context, layout: tuple[list[int], list[int], int, int, int]) -> None:
     """On random rows and logits, impl's sequence log-probability (its causal token log-probabilities,
     summed under the verifier's own mask) equals Σ_t log π(y_t | x, y_<t) computed here from the
     logits of the position before each answer token, and its exponential equals the product of the
     verifier's own token probabilities: the factorisation over the answer's tokens. Vocabularies of
     2 to 6 tokens, answers of one to five tokens."""
-
-    def chain_rule_holds(layout: tuple[list[int], list[int], int, int, int]) -> None:
-        prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
-        tokens, logits = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
-        mask = _own_mask(tokens, prompt_lengths, generated_lengths)
-        answer_lengths = mask.sum(axis=1)
-        reach(tokens=answer_lengths, horizon=answer_lengths, actions=logits.shape[-1],
-              states=_distinct_prompts(tokens, prompt_lengths))
-        observed = np.asarray(ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask))
-        for row in range(tokens.shape[0]):
-            scored = [k + 1 for k in np.flatnonzero(mask[row])]
-            log_terms = [log_softmax(logits[row, k - 1])[tokens[row, k]] for k in scored]
-            product = np.prod([softmax(logits[row, k - 1])[tokens[row, k]] for k in scored])
-            magnitude = float(np.abs(log_terms).sum())
-            bound = rounding_bound(4 * len(scored) * vocabulary, magnitude)
-            assert abs(observed[row] - sum(log_terms)) <= bound, (row, observed[row], sum(log_terms))
-            assert abs(np.exp(observed[row]) - product) <= product * (bound + rounding_bound(4 * len(scored), 1.0)), \
-                (row, np.exp(observed[row]), product)
-
-    return check_property(ctx, chain_rule_holds, _layout_rows)
+    prompt_lengths, generated_lengths, padding, seed, vocabulary = layout
+    tokens, logits = _random_rows(prompt_lengths, generated_lengths, padding, seed, vocabulary)
+    mask = _own_mask(tokens, prompt_lengths, generated_lengths)
+    answer_lengths = mask.sum(axis=1)
+    reach(tokens=answer_lengths, horizon=answer_lengths, actions=logits.shape[-1],
+          states=_distinct_prompts(tokens, prompt_lengths))
+    observed = np.asarray(ctx.impl.sequence_log_prob(ctx.impl.token_log_probs(logits, tokens), mask))
+    for row in range(tokens.shape[0]):
+        scored = [k + 1 for k in np.flatnonzero(mask[row])]
+        log_terms = [log_softmax(logits[row, k - 1])[tokens[row, k]] for k in scored]
+        product = np.prod([softmax(logits[row, k - 1])[tokens[row, k]] for k in scored])
+        magnitude = float(np.abs(log_terms).sum())
+        bound = rounding_bound(4 * len(scored) * vocabulary, magnitude)
+        assert abs(observed[row] - sum(log_terms)) <= bound, (row, observed[row], sum(log_terms))
+        assert abs(np.exp(observed[row]) - product) <= product * (bound + rounding_bound(4 * len(scored), 1.0)), \
+            (row, np.exp(observed[row]), product)
 
 
 # --------------------------------------------------------------------------- 4.5.1: what the objective means
@@ -363,33 +357,30 @@ def aggregation_unit_property(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("token_clipped_surrogate",))
-def token_clip_pessimistic_property(ctx: Context) -> dict[str, object]:
+@given(_padded_batches)
+def token_clip_pessimistic_property(ctx: Context, batch: tuple[list[int], list[int], int, float, int]) -> None:
     """For every unit, on random padded batches: impl's clipped objective is at most the unclipped
     Σ w r A computed here, equal to it when every answer token's ratio lies in [1-ε, 1+ε], and at
     θ = θ_old (every ratio 1) it is Σ w A with gradient w A: a pessimistic bound that is exact
     at the old policy, the local objective PPO reuses a batch with."""
-
-    def pessimistic(batch: tuple[list[int], list[int], int, float, int]) -> None:
-        prompt_lengths, answer_lengths, padding, epsilon, seed = batch
-        mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
-        _reach_padded_batch(mask)
-        _, unclipped, _ = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
-        ratio = np.exp(log_pi - log_pi_old)
-        inside = bool(np.all((ratio[mask > 0] >= 1 - epsilon) & (ratio[mask > 0] <= 1 + epsilon)))
-        for aggregation in _UNITS:
-            weights = _unit_weights(mask, aggregation)
-            bound = rounding_bound(4 * mask.size, float(np.abs(unclipped).max()))
-            objective, _ = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask, epsilon,
-                                                            aggregation)
-            surrogate = float((weights * unclipped).sum())
-            assert objective <= surrogate + bound, (aggregation, objective, surrogate)
-            assert not inside or abs(objective - surrogate) <= bound, (aggregation, objective, surrogate)
-            at_old, gradient = ctx.impl.token_clipped_surrogate(log_pi_old, log_pi_old, advantages[:, None], mask,
-                                                                epsilon, aggregation)
-            assert abs(at_old - (weights * advantages[:, None]).sum()) <= bound, (aggregation, at_old)
-            assert np.all(np.abs(np.asarray(gradient) - weights * advantages[:, None]) <= bound), aggregation
-
-    return check_property(ctx, pessimistic, _padded_batches)
+    prompt_lengths, answer_lengths, padding, epsilon, seed = batch
+    mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+    _reach_padded_batch(mask)
+    _, unclipped, _ = _clipped_terms(np.where(mask > 0, log_pi, log_pi_old), log_pi_old, advantages, epsilon)
+    ratio = np.exp(log_pi - log_pi_old)
+    inside = bool(np.all((ratio[mask > 0] >= 1 - epsilon) & (ratio[mask > 0] <= 1 + epsilon)))
+    for aggregation in _UNITS:
+        weights = _unit_weights(mask, aggregation)
+        bound = rounding_bound(4 * mask.size, float(np.abs(unclipped).max()))
+        objective, _ = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask, epsilon,
+                                                        aggregation)
+        surrogate = float((weights * unclipped).sum())
+        assert objective <= surrogate + bound, (aggregation, objective, surrogate)
+        assert not inside or abs(objective - surrogate) <= bound, (aggregation, objective, surrogate)
+        at_old, gradient = ctx.impl.token_clipped_surrogate(log_pi_old, log_pi_old, advantages[:, None], mask,
+                                                            epsilon, aggregation)
+        assert abs(at_old - (weights * advantages[:, None]).sum()) <= bound, (aggregation, at_old)
+        assert np.all(np.abs(np.asarray(gradient) - weights * advantages[:, None]) <= bound), aggregation
 
 
 class KlWitness(NoParams):
@@ -454,24 +445,22 @@ _kl_cases = st.integers(min_value=2, max_value=6).flatmap(lambda actions: st.tup
 
 
 @verifier(kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
-def kl_placement_property(ctx: Context) -> dict[str, object]:
+@given(_kl_cases)
+def kl_placement_property(ctx: Context, case: tuple[list[float], list[float], list[float], float]) -> None:
     """On random logits, reference logits, rewards and β (one-token answers, see :func:`_kl_placements`):
     the penalty in the stop-gradient reward alone, and in the loss alone, each give the exact gradient
     of E[R] - β KL(π || π_ref); both together add the penalty's gradient a second time."""
-
-    def placements_hold(case: tuple[list[float], list[float], list[float], float]) -> None:
-        logits, ref_logits, rewards, beta = case
-        placed = _kl_placements(ctx, np.array(logits), np.array(ref_logits), np.array(rewards), beta)
-        true, bound = placed["true"], placed["bound"]
-        assert np.all(np.abs(placed["in_reward"] - true) <= bound), ("reward placement", placed["in_reward"], true)
-        assert np.all(np.abs(placed["in_loss"] - true) <= bound), ("loss placement", placed["in_loss"], true)
-        assert np.all(np.abs(placed["both"] - (true + placed["penalty"])) <= 2 * bound), ("both", placed["both"])
-
-    return check_property(ctx, placements_hold, _kl_cases)
+    logits, ref_logits, rewards, beta = case
+    placed = _kl_placements(ctx, np.array(logits), np.array(ref_logits), np.array(rewards), beta)
+    true, bound = placed["true"], placed["bound"]
+    assert np.all(np.abs(placed["in_reward"] - true) <= bound), ("reward placement", placed["in_reward"], true)
+    assert np.all(np.abs(placed["in_loss"] - true) <= bound), ("loss placement", placed["in_loss"], true)
+    assert np.all(np.abs(placed["both"] - (true + placed["penalty"])) <= 2 * bound), ("both", placed["both"])
 
 
 @verifier(kind="property", uses=("sequence_clipped_surrogate",))
-def sequence_surrogate_property(ctx: Context) -> dict[str, object]:
+@given(_padded_batches)
+def sequence_surrogate_property(ctx: Context, batch: tuple[list[int], list[int], int, float, int]) -> None:
     """On random padded batches, impl's sequence-level surrogate and its gradient with respect to log π
     equal their definitions computed here: (1/B) Σ_b min(ρ_b A_b, clip(ρ_b, 1-ε, 1+ε) A_b), ρ_b being the
     product of the ratios of answer b's own tokens (what padding holds does not count), and
@@ -481,32 +470,28 @@ def sequence_surrogate_property(ctx: Context) -> dict[str, object]:
     ρ_b's relative rounding is bounded by the sum of at most T + 2 roundings of the log-probabilities
     of b's tokens, added in size: rounding_bound(4 (T + 2), Σ_t m_bt (|log π_bt| + |log π_old,bt|) + 1).
     """
-
-    def definition_holds(batch: tuple[list[int], list[int], int, float, int]) -> None:
-        prompt_lengths, answer_lengths, padding, epsilon, seed = batch
-        mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
-        _reach_padded_batch(mask)
-        answers, length = mask.shape
-        rho = np.exp([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_pi_old, mask, strict=True)])
-        unclipped, clipped = rho * advantages, np.clip(rho, 1 - epsilon, 1 + epsilon) * advantages
-        relative = np.array([rounding_bound(4 * (length + 2), float((np.abs(a) + np.abs(b))[m > 0].sum()) + 1)
-                             for a, b, m in zip(log_pi, log_pi_old, mask, strict=True)])
-        size = np.maximum(rho, 1 + epsilon) * np.abs(advantages)
-        objective, gradient = ctx.impl.sequence_clipped_surrogate(log_pi, log_pi_old, advantages, mask, epsilon)
-        gradient = np.asarray(gradient, dtype=float)
-        bound = float((relative * size).sum()) / answers + rounding_bound(2 * answers, float(size.max()))
-        expected = np.minimum(unclipped, clipped).sum() / answers
-        assert abs(objective - expected) <= bound, (objective, expected, bound)
-        assert gradient.shape == mask.shape, (gradient.shape, mask.shape)
-        near_edge = np.minimum(np.abs(rho - (1 - epsilon)), np.abs(rho - (1 + epsilon))) <= 2 * relative * rho
-        for b in range(answers):
-            active = unclipped[b] / answers * mask[b]
-            row_bound = relative[b] * size[b] / answers + rounding_bound(2, float(size[b]))
-            branches = [active, 0 * active] if near_edge[b] else [active if unclipped[b] <= clipped[b] else 0 * active]
-            assert any(np.all(np.abs(gradient[b] - branch) <= row_bound) for branch in branches), (
-                b, rho[b], advantages[b], gradient[b], branches)
-
-    return check_property(ctx, definition_holds, _padded_batches)
+    prompt_lengths, answer_lengths, padding, epsilon, seed = batch
+    mask, log_pi, log_pi_old, advantages = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+    _reach_padded_batch(mask)
+    answers, length = mask.shape
+    rho = np.exp([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_pi_old, mask, strict=True)])
+    unclipped, clipped = rho * advantages, np.clip(rho, 1 - epsilon, 1 + epsilon) * advantages
+    relative = np.array([rounding_bound(4 * (length + 2), float((np.abs(a) + np.abs(b))[m > 0].sum()) + 1)
+                         for a, b, m in zip(log_pi, log_pi_old, mask, strict=True)])
+    size = np.maximum(rho, 1 + epsilon) * np.abs(advantages)
+    objective, gradient = ctx.impl.sequence_clipped_surrogate(log_pi, log_pi_old, advantages, mask, epsilon)
+    gradient = np.asarray(gradient, dtype=float)
+    bound = float((relative * size).sum()) / answers + rounding_bound(2 * answers, float(size.max()))
+    expected = np.minimum(unclipped, clipped).sum() / answers
+    assert abs(objective - expected) <= bound, (objective, expected, bound)
+    assert gradient.shape == mask.shape, (gradient.shape, mask.shape)
+    near_edge = np.minimum(np.abs(rho - (1 - epsilon)), np.abs(rho - (1 + epsilon))) <= 2 * relative * rho
+    for b in range(answers):
+        active = unclipped[b] / answers * mask[b]
+        row_bound = relative[b] * size[b] / answers + rounding_bound(2, float(size[b]))
+        branches = [active, 0 * active] if near_edge[b] else [active if unclipped[b] <= clipped[b] else 0 * active]
+        assert any(np.all(np.abs(gradient[b] - branch) <= row_bound) for branch in branches), (
+            b, rho[b], advantages[b], gradient[b], branches)
 
 
 _kl_batches = st.tuples(_padded_batches, st.integers(2, 5), st.floats(0.01, 2.0),
@@ -514,36 +499,33 @@ _kl_batches = st.tuples(_padded_batches, st.integers(2, 5), st.floats(0.01, 2.0)
 
 
 @verifier(kind="property", uses=("kl_penalized_rewards", "kl_penalty_loss"))
-def kl_terms_batch_property(ctx: Context) -> dict[str, object]:
+@given(_kl_batches)
+def kl_terms_batch_property(ctx: Context, case: tuple) -> None:
     """On random padded batches over a vocabulary of 2 to 5 tokens, for every averaging unit: impl's
     penalised rewards are R_b - β Σ_t m_bt (log π_bt - log π_ref,bt) over answer b's own tokens, and
     impl's penalty in the loss is β Σ_bt w_bt KL(π_bt || π_ref,bt) with the unit's weights (the
     verifier's own, :func:`_unit_weights`), with gradient β w_bt π_bt (log(π_bt / π_ref,bt) - KL_bt)
     with respect to the logits; each position's KL is computed here exactly over the vocabulary.
     Logits at padding positions are arbitrary finite numbers, as a model computes them."""
+    batch, vocabulary, beta, aggregation = case
+    prompt_lengths, answer_lengths, padding, _, seed = batch
+    mask, log_pi, log_ref, _ = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
+    rng = np.random.default_rng(seed + 1)
+    rewards = rng.uniform(-1, 1, size=mask.shape[0])
+    logits, ref_logits = rng.normal(0, 2, size=(2, *mask.shape, vocabulary))
+    reach(tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), actions=logits.shape[-1])
+    penalized = np.asarray(ctx.impl.kl_penalized_rewards(rewards, log_pi, log_ref, mask, beta), dtype=float)
+    log_ratio_sums = np.array([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_ref, mask, strict=True)])
+    reward_bound = rounding_bound(4 * mask.shape[1], beta * float(np.abs(log_pi).sum() + np.abs(log_ref).sum()))
+    assert penalized.shape == rewards.shape, (penalized.shape, rewards.shape)
+    assert np.all(np.abs(penalized - (rewards - beta * log_ratio_sums)) <= reward_bound), (penalized, rewards)
 
-    def definitions_hold(case: tuple) -> None:
-        batch, vocabulary, beta, aggregation = case
-        prompt_lengths, answer_lengths, padding, _, seed = batch
-        mask, log_pi, log_ref, _ = _padded_batch(prompt_lengths, answer_lengths, padding, seed)
-        rng = np.random.default_rng(seed + 1)
-        rewards = rng.uniform(-1, 1, size=mask.shape[0])
-        logits, ref_logits = rng.normal(0, 2, size=(2, *mask.shape, vocabulary))
-        reach(tokens=mask.sum(axis=1), horizon=mask.sum(axis=1), actions=logits.shape[-1])
-        penalized = np.asarray(ctx.impl.kl_penalized_rewards(rewards, log_pi, log_ref, mask, beta), dtype=float)
-        log_ratio_sums = np.array([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_ref, mask, strict=True)])
-        reward_bound = rounding_bound(4 * mask.shape[1], beta * float(np.abs(log_pi).sum() + np.abs(log_ref).sum()))
-        assert penalized.shape == rewards.shape, (penalized.shape, rewards.shape)
-        assert np.all(np.abs(penalized - (rewards - beta * log_ratio_sums)) <= reward_bound), (penalized, rewards)
-
-        log_p, log_q = log_softmax(logits, axis=-1), log_softmax(ref_logits, axis=-1)
-        kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
-        weights = _unit_weights(mask, aggregation)
-        penalty, gradient = ctx.impl.kl_penalty_loss(logits, ref_logits, mask, beta, aggregation)
-        expected_gradient = beta * weights[..., None] * np.exp(log_p) * (log_p - log_q - kl[..., None])
-        bound = rounding_bound(8 * vocabulary * mask.size, beta * float(np.abs(log_p - log_q).max() + 1))
-        assert abs(float(penalty) - beta * (weights * kl).sum()) <= bound, (penalty, beta * (weights * kl).sum())
-        assert np.shape(gradient) == logits.shape, (np.shape(gradient), logits.shape)
-        assert np.all(np.abs(np.asarray(gradient) - expected_gradient) <= bound), (gradient, expected_gradient)
-
-    return check_property(ctx, definitions_hold, _kl_batches)
+    log_p, log_q = log_softmax(logits, axis=-1), log_softmax(ref_logits, axis=-1)
+    kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
+    weights = _unit_weights(mask, aggregation)
+    penalty, gradient = ctx.impl.kl_penalty_loss(logits, ref_logits, mask, beta, aggregation)
+    expected_gradient = beta * weights[..., None] * np.exp(log_p) * (log_p - log_q - kl[..., None])
+    bound = rounding_bound(8 * vocabulary * mask.size, beta * float(np.abs(log_p - log_q).max() + 1))
+    assert abs(float(penalty) - beta * (weights * kl).sum()) <= bound, (penalty, beta * (weights * kl).sum())
+    assert np.shape(gradient) == logits.shape, (np.shape(gradient), logits.shape)
+    assert np.all(np.abs(np.asarray(gradient) - expected_gradient) <= bound), (gradient, expected_gradient)

@@ -17,7 +17,7 @@ import sympy as sp
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import softmax_score
 from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
@@ -97,21 +97,18 @@ _exact_batches = st.integers(min_value=2, max_value=5).flatmap(lambda size: st.t
 
 
 @verifier("sequence.rloo_definition_property", kind="property", uses=("rloo_advantages",))
-def rloo_definition_property(ctx: Context) -> dict[str, object]:
+@given(_exact_batches)
+def rloo_definition_property(ctx: Context, batch: tuple[int, list[Fraction]]) -> None:
     """On random batches of exact rewards in contiguous groups of G, impl's RLOO advantage of answer i
     is R_i minus the mean of the other G - 1 rewards of its own group."""
-
-    def definition_holds(batch: tuple[int, list[Fraction]]) -> None:
-        size, rewards = batch
-        reach(group=size, states=len(rewards) // size)  # groups of G answers, one group per prompt
-        observed = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
-        expected = []
-        for start in range(0, len(rewards), size):
-            group = rewards[start:start + size]
-            expected += [r - (sum(group) - r) / (size - 1) for r in group]
-        assert observed == expected, (rewards, observed, expected)
-
-    return check_property(ctx, definition_holds, _exact_batches)
+    size, rewards = batch
+    reach(group=size, states=len(rewards) // size)  # groups of G answers, one group per prompt
+    observed = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
+    expected = []
+    for start in range(0, len(rewards), size):
+        group = rewards[start:start + size]
+        expected += [r - (sum(group) - r) / (size - 1) for r in group]
+    assert observed == expected, (rewards, observed, expected)
 
 
 def _expected_group_estimate(ctx: Context, advantages_of: Any, probabilities: list[Fraction], rewards: list[Fraction],
@@ -187,23 +184,20 @@ def _tabular_policies_and_rewards(draw: st.DrawFn) -> tuple[dict[str, list[Fract
 
 
 @verifier("sequence.rloo_unbiased_property", kind="property", uses=("rloo_advantages", "score_function_gradient"))
-def rloo_unbiased_property(ctx: Context) -> dict[str, object]:
+@given(_tabular_policies_and_rewards())
+def rloo_unbiased_property(ctx: Context, case: tuple[dict[str, list[Fraction]], str, int, int, list[Fraction]]) -> None:
     """On random tabular answer policies (vocabularies of two or three tokens, EOS included, answers of one to
     three tokens, cut at max_tokens) with random exact rewards, and G = 2 to 4: the exact expectation over every
     group of G independent answers of impl's RLOO estimate (1/G) Σ_i A_i ∇ log π(y_i|x) equals the gradient of the
     expected reward Σ_y π(y) R(y) ∇ log π(y|x), computed here from single answers (:func:`_enumerated_answers`)."""
-
-    def unbiased(case: tuple[dict[str, list[Fraction]], str, int, int, list[Fraction]]) -> None:
-        distributions, symbols, max_tokens, size, rewards = case
-        answers, probabilities, scores = _enumerated_answers(distributions, symbols, max_tokens)
-        groups = list(itertools.product(range(len(answers)), repeat=size))
-        _reach_answers(distributions, answers, group=size, data="current", advantages="estimated")
-        gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)),
-                       np.zeros(scores.shape[1], dtype=object) + Fraction(0))
-        expectation = _expected_group_estimate(ctx, ctx.impl.rloo_advantages, probabilities, rewards, scores, groups)
-        assert list(expectation) == list(gradient), (distributions, rewards, size, list(expectation), list(gradient))
-
-    return check_property(ctx, unbiased, _tabular_policies_and_rewards())
+    distributions, symbols, max_tokens, size, rewards = case
+    answers, probabilities, scores = _enumerated_answers(distributions, symbols, max_tokens)
+    groups = list(itertools.product(range(len(answers)), repeat=size))
+    _reach_answers(distributions, answers, group=size, data="current", advantages="estimated")
+    gradient = sum((p * r * s for p, r, s in zip(probabilities, rewards, scores, strict=True)),
+                   np.zeros(scores.shape[1], dtype=object) + Fraction(0))
+    expectation = _expected_group_estimate(ctx, ctx.impl.rloo_advantages, probabilities, rewards, scores, groups)
+    assert list(expectation) == list(gradient), (distributions, rewards, size, list(expectation), list(gradient))
 
 
 _offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
@@ -211,20 +205,17 @@ _offset_batches = _exact_batches.flatmap(lambda batch: st.tuples(
 
 
 @verifier("sequence.rloo_offset_invariance_property", kind="property", uses=("rloo_advantages",))
-def rloo_offset_invariance_property(ctx: Context) -> dict[str, object]:
+@given(_offset_batches)
+def rloo_offset_invariance_property(ctx: Context, case: tuple[tuple[int, list[Fraction]], list[Fraction]]) -> None:
     """On random batches of exact rewards in contiguous groups of G, adding a different constant c_g
     to every reward of group g (a prompt that is easier or harder as a whole) leaves impl's RLOO
     advantages exactly unchanged."""
-
-    def invariant(case: tuple[tuple[int, list[Fraction]], list[Fraction]]) -> None:
-        (size, rewards), offsets = case
-        reach(group=size, states=len(offsets))  # one offset per prompt's group
-        shifted = [r + offsets[i // size] for i, r in enumerate(rewards)]
-        before = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
-        after = list(ctx.impl.rloo_advantages(np.array(shifted, dtype=object), size))
-        assert before == after, (rewards, offsets, before, after)
-
-    return check_property(ctx, invariant, _offset_batches)
+    (size, rewards), offsets = case
+    reach(group=size, states=len(offsets))  # one offset per prompt's group
+    shifted = [r + offsets[i // size] for i, r in enumerate(rewards)]
+    before = list(ctx.impl.rloo_advantages(np.array(rewards, dtype=object), size))
+    after = list(ctx.impl.rloo_advantages(np.array(shifted, dtype=object), size))
+    assert before == after, (rewards, offsets, before, after)
 
 
 @verifier("sequence.rloo_offset_invariance_symbolic", kind="symbolic")
@@ -255,19 +246,16 @@ _equal_groups = st.tuples(st.integers(min_value=2, max_value=6), st.lists(_exact
 
 
 @verifier("sequence.equal_rewards_zero_property", kind="property", uses=("rloo_advantages", "group_mean_advantages"))
-def equal_rewards_zero_property(ctx: Context) -> dict[str, object]:
+@given(_equal_groups)
+def equal_rewards_zero_property(ctx: Context, case: tuple[int, list[Fraction]]) -> None:
     """For any G and any batch of groups in which every answer of a group earns the group's one
     exact reward, impl's RLOO and group-mean advantages are exactly zero."""
-
-    def zero(case: tuple[int, list[Fraction]]) -> None:
-        size, levels = case
-        reach(group=size, states=len(levels))  # one level per prompt's group
-        rewards = np.array([level for level in levels for _ in range(size)], dtype=object)
-        for function in (ctx.impl.rloo_advantages, ctx.impl.group_mean_advantages):
-            advantages = list(function(rewards, size))
-            assert advantages == [0] * len(rewards), (function.__name__, list(rewards), advantages)
-
-    return check_property(ctx, zero, _equal_groups)
+    size, levels = case
+    reach(group=size, states=len(levels))  # one level per prompt's group
+    rewards = np.array([level for level in levels for _ in range(size)], dtype=object)
+    for function in (ctx.impl.rloo_advantages, ctx.impl.group_mean_advantages):
+        advantages = list(function(rewards, size))
+        assert advantages == [0] * len(rewards), (function.__name__, list(rewards), advantages)
 
 
 class EqualRewardGroup(TabularSequencePolicy):
@@ -476,45 +464,42 @@ _layouts = st.integers(min_value=1, max_value=4).flatmap(lambda batch: st.tuples
 
 @verifier("sequence.broadcast_advantage_property", kind="property",
           uses=("token_log_probs", "token_log_probs_vjp", "response_mask", "token_clipped_surrogate"))
-def broadcast_advantage_property(ctx: Context) -> dict[str, object]:
+@given(_layouts)
+def broadcast_advantage_property(ctx: Context, layout: tuple[list[int], list[int], list[float], int, int]) -> None:
     """At θ = θ_old with the ``answer_sum`` unit, the token surrogate's gradient with respect to the
     logits equals (1/B) Σ_b A_b Σ_t ∇ log π(y_bt | x_b, y_b,<t), the verifier's own e_y - softmax sum
     over each answer's span; every token of an answer gets the same weight, with the sign of the
     answer's advantage. Vocabularies of 2 to 5 tokens, EOS among them."""
     eos = 0
-
-    def identity_holds(layout: tuple[list[int], list[int], list[float], int, int]) -> None:
-        prompt_lengths, generated_lengths, advantages, seed, vocab = layout
-        rng = np.random.default_rng(seed)
-        batch = len(prompt_lengths)
-        width = max(p + g for p, g in zip(prompt_lengths, generated_lengths, strict=True)) + 1
-        tokens = rng.integers(vocab, size=(batch, width))
-        logits = rng.normal(size=(batch, width, vocab))
-        mask = ctx.impl.response_mask(tokens, prompt_lengths, generated_lengths, eos)
-        log_pi = ctx.impl.token_log_probs(logits, tokens)
-        # The answers' lengths are the verifier's own (the reference's spans below); the surrogate at θ = θ_old.
-        lengths = [next((k + 1 for k in range(g) if tokens[b, prompt_lengths[b] + k] == eos), g)
-                   for b, g in enumerate(generated_lengths)]
-        reach(tokens=lengths, horizon=lengths, actions=logits.shape[-1], data="old", advantages="estimated",
-              states=len({tuple(tokens[b, :p]) for b, p in enumerate(prompt_lengths)}))
-        _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi, np.array(advantages)[:, None], mask, 0.2,
-                                                      "answer_sum")
-        d_logits = ctx.impl.token_log_probs_vjp(logits, tokens, weights)
-        reference = np.zeros_like(logits)
-        bound = rounding_bound(4 * vocab, max(np.abs(advantages)))
-        for b in range(batch):
-            for position in range(prompt_lengths[b], prompt_lengths[b] + generated_lengths[b]):
-                score = -softmax(logits[b, position - 1])
-                score[tokens[b, position]] += 1
-                reference[b, position - 1] = advantages[b] / batch * score
-                if tokens[b, position] == eos:
-                    break
-            answer = np.flatnonzero(reference[b].any(axis=-1))
-            assert np.all(np.sign(weights[b, answer]) == np.sign(advantages[b])), (weights[b], advantages[b])
-            assert np.all(np.abs(weights[b, answer] - weights[b, answer[0]]) <= bound), (weights[b], "unequal scale")
-        assert np.all(np.abs(d_logits - reference) <= bound), np.abs(d_logits - reference).max()
-
-    return check_property(ctx, identity_holds, _layouts)
+    prompt_lengths, generated_lengths, advantages, seed, vocab = layout
+    rng = np.random.default_rng(seed)
+    batch = len(prompt_lengths)
+    width = max(p + g for p, g in zip(prompt_lengths, generated_lengths, strict=True)) + 1
+    tokens = rng.integers(vocab, size=(batch, width))
+    logits = rng.normal(size=(batch, width, vocab))
+    mask = ctx.impl.response_mask(tokens, prompt_lengths, generated_lengths, eos)
+    log_pi = ctx.impl.token_log_probs(logits, tokens)
+    # The answers' lengths are the verifier's own (the reference's spans below); the surrogate at θ = θ_old.
+    lengths = [next((k + 1 for k in range(g) if tokens[b, prompt_lengths[b] + k] == eos), g)
+               for b, g in enumerate(generated_lengths)]
+    reach(tokens=lengths, horizon=lengths, actions=logits.shape[-1], data="old", advantages="estimated",
+          states=len({tuple(tokens[b, :p]) for b, p in enumerate(prompt_lengths)}))
+    _, weights = ctx.impl.token_clipped_surrogate(log_pi, log_pi, np.array(advantages)[:, None], mask, 0.2,
+                                                  "answer_sum")
+    d_logits = ctx.impl.token_log_probs_vjp(logits, tokens, weights)
+    reference = np.zeros_like(logits)
+    bound = rounding_bound(4 * vocab, max(np.abs(advantages)))
+    for b in range(batch):
+        for position in range(prompt_lengths[b], prompt_lengths[b] + generated_lengths[b]):
+            score = -softmax(logits[b, position - 1])
+            score[tokens[b, position]] += 1
+            reference[b, position - 1] = advantages[b] / batch * score
+            if tokens[b, position] == eos:
+                break
+        answer = np.flatnonzero(reference[b].any(axis=-1))
+        assert np.all(np.sign(weights[b, answer]) == np.sign(advantages[b])), (weights[b], advantages[b])
+        assert np.all(np.abs(weights[b, answer] - weights[b, answer[0]]) <= bound), (weights[b], "unequal scale")
+    assert np.all(np.abs(d_logits - reference) <= bound), np.abs(d_logits - reference).max()
 
 
 # --------------------------------------------------------------------------- 4.5.5: the environment still matters

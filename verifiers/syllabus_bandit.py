@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, softmax_score, softmax_scores
 from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
@@ -111,7 +111,8 @@ _steps = st.integers(2, 10).flatmap(lambda size: st.tuples(
 
 
 @verifier(kind="property", uses=("softmax_score",))
-def cross_entropy_property(ctx: Context) -> dict[str, object]:
+@given(_steps)
+def cross_entropy_property(ctx: Context, example: tuple[np.ndarray, int, float, float]) -> None:
     """For random logits, label a and reward R: impl's R·(score of a) equals -R times the central
     difference of the verifier's own cross-entropy -log softmax(z)[a].
 
@@ -120,18 +121,14 @@ def cross_entropy_property(ctx: Context) -> dict[str, object]:
     rounding_bound(4K, |z|max + log K), divided by h; all times |R|.
     """
     step = 1e-5
-
-    def same_step(example: tuple[np.ndarray, int, float, float]) -> None:
-        logits, label, reward, _ = example
-        categories = len(logits)
-        reach_bandit(categories, data="current", advantages="estimated")
-        numeric = central_difference(lambda z: -log_softmax(z)[label], logits, step)
-        reinforce = reward * ctx.impl.softmax_score(logits, label)
-        magnitude = float(np.abs(logits).max()) + math.log(categories)
-        bound = abs(reward) * (step**2 / 60 + rounding_bound(4 * categories, magnitude) / step)
-        assert np.abs(reinforce - (-reward * numeric)).max() <= bound, (reinforce, -reward * numeric, bound)
-
-    return check_property(ctx, same_step, _steps)
+    logits, label, reward, _ = example
+    categories = len(logits)
+    reach_bandit(categories, data="current", advantages="estimated")
+    numeric = central_difference(lambda z: -log_softmax(z)[label], logits, step)
+    reinforce = reward * ctx.impl.softmax_score(logits, label)
+    magnitude = float(np.abs(logits).max()) + math.log(categories)
+    bound = abs(reward) * (step**2 / 60 + rounding_bound(4 * categories, magnitude) / step)
+    assert np.abs(reinforce - (-reward * numeric)).max() <= bound, (reinforce, -reward * numeric, bound)
 
 
 def _reinforce_step(ctx: Context, logits: np.ndarray, arm: int, reward: float, step_size: float) -> np.ndarray:
@@ -174,7 +171,8 @@ def reward_sign_exact(ctx: Context) -> dict[str, object]:
 
 
 @verifier(kind="property", uses=("softmax_score", "score_function_gradient"))
-def reward_sign_property(ctx: Context) -> dict[str, object]:
+@given(_steps)
+def reward_sign_property(ctx: Context, example: tuple[np.ndarray, int, float, float]) -> None:
     """For random logits, arm a, reward R (zero, positive or negative) and step size η > 0: impl's
     step η R ∇ log π(a) equals the verifier's η R (e_a - π) up to rounding, is exactly zero for
     R = 0, and raises π(a) (the verifier's softmax) if R > 0 and lowers it if R < 0.
@@ -183,22 +181,18 @@ def reward_sign_property(ctx: Context) -> dict[str, object]:
     is the largest entry of v; so the sign holds for every step size, not only small ones. Logits
     in [-3, 3] and |η R| >= 1e-6 keep the change far above float64 resolution.
     """
-
-    def sign_follows(example: tuple[np.ndarray, int, float, float]) -> None:
-        logits, arm, reward, step_size = example
-        # One sampled arm, stepped at the logits of the policy that drew it, weighted by a drawn reward.
-        reach_bandit(len(logits), data="current", advantages="estimated")
-        step = _reinforce_step(ctx, logits, arm, reward, step_size)
-        reference = _reference_step(logits, arm, reward, step_size)
-        bound = rounding_bound(8 * len(logits), abs(step_size * reward))
-        assert np.abs(step - reference).max() <= bound, (step, reference, bound)
-        if reward == 0:
-            assert np.all(step == 0), step
-        else:
-            change = _reference_pi(logits + step, arm) - _reference_pi(logits, arm)
-            assert np.sign(change) == np.sign(reward), (change, reward)
-
-    return check_property(ctx, sign_follows, _steps)
+    logits, arm, reward, step_size = example
+    # One sampled arm, stepped at the logits of the policy that drew it, weighted by a drawn reward.
+    reach_bandit(len(logits), data="current", advantages="estimated")
+    step = _reinforce_step(ctx, logits, arm, reward, step_size)
+    reference = _reference_step(logits, arm, reward, step_size)
+    bound = rounding_bound(8 * len(logits), abs(step_size * reward))
+    assert np.abs(step - reference).max() <= bound, (step, reference, bound)
+    if reward == 0:
+        assert np.all(step == 0), step
+    else:
+        change = _reference_pi(logits + step, arm) - _reference_pi(logits, arm)
+        assert np.sign(change) == np.sign(reward), (change, reward)
 
 
 class Discounting(NoParams):
@@ -313,19 +307,16 @@ _long_rewards = st.tuples(
 
 
 @verifier(kind="property", uses=("discounted_returns",))
-def discounted_return_bound_property(ctx: Context) -> dict[str, object]:
+@given(_long_rewards)
+def discounted_return_bound_property(ctx: Context, example: tuple[np.ndarray, float]) -> None:
     """For random rewards in [-1, 1] and γ in [0, 0.99], every |G_t| from impl is at most
     max|r| / (1 - γ), up to float64 rounding."""
-
-    def bounded(example: tuple[np.ndarray, float]) -> None:
-        rewards, gamma = example
-        reach(discount=gamma, horizon=rewards.size)
-        largest = float(np.abs(rewards).max())
-        returns = ctx.impl.discounted_returns(rewards, gamma)
-        bound = largest / (1 - gamma)
-        assert np.all(np.abs(returns) <= bound + rounding_bound(2 * len(rewards), bound)), (returns.max(), bound)
-
-    return check_property(ctx, bounded, _long_rewards)
+    rewards, gamma = example
+    reach(discount=gamma, horizon=rewards.size)
+    largest = float(np.abs(rewards).max())
+    returns = ctx.impl.discounted_returns(rewards, gamma)
+    bound = largest / (1 - gamma)
+    assert np.all(np.abs(returns) <= bound + rounding_bound(2 * len(rewards), bound)), (returns.max(), bound)
 
 
 class BanditBatch(NoParams):

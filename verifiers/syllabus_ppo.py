@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, reach, verifier
+from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import softmax_score, softmax_scores
 from verifiers._numeric import as_written, log_softmax, rounding_bound
@@ -102,29 +102,26 @@ _clip_batches = st.integers(1, 8).flatmap(lambda n: st.tuples(
 
 
 @verifier(kind="property", uses=("ppo_clip_objective", "ppo_clip_objective_grad"))
-def clipped_objective_property(ctx: Context) -> dict[str, object]:
+@given(_clip_batches)
+def clipped_objective_property(ctx: Context, batch: tuple) -> None:
     """For random exact ratios r > 0, advantages Â and ε in (0, 1): impl's clipped objective equals
     min(r Â, clip(r, 1-ε, 1+ε) Â) and its derivative with respect to log π equals r Â, or 0 where
     the clipped branch is strictly the smaller (it is then constant in θ); both computed here, in
     Fractions, compared with ==. On a band edge (both branches equal, Â ≠ 0) either one-sided
     derivative is accepted: a correct implementation may break the tie either way."""
-
-    def matches_definition(batch: tuple) -> None:
-        ratios, advantages, epsilon = batch
-        # Ratios to π_old and drawn numbers standing for Â: the clip is per sample, whatever the setting.
-        reach(data="old", advantages="estimated")
-        clipped = [min(max(r, 1 - epsilon), 1 + epsilon) * a for r, a in zip(ratios, advantages, strict=True)]
-        unclipped = [r * a for r, a in zip(ratios, advantages, strict=True)]
-        ratio_t, advantage_t = np.array(ratios, dtype=object), np.array(advantages, dtype=object)
-        objective = list(ctx.impl.ppo_clip_objective(ratio_t, advantage_t, epsilon))
-        gradient = list(ctx.impl.ppo_clip_objective_grad(ratio_t, advantage_t, epsilon))
-        assert objective == [min(u, c) for u, c in zip(unclipped, clipped, strict=True)], (objective, batch)
-        # Where r sits on a band edge both branches are equal and either one-sided derivative (r Â or 0) is correct.
-        allowed = [{0, u} if r in (1 - epsilon, 1 + epsilon) else {0} if c < u else {u}
-                   for u, c, r in zip(unclipped, clipped, ratios, strict=True)]
-        assert all(g in options for g, options in zip(gradient, allowed, strict=True)), (gradient, batch)
-
-    return check_property(ctx, matches_definition, _clip_batches)
+    ratios, advantages, epsilon = batch
+    # Ratios to π_old and drawn numbers standing for Â: the clip is per sample, whatever the setting.
+    reach(data="old", advantages="estimated")
+    clipped = [min(max(r, 1 - epsilon), 1 + epsilon) * a for r, a in zip(ratios, advantages, strict=True)]
+    unclipped = [r * a for r, a in zip(ratios, advantages, strict=True)]
+    ratio_t, advantage_t = np.array(ratios, dtype=object), np.array(advantages, dtype=object)
+    objective = list(ctx.impl.ppo_clip_objective(ratio_t, advantage_t, epsilon))
+    gradient = list(ctx.impl.ppo_clip_objective_grad(ratio_t, advantage_t, epsilon))
+    assert objective == [min(u, c) for u, c in zip(unclipped, clipped, strict=True)], (objective, batch)
+    # Where r sits on a band edge both branches are equal and either one-sided derivative (r Â or 0) is correct.
+    allowed = [{0, u} if r in (1 - epsilon, 1 + epsilon) else {0} if c < u else {u}
+               for u, c, r in zip(unclipped, clipped, ratios, strict=True)]
+    assert all(g in options for g, options in zip(gradient, allowed, strict=True)), (gradient, batch)
 
 
 @verifier(kind="counterexample", uses=("surrogate_objective_grad", "ppo_clip_objective_grad"), params=TwoPolicies)
@@ -331,7 +328,8 @@ _anchors = st.integers(2, 6).flatmap(lambda k: st.tuples(
 
 
 @verifier(kind="property", uses=("ppo_clip_objective_grad", "kl_penalty_loss"))
-def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
+@given(_anchors)
+def clip_and_kl_anchors_property(ctx: Context, example: tuple) -> None:
     """What each term is anchored to, for random logits of π, π_old and π_ref, one sample per arm
     with a random Â, random ε and β.
 
@@ -342,29 +340,25 @@ def clip_and_kl_anchors_property(ctx: Context) -> dict[str, object]:
     and pulls toward π_ref however far π_old has moved. Ratios within 1e-9 of a band edge are not
     judged (the min there is a tie up to rounding).
     """
-
-    def anchored(example: tuple) -> None:
-        logits, old_logits, ref_logits, advantages, epsilon, beta = example
-        reach_bandit(logits.size, data="old", advantages="estimated", tokens=1)
-        ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
-        weight = ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)
-        for r, a, w in zip(ratio, advantages, weight, strict=True):
-            if abs(abs(r - 1) - epsilon) < 1e-9:
-                continue
-            past_band = (a > 0 and r > 1 + epsilon) or (a < 0 and r < 1 - epsilon)
-            expected = 0.0 if past_band else r * a
-            assert abs(w - expected) <= rounding_bound(4, abs(r * a)), (r, a, epsilon, w, expected)
-        at_batch_start = ctx.impl.ppo_clip_objective_grad(np.ones_like(advantages), advantages, epsilon)
-        assert np.all(np.abs(at_batch_start - advantages) <= rounding_bound(1, float(np.abs(advantages).max()))), \
-            (at_batch_start, advantages)
-        divergence, gradient = _kl_and_gradient(logits, ref_logits)
-        value, impl_gradient = _kl_penalty(ctx, logits, ref_logits, beta)
-        magnitude = beta * (1 + 2 * float(np.abs(logits).max() + np.abs(ref_logits).max()) + math.log(len(logits)))
-        bound = rounding_bound(16 * len(logits), magnitude)
-        assert abs(value - beta * divergence) <= bound, (value, beta * divergence, bound)
-        assert np.abs(impl_gradient - beta * gradient).max() <= bound, (impl_gradient, beta * gradient, bound)
-
-    return check_property(ctx, anchored, _anchors)
+    logits, old_logits, ref_logits, advantages, epsilon, beta = example
+    reach_bandit(logits.size, data="old", advantages="estimated", tokens=1)
+    ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
+    weight = ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)
+    for r, a, w in zip(ratio, advantages, weight, strict=True):
+        if abs(abs(r - 1) - epsilon) < 1e-9:
+            continue
+        past_band = (a > 0 and r > 1 + epsilon) or (a < 0 and r < 1 - epsilon)
+        expected = 0.0 if past_band else r * a
+        assert abs(w - expected) <= rounding_bound(4, abs(r * a)), (r, a, epsilon, w, expected)
+    at_batch_start = ctx.impl.ppo_clip_objective_grad(np.ones_like(advantages), advantages, epsilon)
+    assert np.all(np.abs(at_batch_start - advantages) <= rounding_bound(1, float(np.abs(advantages).max()))), \
+        (at_batch_start, advantages)
+    divergence, gradient = _kl_and_gradient(logits, ref_logits)
+    value, impl_gradient = _kl_penalty(ctx, logits, ref_logits, beta)
+    magnitude = beta * (1 + 2 * float(np.abs(logits).max() + np.abs(ref_logits).max()) + math.log(len(logits)))
+    bound = rounding_bound(16 * len(logits), magnitude)
+    assert abs(value - beta * divergence) <= bound, (value, beta * divergence, bound)
+    assert np.abs(impl_gradient - beta * gradient).max() <= bound, (impl_gradient, beta * gradient, bound)
 
 
 class BanditTraining(NoParams):

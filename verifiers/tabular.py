@@ -22,7 +22,7 @@ from pydantic import Field
 from sympy import QQ
 from sympy.polys.matrices import DomainMatrix
 
-from claims_harness import Context, NoParams, Rounded, check_property, reach, verifier
+from claims_harness import Context, NoParams, Rounded, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import exact_mdp, over, probability_rows
 from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
@@ -189,23 +189,20 @@ def _max_norm(x: np.ndarray) -> Fraction:
 
 
 @verifier(kind="property", uses=("bellman_optimality_operator", "bellman_expectation_operator"))
-def contraction_property(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps_any_discount)
+def contraction_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs, policies and pairs of value functions V, U, with γ in [0, 1] (γ = 1
     included: there the operators do not expand), impl's optimality operator T and expectation
     operator T^π satisfy |T V - T U|_∞ <= γ |V - U|_∞ exactly."""
-
-    def contracts(mdp: dict) -> None:
-        P, R, pi, gamma, v, u = (mdp[k] for k in ("P", "R", "pi", "gamma", "v", "u"))
-        reach_mdp(P, gamma=gamma, horizon=math.inf)
-        distance = _max_norm(v - u)
-        optimality = _max_norm(ctx.impl.bellman_optimality_operator(P, R, v, gamma)
-                               - ctx.impl.bellman_optimality_operator(P, R, u, gamma))
-        expectation = _max_norm(ctx.impl.bellman_expectation_operator(P, R, pi, v, gamma)
-                                - ctx.impl.bellman_expectation_operator(P, R, pi, u, gamma))
-        assert optimality <= gamma * distance, ("optimality", optimality, gamma * distance)
-        assert expectation <= gamma * distance, ("expectation", expectation, gamma * distance)
-
-    return check_property(ctx, contracts, _exact_mdps_any_discount)
+    P, R, pi, gamma, v, u = (mdp[k] for k in ("P", "R", "pi", "gamma", "v", "u"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    distance = _max_norm(v - u)
+    optimality = _max_norm(ctx.impl.bellman_optimality_operator(P, R, v, gamma)
+                           - ctx.impl.bellman_optimality_operator(P, R, u, gamma))
+    expectation = _max_norm(ctx.impl.bellman_expectation_operator(P, R, pi, v, gamma)
+                            - ctx.impl.bellman_expectation_operator(P, R, pi, u, gamma))
+    assert optimality <= gamma * distance, ("optimality", optimality, gamma * distance)
+    assert expectation <= gamma * distance, ("expectation", expectation, gamma * distance)
 
 
 def expected_td_errors(ctx: Context, P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction
@@ -253,50 +250,44 @@ def _rational(x: Fraction | int) -> object:
 
 
 @verifier(kind="property", uses=("td_errors", "policy_state_values", "policy_action_values"))
-def td_error_expectation_property(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps)
+def td_error_expectation_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs and policies, with V = V^π, the expectation over s_{t+1} of impl's TD
     error at (s_t, a_t) equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
 
     V^π and Q^π = R + γ P V^π are computed here with sympy; impl's V^π and Q^π must equal them.
     """
-
-    def is_advantage(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        # The TD errors are taken with the exact V^π.
-        reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
-        values = exact_policy_values(P, R, pi, gamma)
-        advantages = R + gamma * (P * values).sum(axis=-1) - values[:, None]
-        assert np.array_equal(ctx.impl.policy_state_values(P, R, pi, gamma), values), "V^π"
-        assert np.array_equal(ctx.impl.policy_action_values(P, R, pi, gamma) - values[:, None], advantages), "Q^π"
-        expected = expected_td_errors(ctx, P, R, values, gamma)
-        assert np.array_equal(expected, advantages), (expected, advantages)
-
-    return check_property(ctx, is_advantage, _exact_mdps)
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    # The TD errors are taken with the exact V^π.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+    values = exact_policy_values(P, R, pi, gamma)
+    advantages = R + gamma * (P * values).sum(axis=-1) - values[:, None]
+    assert np.array_equal(ctx.impl.policy_state_values(P, R, pi, gamma), values), "V^π"
+    assert np.array_equal(ctx.impl.policy_action_values(P, R, pi, gamma) - values[:, None], advantages), "Q^π"
+    expected = expected_td_errors(ctx, P, R, values, gamma)
+    assert np.array_equal(expected, advantages), (expected, advantages)
 
 
 @verifier(kind="property", uses=("policy_state_values", "policy_action_values", "bellman_expectation_operator"))
-def policy_evaluation_property(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps)
+def policy_evaluation_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs and policies, impl's V^π is the solution sympy finds for
     (I - γ P_π) V = R_π, a fixed point of impl's T^π, and Σ_a π(a|s) Q^π(s, a) for impl's Q^π; given
     the same MDP in floats, impl's V^π is that solution up to the rounding of a linear solve."""
-
-    def solves_the_equation(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        reach_mdp(P, gamma=gamma, horizon=math.inf)
-        values = ctx.impl.policy_state_values(P, R, pi, gamma)
-        solution = exact_policy_values(P, R, pi, gamma)
-        assert np.array_equal(values, solution), (values, solution)
-        assert np.array_equal(ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma), values), "not fixed"
-        q_values = ctx.impl.policy_action_values(P, R, pi, gamma)
-        assert np.array_equal((pi * q_values).sum(axis=-1), values), (q_values, values)
-        # In floats: ||I - γ P_π||∞ ||(I - γ P_π)^-1||∞ <= (1 + γ) / (1 - γ) bounds the condition number, and
-        # |V| <= max|R| / (1 - γ); a backward-stable solve of n equations is off by O(n^3) roundings of that size.
-        in_floats = ctx.impl.policy_state_values(P.astype(float), R.astype(float), pi.astype(float), float(gamma))
-        largest = float(max(abs(r) for r in R.ravel())) / float(1 - gamma)
-        bound = rounding_bound(8 * len(values) ** 3 + 8, float((1 + gamma) / (1 - gamma)) * largest)
-        assert np.abs(np.asarray(in_floats, dtype=float) - solution.astype(float)).max() <= bound, (in_floats, bound)
-
-    return check_property(ctx, solves_the_equation, _exact_mdps)
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    solution = exact_policy_values(P, R, pi, gamma)
+    assert np.array_equal(values, solution), (values, solution)
+    assert np.array_equal(ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma), values), "not fixed"
+    q_values = ctx.impl.policy_action_values(P, R, pi, gamma)
+    assert np.array_equal((pi * q_values).sum(axis=-1), values), (q_values, values)
+    # In floats: ||I - γ P_π||∞ ||(I - γ P_π)^-1||∞ <= (1 + γ) / (1 - γ) bounds the condition number, and
+    # |V| <= max|R| / (1 - γ); a backward-stable solve of n equations is off by O(n^3) roundings of that size.
+    in_floats = ctx.impl.policy_state_values(P.astype(float), R.astype(float), pi.astype(float), float(gamma))
+    largest = float(max(abs(r) for r in R.ravel())) / float(1 - gamma)
+    bound = rounding_bound(8 * len(values) ** 3 + 8, float((1 + gamma) / (1 - gamma)) * largest)
+    assert np.abs(np.asarray(in_floats, dtype=float) - solution.astype(float)).max() <= bound, (in_floats, bound)
 
 
 def exact_action_values(P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction) -> np.ndarray:
@@ -402,7 +393,8 @@ _dyadic_mdps = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(lambda si
 _FLOAT_EXACT_SWEEPS = 4
 
 
-def value_iteration_synchronous_in_floats(ctx: Context) -> dict[str, object]:
+@given(_dyadic_mdps, st.integers(1, _FLOAT_EXACT_SWEEPS))
+def value_iteration_synchronous_in_floats(ctx: Context, mdp: dict, n: int) -> None:
     """The float twin of :func:`value_iteration_synchronous_property`, for an implementation that declines fractions
     (PyTorch, JAX): impl's n <= 4 iterations on float64 arrays equal n synchronous backups computed here in
     fractions, exactly.
@@ -414,19 +406,16 @@ def value_iteration_synchronous_in_floats(ctx: Context) -> dict[str, object]:
     float64's 53, so float arithmetic computes them exactly. An in-place (Gauss-Seidel) sweep then differs from the
     synchronous one as it does in fractions.
     """
-
-    def synchronous(mdp: dict, n: int) -> None:
-        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
-        reach_mdp(P, gamma=gamma, horizon=math.inf)
-        observed = ctx.impl.value_iteration(P.astype(float), R.astype(float), float(gamma), n, v_0.astype(float))
-        expected = synchronous_backups(P, R, gamma, v_0, n)
-        assert [Fraction(float(x)) for x in observed] == list(expected), (n, observed, expected)
-
-    return check_property(ctx, synchronous, _dyadic_mdps, st.integers(1, _FLOAT_EXACT_SWEEPS))
+    P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    observed = ctx.impl.value_iteration(P.astype(float), R.astype(float), float(gamma), n, v_0.astype(float))
+    expected = synchronous_backups(P, R, gamma, v_0, n)
+    assert [Fraction(float(x)) for x in observed] == list(expected), (n, observed, expected)
 
 
 @verifier(kind="property", uses=("value_iteration",), in_floats=value_iteration_synchronous_in_floats)
-def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps_any_discount, _sweeps)
+def value_iteration_synchronous_property(ctx: Context, mdp: dict, n: int) -> None:
     """On random exact MDPs with γ in [0, 1], from a random V_0 and from the default V_0 = 0 (one
     value per state, whatever the number of actions), impl's n iterations equal n synchronous
     backups computed here (:func:`synchronous_backups`), exactly.
@@ -435,18 +424,14 @@ def value_iteration_synchronous_property(ctx: Context) -> dict[str, object]:
     state updated before it in the same sweep, which random MDPs with two or more states and
     dense transitions do almost always.
     """
-
-    def synchronous(mdp: dict, n: int) -> None:
-        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
-        reach_mdp(P, gamma=gamma, horizon=math.inf)
-        observed = ctx.impl.value_iteration(P, R, gamma, n, v_0)
-        expected = synchronous_backups(P, R, gamma, v_0, n)
-        assert np.array_equal(observed, expected), (n, observed, expected)
-        from_zero = ctx.impl.value_iteration(P, R, gamma, n)
-        expected = synchronous_backups(P, R, gamma, np.array([Fraction(0)] * len(v_0), dtype=object), n)
-        assert np.array_equal(from_zero, expected), ("from V_0 = 0, the default", n, from_zero, expected)
-
-    return check_property(ctx, synchronous, _exact_mdps_any_discount, _sweeps)
+    P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    observed = ctx.impl.value_iteration(P, R, gamma, n, v_0)
+    expected = synchronous_backups(P, R, gamma, v_0, n)
+    assert np.array_equal(observed, expected), (n, observed, expected)
+    from_zero = ctx.impl.value_iteration(P, R, gamma, n)
+    expected = synchronous_backups(P, R, gamma, np.array([Fraction(0)] * len(v_0), dtype=object), n)
+    assert np.array_equal(from_zero, expected), ("from V_0 = 0, the default", n, from_zero, expected)
 
 
 def value_iteration_relabelled_two_states_in_floats(ctx: Context) -> dict[str, object]:
@@ -523,47 +508,38 @@ def _within_contraction_in_floats(ctx: Context, mdp: dict, n: int) -> None:
 
 
 @verifier(kind="property", uses=("value_iteration",))
-def value_iteration_runs_every_sweep_property(ctx: Context) -> dict[str, object]:
+@given(_contracting_mdps)
+def value_iteration_runs_every_sweep_property(ctx: Context, mdp: dict) -> None:
     """On random exact MDPs (γ <= 3/4), from a random V_0, impl's 150 iterations in float64 are within
     γ^150 |V_0 - V*|_∞ of V* plus float64 rounding (:func:`_within_contraction_in_floats`): value iteration asked
     for n sweeps makes n sweeps. An implementation that stops once a sweep changes V by less than a tolerance τ
     is off by up to about τ γ / (1 - γ), and fails for any τ above the rounding bound (below 1e-12 for the MDPs
     drawn); 0.75^150 < 2e-19, so the contraction term is far below it.
     """
-
-    def makes_every_sweep(mdp: dict) -> None:
-        _within_contraction_in_floats(ctx, mdp, _LONG_RUN)
-
-    return check_property(ctx, makes_every_sweep, _contracting_mdps)
+    _within_contraction_in_floats(ctx, mdp, _LONG_RUN)
 
 
 _iterations = st.integers(0, 5)
 
 
-def value_iteration_convergence_in_floats(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps, _iterations)
+def value_iteration_convergence_in_floats(ctx: Context, mdp: dict, n: int) -> None:
     """:func:`value_iteration_convergence_property` for an implementation that declines fractions: the same bound
     γ^n |V_0 - V*|_∞ in float64, plus the float64 rounding it lets through (:func:`_within_contraction_in_floats`)."""
-
-    def converges_in_floats(mdp: dict, n: int) -> None:
-        _within_contraction_in_floats(ctx, mdp, n)
-
-    return check_property(ctx, converges_in_floats, _exact_mdps, _iterations)
+    _within_contraction_in_floats(ctx, mdp, n)
 
 
 @verifier(kind="property", uses=("value_iteration",), in_floats=value_iteration_convergence_in_floats)
-def value_iteration_convergence_property(ctx: Context) -> dict[str, object]:
+@given(_exact_mdps, _iterations)
+def value_iteration_convergence_property(ctx: Context, mdp: dict, n: int) -> None:
     """On random exact MDPs, from a random start V_0, impl's V_n is within γ^n |V_0 - V*|_∞ of V*,
     with V* computed here (:func:`exact_optimal_values`): the contraction makes value iteration
     converge from any start, and no slower than γ^n. Exact, so the bound is tested with <=."""
-
-    def converges(mdp: dict, n: int) -> None:
-        P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
-        reach_mdp(P, gamma=gamma, horizon=math.inf)
-        _, optimal = exact_optimal_values(P, R, gamma)
-        error = _max_norm(ctx.impl.value_iteration(P, R, gamma, n, v_0) - optimal)
-        assert error <= gamma**n * _max_norm(v_0 - optimal), (n, error, gamma**n * _max_norm(v_0 - optimal))
-
-    return check_property(ctx, converges, _exact_mdps, _iterations)
+    P, R, gamma, v_0 = (mdp[k] for k in ("P", "R", "gamma", "v"))
+    reach_mdp(P, gamma=gamma, horizon=math.inf)
+    _, optimal = exact_optimal_values(P, R, gamma)
+    error = _max_norm(ctx.impl.value_iteration(P, R, gamma, n, v_0) - optimal)
+    assert error <= gamma**n * _max_norm(v_0 - optimal), (n, error, gamma**n * _max_norm(v_0 - optimal))
 
 
 # ----------------------------------------------------- episodic MDPs: V = E[G], and G_t - V(s_t) estimates A
@@ -628,28 +604,26 @@ def episodes(P: np.ndarray, pi: np.ndarray, first_states: dict[int, Fraction], h
 
 
 @verifier(kind="property", uses=("policy_state_values",))
-def value_is_expected_return_property(ctx: Context) -> dict[str, object]:
+@given(_episodic_mdps)
+def value_is_expected_return_property(ctx: Context, mdp: dict) -> None:
     """On random episodic MDPs (:func:`_episodic_mdp`) and policies, impl's V^π(s) equals the
     expected discounted return E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode, exactly.
 
     impl solves the Bellman equation; the enumeration uses only the definition of V, so the two
     agree only if the value obeys the Bellman rule (reward now plus γ times the value of where the
     step leads)."""
-
-    def is_expected_return(mdp: dict) -> None:
-        P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
-        reach_episodic(mdp)
-        values = ctx.impl.policy_state_values(P, R, pi, gamma)
-        for s in range(len(R)):
-            expected = sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
-                           for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
-            assert values[s] == expected, (s, values[s], expected)
-
-    return check_property(ctx, is_expected_return, _episodic_mdps)
+    P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
+    reach_episodic(mdp)
+    values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    for s in range(len(R)):
+        expected = sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
+                       for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
+        assert values[s] == expected, (s, values[s], expected)
 
 
 @verifier(kind="property", uses=("bellman_expectation_operator", "action_values", "td_errors"))
-def episodic_bellman_property(ctx: Context) -> dict[str, object]:
+@given(episodic_mdps_any_discount)
+def episodic_bellman_property(ctx: Context, mdp: dict) -> None:
     """On random episodic MDPs (:func:`_episodic_mdp`) and policies, with γ in [0, 1] and γ = 1
     included: the value V(s) = E[Σ_k γ^k r_k | s_0 = s], enumerated here over every episode (the
     definition, no equation solved), is a fixed point of impl's T^π (the reward of the next step plus
@@ -660,25 +634,21 @@ def episodic_bellman_property(ctx: Context) -> dict[str, object]:
     Every quantity is exact, compared with ==. The episodes end, so γ = 1 is as legitimate as γ < 1
     (an LLM's answer); impl's linear solve is not used, its contract needing γ < 1.
     """
-
-    def obeys_bellman(mdp: dict) -> None:
-        P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
-        reach_episodic(mdp, advantages="exact")
-        values = np.array([sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
-                               for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
-                           for s in range(len(R))], dtype=object)
-        assert np.array_equal(values, exact_policy_values(P, R, pi, gamma)), "the verifier's references disagree"
-        backed_up = ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma)
-        assert np.array_equal(backed_up, values), ("T^π V != V", backed_up, values)
-        q_values = ctx.impl.action_values(P, R, values, gamma)
-        assert np.array_equal(q_values, exact_action_values(P, R, values, gamma)), ("Q_V", q_values)
-        assert np.array_equal((pi * q_values).sum(axis=-1), values), ("Σ_a π Q != V", q_values, values)
-        advantages = exact_action_values(P, R, values, gamma) - values[:, None]
-        expected = expected_td_errors(ctx, P, R, values, gamma)
-        assert np.array_equal(expected, advantages), ("E[δ | s, a] != Q - V", expected, advantages)
-        assert all(mean == 0 for mean in (pi * advantages).sum(axis=-1)), advantages
-
-    return check_property(ctx, obeys_bellman, episodic_mdps_any_discount)
+    P, R, pi, gamma, horizon = (mdp[k] for k in ("P", "R", "pi", "gamma", "horizon"))
+    reach_episodic(mdp, advantages="exact")
+    values = np.array([sum(p * sum(gamma**k * R[states[k], actions[k]] for k in range(horizon))
+                           for states, actions, p in episodes(P, pi, {s: Fraction(1)}, horizon))
+                       for s in range(len(R))], dtype=object)
+    assert np.array_equal(values, exact_policy_values(P, R, pi, gamma)), "the verifier's references disagree"
+    backed_up = ctx.impl.bellman_expectation_operator(P, R, pi, values, gamma)
+    assert np.array_equal(backed_up, values), ("T^π V != V", backed_up, values)
+    q_values = ctx.impl.action_values(P, R, values, gamma)
+    assert np.array_equal(q_values, exact_action_values(P, R, values, gamma)), ("Q_V", q_values)
+    assert np.array_equal((pi * q_values).sum(axis=-1), values), ("Σ_a π Q != V", q_values, values)
+    advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+    expected = expected_td_errors(ctx, P, R, values, gamma)
+    assert np.array_equal(expected, advantages), ("E[δ | s, a] != Q - V", expected, advantages)
+    assert all(mean == 0 for mean in (pi * advantages).sum(axis=-1)), advantages
 
 
 def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tuple[int, int, int], Fraction]:
@@ -707,7 +677,8 @@ def _conditional_means(ctx: Context, mdp: dict, total_return: bool) -> dict[tupl
 
 
 @verifier(kind="property", uses=("policy_state_values", "discounted_returns", "baseline_advantages"))
-def return_minus_value_property(ctx: Context) -> dict[str, object]:
+@given(episodic_mdps_any_discount)
+def return_minus_value_property(ctx: Context, mdp: dict) -> None:
     """On random episodic MDPs (γ in [0, 1], γ = 1 included), policies and start distributions: for
     every step t and every (s_t, a_t) an episode can reach, the mean of G_t - V^π(s_t) over the
     episodes through (s_t, a_t) equals A^π(s_t, a_t) = Q^π(s_t, a_t) - V^π(s_t), exactly.
@@ -715,17 +686,13 @@ def return_minus_value_property(ctx: Context) -> dict[str, object]:
     G_t is impl's reward-to-go of each enumerated episode and the difference impl's baseline
     advantage; A^π is computed here from V^π solved with sympy, Q^π = R + γ P V^π.
     """
-
-    def estimates_advantage(mdp: dict) -> None:
-        P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
-        # Sampled returns of π's own episodes minus V^π: estimates of the advantage.
-        reach_episodic(mdp, data="current", advantages="estimated")
-        values = exact_policy_values(P, R, pi, gamma)
-        advantages = exact_action_values(P, R, values, gamma) - values[:, None]
-        for (t, s, a), mean in _conditional_means(ctx, mdp, total_return=False).items():
-            assert mean == advantages[s, a], (t, s, a, mean, advantages[s, a])
-
-    return check_property(ctx, estimates_advantage, episodic_mdps_any_discount)
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    # Sampled returns of π's own episodes minus V^π: estimates of the advantage.
+    reach_episodic(mdp, data="current", advantages="estimated")
+    values = exact_policy_values(P, R, pi, gamma)
+    advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+    for (t, s, a), mean in _conditional_means(ctx, mdp, total_return=False).items():
+        assert mean == advantages[s, a], (t, s, a, mean, advantages[s, a])
 
 
 class RewardBefore(NoParams):

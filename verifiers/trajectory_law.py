@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field
 from scipy.special import softmax
 
-from claims_harness import Context, check_property, verifier
+from claims_harness import Context, given, verifier
 from claims_harness import strategies as st
 from verifiers._exact import random_exact_mdp
 from verifiers._numeric import central_difference, rounding_bound
@@ -125,25 +125,22 @@ def exact_mdps(draw: st.DrawFn, most_trajectories: int | None = None) -> tuple[_
 
 
 @verifier(kind="property", uses=("enumerate_trajectories",))
-def enumerated_probabilities_property(ctx: Context) -> dict[str, object]:
+@given(exact_mdps())
+def enumerated_probabilities_property(ctx: Context, example: tuple[_ExactMDP, np.ndarray, int]) -> None:
     """On random exact MDPs whose ρ and dynamics do not depend on θ, impl's enumeration lists every
     (s_0, a_0, ..., s_T) exactly once, with the reward R(s_t, a_t) at each step and the probability
     ρ(s_0) Π_t π(a_t|s_t) P(s_{t+1}|s_t, a_t) computed here, exactly; the probabilities sum to one."""
-
-    def factorises(example: tuple[_ExactMDP, np.ndarray, int]) -> None:
-        mdp, pi, horizon = example
-        n_states, n_actions = pi.shape
-        reach_trajectories(mdp.P, horizon)
-        paths = ctx.impl.enumerate_trajectories(mdp, pi, horizon)
-        s_t, a_t, r_t = np.asarray(paths.s_t), np.asarray(paths.a_t), np.asarray(paths.r_t)
-        count = n_states ** (horizon + 1) * n_actions**horizon
-        assert s_t.shape == (horizon + 1, count) and a_t.shape == (horizon, count), (s_t.shape, a_t.shape)
-        seen = {(tuple(s), tuple(a)) for s, a in zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)}
-        assert len(seen) == count, f"{count - len(seen)} trajectories listed twice"
-        for m, (s, a) in enumerate(zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)):
-            law = mdp.rho[s[0]] * math.prod(pi[s[t], a[t]] * mdp.P[s[t], a[t], s[t + 1]] for t in range(horizon))
-            assert paths.probability[m] == law, ((s, a), paths.probability[m], law)
-            assert list(r_t[:, m]) == [mdp.R[s[t], a[t]] for t in range(horizon)], ((s, a), list(r_t[:, m]))
-        assert sum(paths.probability) == 1, sum(paths.probability)
-
-    return check_property(ctx, factorises, exact_mdps())
+    mdp, pi, horizon = example
+    n_states, n_actions = pi.shape
+    reach_trajectories(mdp.P, horizon)
+    paths = ctx.impl.enumerate_trajectories(mdp, pi, horizon)
+    s_t, a_t, r_t = np.asarray(paths.s_t), np.asarray(paths.a_t), np.asarray(paths.r_t)
+    count = n_states ** (horizon + 1) * n_actions**horizon
+    assert s_t.shape == (horizon + 1, count) and a_t.shape == (horizon, count), (s_t.shape, a_t.shape)
+    seen = {(tuple(s), tuple(a)) for s, a in zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)}
+    assert len(seen) == count, f"{count - len(seen)} trajectories listed twice"
+    for m, (s, a) in enumerate(zip(s_t.T.tolist(), a_t.T.tolist(), strict=True)):
+        law = mdp.rho[s[0]] * math.prod(pi[s[t], a[t]] * mdp.P[s[t], a[t], s[t + 1]] for t in range(horizon))
+        assert paths.probability[m] == law, ((s, a), paths.probability[m], law)
+        assert list(r_t[:, m]) == [mdp.R[s[t], a[t]] for t in range(horizon)], ((s, a), list(r_t[:, m]))
+    assert sum(paths.probability) == 1, sum(paths.probability)
