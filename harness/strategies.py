@@ -36,12 +36,6 @@ from claims_harness._strategy_base import (
     rejecting,
 )
 
-# Read from here by claims_harness._running.draws, as every description is.
-from claims_harness._strategy_base import Filtered as Filtered
-from claims_harness._strategy_base import FlatMapped as FlatMapped
-from claims_harness._strategy_base import Mapped as Mapped
-from claims_harness._strategy_base import Rejected as Rejected
-
 __all__ = [
     "DrawFn",
     "SearchStrategy",

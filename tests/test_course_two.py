@@ -88,3 +88,27 @@ def test_the_engine_names_no_course():
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if course_words.search(line)]
     assert found == []
+
+
+def test_claims_new_writes_a_property_verifier_that_errors_until_it_asserts_the_property(course_two, capsys):
+    """The stub of a property check is the property itself (``@given``): it runs as written, is an error (never a
+    pass) while it still raises NotImplementedError, and passes once its body asserts something true."""
+    assert claims_main(["new", "--step", "lesson1/sums", "--kind", "property", "--id", "sum-of-one",
+                        "--module", "extra"]) == 0, capsys.readouterr()
+    assert "choose in @given one strategy per argument" in capsys.readouterr().out
+    claims, stub = course_two / "claims" / "lesson1.yaml", course_two / "toy_verifiers" / "extra.py"
+    assert "holds: true" in claims.read_text(encoding="utf-8")
+    claims.write_text(claims.read_text(encoding="utf-8").replace("TODO-source-key", "gauss1801"), encoding="utf-8")
+    with (course_two / "toy_verifiers" / "__init__.py").open("a", encoding="utf-8") as package:
+        package.write("from toy_verifiers import extra  # noqa: E402,F401\n")  # this course imports its modules by hand
+
+    def status() -> str:
+        claims_main(["verify", "--no-cache", "-k", "sum-of-one", "--claims-report", "out"])
+        results = json.loads((course_two / "out" / "claims.json").read_text(encoding="utf-8"))
+        return next(row["status"] for row in results["claims"] if row["id"] == "sum-of-one")
+
+    assert status() == "error"
+    filled = re.sub(r"raise NotImplementedError\(.*\)", "assert ctx.impl.running_sum([x])[-1] == x",
+                    stub.read_text(encoding="utf-8"))
+    stub.write_text(filled.replace('kind="property")', 'kind="property", uses=("running_sum",))'), encoding="utf-8")
+    assert status() == "passed"

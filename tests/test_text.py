@@ -184,6 +184,14 @@ def test_the_text_format_makes_every_line_a_block(toy, capsys):
     assert "[4] formula, line 6" in shown and "[1] paragraph, line 8; numbers: 1, 2" in shown
 
 
+def test_a_step_or_block_the_text_does_not_have_is_refused_with_what_it_has(toy, capsys):
+    capsys.readouterr()
+    assert claims(["text", "show", "lesson1/sum"]) != 0
+    assert "no step lesson1/sum in the text; did you mean 'lesson1/sums'?" in capsys.readouterr().err
+    assert claims(["text", "anchor", "l1-last-is-total", "--step", "lesson1/sums", "--block", "99"]) != 0
+    assert "step lesson1/sums has blocks 1 to" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- anchor and review
 
 

@@ -51,6 +51,9 @@ def validate(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[s
                       "not a keyword)")
     if new.verifier in catalogue.verifiers:
         errors.append(f"verifier '{new.verifier}' exists already")
+    elif _MODULE.fullmatch(new.module) and _unreadable(verifiers_dir / f"{new.module}.py"):
+        errors.append(f"{new.module}.py does not parse ({_unreadable(verifiers_dir / f'{new.module}.py')}): mend it "
+                      "first, or choose another module")
     elif _MODULE.fullmatch(new.module) and new.function in _defined_in(verifiers_dir / f"{new.module}.py"):
         errors.append(f"{new.module}.py defines {new.function!r} already (a helper, say): the stub would replace "
                       "it; choose another id")
@@ -63,9 +66,24 @@ def validate(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[s
 def _defined_in(module: Path) -> set[str]:
     """The names a verifier module binds at its top level (none when it does not exist or does not parse)."""
     try:
-        tree = ast.parse(module.read_bytes())
+        return _names_bound(module.read_bytes())
     except (OSError, SyntaxError, ValueError):
         return set()
+
+
+def _unreadable(module: Path) -> str:
+    """Why an existing verifier module cannot be read as Python; empty when it can (or does not exist)."""
+    try:
+        ast.parse(module.read_bytes())
+    except FileNotFoundError:
+        return ""
+    except (OSError, SyntaxError, ValueError) as error:
+        return str(error)
+    return ""
+
+
+def _names_bound(source: str | bytes) -> set[str]:
+    tree = ast.parse(source)
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -133,14 +151,27 @@ def claim_skeleton(new: NewClaim) -> str:
         rejects: >-
           TODO: one concrete wrong implementation or formula this check turns red (plant it and see it fail).
         expect:
-          TODO_observed_name: 0.0
+          {_expected(new.kind)}
 """
 
 
-def verifier_stub(new: NewClaim, existing: bool) -> str:
-    header = "" if existing else f'"""Verifiers for {new.module} claims."""\n\nfrom __future__ import annotations\n\n' \
-        "from claims_harness import Context, verifier\n"
-    return f'''{header}
+def _expected(kind: str) -> str:
+    # A property verifier returns whether its property held over the drawn examples (claims_harness.given).
+    return "holds: true" if kind == "property" else "TODO_observed_name: 0.0"
+
+
+def verifier_stub(new: NewClaim) -> str:
+    if new.kind == "property":  # the property itself, its examples drawn by the harness
+        return f'''
+
+@verifier(kind="property")  # registered as {new.verifier}: the module and the function
+@given(st.floats(-10.0, 10.0))  # TODO: one strategy per argument after ctx (claims_harness.strategies)
+def {new.function}(ctx: Context, x: float) -> None:
+    """TODO: the property, and why it checks claim '{new.id}' ({new.step}); it holds unless an assert fails."""
+    # claims_harness.reach(discount=..., ...): what each example uses, along the course's [tool.claims.scope]
+    raise NotImplementedError("fill in {new.module}.py:{new.function}: assert the property of x with ctx.impl")
+'''
+    return f'''
 
 @verifier(kind="{new.kind}")  # registered as {new.verifier}: the module and the function
 def {new.function}(ctx: Context) -> dict[str, object]:
@@ -148,6 +179,24 @@ def {new.function}(ctx: Context) -> dict[str, object]:
     # claims_harness.reach(discount=..., ...): what each witness or example uses, along the course's [tool.claims.scope]
     raise NotImplementedError("fill in {new.module}.py:{new.function}: compute and return the observed values")
 '''
+
+
+def _with_imports(source: str, new: NewClaim) -> str:
+    """``source`` (a verifier module's, or empty for a new one) importing what the stub uses, after its own imports."""
+    wanted = ["Context", "given", "verifier"] if new.kind == "property" else ["Context", "verifier"]
+    bound = _names_bound(source)
+    missing = [name for name in wanted if name not in bound]
+    imports = f"from claims_harness import {', '.join(missing)}\n" if missing else ""
+    if new.kind == "property" and "st" not in bound:
+        imports += "from claims_harness import strategies as st\n"
+    if not source.strip():
+        return f'"""Verifiers for {new.module} claims."""\n\nfrom __future__ import annotations\n\n' + imports
+    body = ast.parse(source).body
+    docstring = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
+    at = max((node.end_lineno or 0 for node in body if isinstance(node, ast.Import | ast.ImportFrom) or
+              node in docstring), default=0)
+    lines = source.splitlines(keepends=True)
+    return "".join([*lines[:at], imports, *lines[at:]])
 
 
 def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]:
@@ -159,16 +208,18 @@ def write(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[str]
     text = text.replace("claims: []", "claims:") if "claims: []" in text else text
     claim_path.write_text(text.rstrip("\n") + "\n" + claim_skeleton(new), encoding="utf-8")
     module_path = verifiers_dir / f"{new.module}.py"
-    existing = module_path.is_file()
-    with module_path.open("a", encoding="utf-8") as handle:
-        handle.write(verifier_stub(new, existing))
+    source = module_path.read_text(encoding="utf-8") if module_path.is_file() else ""
+    module_path.write_text(_with_imports(source, new).rstrip("\n") + "\n" + verifier_stub(new), encoding="utf-8")
     return [
         f"{file}: claim '{new.id}': write the statement, formula, sources (keys of "
         f"{catalogue.course.sources.name}), "
         "limitations, and in expect the numbers exactly as the text prints them",
-        f"{module_path}: {new.function}(): compute the observed values with ctx.impl (declare the functions in "
-        "uses=) and return them in a dict whose keys match expect; call claims_harness.reach(...) with the values each "
-        "witness or example uses along the course's scope dimensions ([tool.claims.scope])",
+        f"{module_path}: {new.function}(): " + (
+            "choose in @given one strategy per argument, then assert the property of each drawn example with "
+            "ctx.impl" if new.kind == "property" else
+            "compute the observed values with ctx.impl and return them in a dict whose keys match expect") +
+        " (declare the functions it calls in uses=); call claims_harness.reach(...) with the values each witness or "
+        "example uses along the course's scope dimensions ([tool.claims.scope])",
         f"{file}: each statement the claim covers says its 'scope:' (what the sentence speaks for); 'claims scope' "
         "shows what the checks reached after a run",
         f"then: claims lint && pytest {file} -k {new.id}; perturb one expected number and see it fail",

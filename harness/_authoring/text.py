@@ -21,7 +21,7 @@ from claims_harness._claims.loading import Catalogue, load_catalogue
 from claims_harness._claims.results_file import RESULTS_FILE, results_if_readable
 from claims_harness._claims.schema import Anchor, Mark
 from claims_harness._text.binding import bindings_of, value_of
-from claims_harness._text.document import FORMULA, Block, Document, numbers_in, read_documents
+from claims_harness._text.document import FORMULA, Block, Document, numbers_in, read_documents, step_in
 from claims_harness._text.drift import CLEAN, TextState
 from claims_harness._text.stamps import format_hold, move_statement, parse_hold, set_marks, set_statement, stamp
 from claims_harness._text.summary import text_overrides, text_state
@@ -97,15 +97,12 @@ def _statement(catalogue: Catalogue, key: str) -> StatementEntry:
 
 
 def _block(documents: Sequence[Document], step: str, position: int) -> Block:
-    for document in documents:
-        if step in document.steps:
-            found = document.steps[step].block(position)
-            if found is None:
-                raise ClaimsError(f"step {step} has blocks 1 to {len(document.steps[step].blocks)} (and 0, its title), "
-                                  f"not {position}; 'claims text show {step}' numbers them")
-            return found
-    known = [step for document in documents for step in document.steps]
-    raise ClaimsError(f"no step {step} in the text{did_you_mean(step, known)}")
+    in_text = step_in(documents, step)
+    found = in_text.block(position)
+    if found is None:
+        raise ClaimsError(f"step {step} has blocks 1 to {len(in_text.blocks)} (and 0, its title), "
+                          f"not {position}; 'claims text show {step}' numbers them")
+    return found
 
 
 def _holds_for(block: Block, asked: Sequence[str] | None, says: str) -> list[str]:

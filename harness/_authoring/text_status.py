@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 from claims_harness._claims.loading import Catalogue
-from claims_harness._text.document import FORMULA, Block, Document
+from claims_harness._text.document import FORMULA, Block, Document, step_in
 from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
 from claims_harness._text.stamps import format_hold
 from claims_harness._text.summary import text_state
-from claims_harness.errors import ClaimsError, did_you_mean, visible
+from claims_harness.errors import visible
 
 
 def state_json(state: TextState) -> dict[str, Any]:
@@ -138,10 +138,8 @@ def print_steps(args: argparse.Namespace, catalogue: Catalogue, documents: list[
     for block, item, count in state.unheld:
         unheld.setdefault(id(block), []).append(format_hold(item, count))
     wanted = set(args.steps)
-    known = {step for document in documents for step in document.steps}
-    unknown = sorted(wanted - known)
-    if unknown:
-        raise ClaimsError(f"no step {unknown[0]} in the text{did_you_mean(unknown[0], known)}")
+    for step in sorted(wanted):
+        step_in(documents, step)  # a step the text does not have is an error naming the nearest
     for document in documents:
         for step in document.steps.values():
             if wanted and step.id not in wanted:

@@ -27,22 +27,19 @@ from typing import Any
 
 import numpy as np
 
+from claims_harness._strategy_base import Filtered, FlatMapped, Mapped, Rejected
 from claims_harness.strategies import (
     Arrays,
     Booleans,
     Builds,
     Composite,
-    Filtered,
-    FlatMapped,
     Floats,
     Fractions,
     Integers,
     Just,
     Lists,
-    Mapped,
     OneOf,
     Permutations,
-    Rejected,
     SampledFrom,
     SearchStrategy,
     Tuples,

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from claims_harness._claims.course import Course, TextSource
 from claims_harness._text.fingerprints import fingerprint, normalise, sketch
-from claims_harness.errors import ClaimsError, visible
+from claims_harness.errors import ClaimsError, did_you_mean, visible
 
 # The module is 82 KB; a text fifty times larger is data pasted by mistake, refused before it is split.
 MAX_TEXT_BYTES = 4 << 20
@@ -146,6 +146,16 @@ def read_documents(course: Course, overrides: dict[str, Path] | None = None) -> 
             seen[step.id] = document.name
         documents.append(document)
     return documents
+
+
+def step_in(documents: Iterable[Document], step: str) -> Step:
+    """The step ``step`` of whichever document has it; a ClaimsError naming the nearest steps otherwise."""
+    documents = list(documents)
+    for document in documents:
+        if step in document.steps:
+            return document.steps[step]
+    known = [name for document in documents for name in document.steps]
+    raise ClaimsError(f"no step {step} in the text{did_you_mean(step, known)}")
 
 
 def read_document(source: TextSource, course: Course, path: Path | None = None) -> Document:
