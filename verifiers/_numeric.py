@@ -1,4 +1,5 @@
-"""Shared numeric helpers for verifiers that compare floating-point results."""
+"""Shared numeric helpers for verifiers that compare floating-point results: the one comparison
+(:func:`assert_close`) and the rounding bound it is given (:func:`rounding_bound`)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,31 @@ def rounding_bound(operations: int, magnitude: float) -> float:
     leaves room for the reference computation's own rounding.
     """
     return 2.0 * max(operations, 1) * EPS * max(magnitude, 1.0)
+
+
+def assert_close(actual: Any, expected: Any, bound: Any, what: str) -> None:
+    """Fail unless every entry of ``actual`` is within ``bound`` of ``expected``: the verifiers' one comparison.
+
+    ``expected`` and ``bound`` broadcast to the shape of ``actual``, never the other way: an implementation's
+    result of the wrong shape fails here rather than being broadcast into agreement. NaN is never close. The
+    ``AssertionError`` names ``what`` was compared, the worst entry, both values, the gap and the bound, so a
+    failing check explains itself without pytest's assert rewriting (and, inside a property, fails its example).
+    """
+    actual = np.asarray(actual, dtype=float)
+    try:
+        expected, bound = (np.broadcast_to(np.asarray(value, dtype=float), actual.shape) for value in (expected, bound))
+    except ValueError:
+        raise AssertionError(f"{what}: the result has shape {actual.shape}, the reference "
+                             f"{np.shape(expected)}") from None
+    gap = np.abs(actual - expected)
+    close = gap <= bound  # False where either side is NaN
+    if close.all():
+        return
+    worst = np.unravel_index(int(np.argmax(np.where(np.isnan(gap), np.inf, gap - bound))), actual.shape)
+    where = f" at {tuple(int(i) for i in worst)}" if actual.shape else ""
+    raise AssertionError(f"{what}{where}: {float(actual[worst])!r} against {float(expected[worst])!r}, off by "
+                         f"{gap[worst]:.3g}, more than the bound {bound[worst]:.3g} ({int((~close).sum())} of "
+                         f"{close.size} entries off)")
 
 
 def central_difference(function: Callable[[np.ndarray], Any], x: np.ndarray, step: float) -> np.ndarray:

@@ -25,7 +25,7 @@ from pydantic import Field
 from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
-from verifiers._numeric import as_written, log_softmax, rounding_bound, smallest
+from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
 from verifiers.tabular import exact_policy_values
 
@@ -70,8 +70,8 @@ def value_loss_gradient_property(ctx: Context, batch: tuple) -> None:
         gradient_rounding = rounding_bound(2, float(abs(v[i] - target[i])))
         rounding = (2 * rounding_bound(4 * len(v), float(max(abs(loss_up), abs(loss_down)))) / float(2 * step)
                     + gradient_rounding)
-        assert abs(gradient[i] - difference) <= rounding, (i, gradient[i], difference, rounding)
-        assert abs(gradient[i] - (v[i] - target[i]) / len(v)) <= gradient_rounding, (i, gradient[i])
+        assert_close(gradient[i], difference, rounding, f"entry {i} of the gradient against the difference quotient")
+        assert_close(gradient[i], (v[i] - target[i]) / len(v), gradient_rounding, f"entry {i} of the gradient")
 
 
 _targets = st.integers(min_value=2, max_value=40).flatmap(
@@ -97,7 +97,7 @@ def explained_variance_property(ctx: Context, batch: tuple) -> None:
     assert ctx.impl.explained_variance(targets.copy(), targets) == 1, "a perfect critic"
     constant_critic = ctx.impl.explained_variance(np.full_like(targets, constant), targets)
     bound = rounding_bound(4 * len(targets), ((float(np.abs(targets).max()) + abs(constant)) / spread) ** 2)
-    assert abs(constant_critic) <= bound, (constant_critic, bound)
+    assert_close(constant_critic, 0.0, bound, "explained variance of a constant critic")
 
 
 _fits = st.tuples(st.integers(1, 4), st.integers(1, 12)).flatmap(
@@ -269,8 +269,8 @@ def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
         argument = float((np.abs(x) @ np.abs(network["policy.w0"]) + np.abs(network["policy.b0"])).max())
         forward_bound = rounding_bound(4 * (p.obs_size + p.hidden), float(
             (np.abs(trunk) @ np.abs(np.hstack([network["policy.w1"], network["value.w1"]]))).max()) * (1 + argument))
-        assert np.abs(output.logits - logits).max() <= forward_bound, "impl's logits differ from the tied network's"
-        assert np.abs(output.values - values).max() <= forward_bound, "impl's values differ from the tied network's"
+        assert_close(output.logits, logits, forward_bound, "impl's logits against the tied network's")
+        assert_close(output.values, values, forward_bound, "impl's values against the tied network's")
 
         log_pi = logits - logits.max(axis=1, keepdims=True)
         log_pi = log_pi - np.log(np.exp(log_pi).sum(axis=1, keepdims=True))
@@ -292,15 +292,15 @@ def shared_trunk_routes_property(ctx: Context) -> dict[str, object]:
         actor = ctx.impl.actor_critic_backward(network, output, d_logits, no_values)
         critic = ctx.impl.actor_critic_backward(network, output, no_logits, d_values)
         critic_branch = by_hand(no_logits, d_values)
-        assert np.abs(_shared_layer_gradient(total) - by_hand(d_logits, d_values)).max() <= bound, "total"
-        assert np.abs(_shared_layer_gradient(actor) - by_hand(d_logits, no_values)).max() <= bound, "actor branch"
-        assert np.abs(_shared_layer_gradient(critic) - critic_branch).max() <= bound, "critic branch"
+        assert_close(_shared_layer_gradient(total), by_hand(d_logits, d_values), bound, "the trunk's total gradient")
+        assert_close(_shared_layer_gradient(actor), by_hand(d_logits, no_values), bound, "the trunk's actor branch")
+        assert_close(_shared_layer_gradient(critic), critic_branch, bound, "the trunk's critic branch")
         assert np.abs(critic_branch).max() > bound, "the critic's branch does not reach the trunk"
         assert not any(np.any(actor[key]) for key in ("value.w1", "value.b1")), "the actor's loss in the value head"
         leaked = ctx.impl.actor_critic_backward(network, output, d_logits, undetached_d_values)
         expected_leak = trunk.T @ undetached_d_values
         leak_bound = rounding_bound(4 * p.batch_size, float(np.abs(undetached_d_values).sum()))
-        assert np.abs(leaked["value.w1"][:, 0] - expected_leak).max() <= leak_bound, "the undetached route"
+        assert_close(leaked["value.w1"][:, 0], expected_leak, leak_bound, "the undetached route to value.w1")
         assert np.abs(expected_leak).max() > leak_bound, "without the stop-gradient nothing would reach the value head"
 
     return check_property(ctx, routes, st.integers(0, 2**32 - 1))
@@ -530,8 +530,7 @@ def actor_step_property(ctx: Context, params: Corridor, seed: int) -> None:
     bound = rounding_bound(4 * (len(s) + params.n_steps) + 16,
                            float(np.abs(theta).max()) + params.actor_lr * (scale + float(np.abs(advantages).max())))
     unnormalised = actor_after(False, params.critic_lr)
-    assert np.abs(unnormalised - expected).max() <= bound, ("not the step of the stored advantages",
-                                                            float(np.abs(unnormalised - expected).max()), bound)
+    assert_close(unnormalised, expected, bound, "the actor's step against that of the stored advantages")
     for normalize in (False, True):
         moved = actor_after(normalize, 3 * params.critic_lr)
         assert np.array_equal(actor_after(normalize, params.critic_lr), moved), \
@@ -555,9 +554,8 @@ def critic_step_property(ctx: Context, params: Corridor, seed: int) -> None:
         for actor_lr in (params.actor_lr, 2 * params.actor_lr):
             _, phi_next = ctx.impl.actor_critic_iteration(theta, phi, rollout, params.gamma, params.gae_lambda,
                                                           actor_lr, params.critic_lr, normalize=normalize)
-            assert np.abs(phi_next - expected).max() <= bound, (
-                "not the step of L_V with the unnormalised targets", normalize, actor_lr,
-                float(np.abs(phi_next - expected).max()), bound)
+            assert_close(phi_next, expected, bound, f"the critic's step (normalize={normalize}, actor_lr={actor_lr}) "
+                         "against that of L_V with the unnormalised targets")
 
 
 @verifier(kind="exact", uses=("collect_rollout", "gae_advantages"), params=Corridor)

@@ -15,12 +15,10 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
-from sympy import QQ
-from sympy.polys.matrices import DomainMatrix
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, over, probability_rows, softmax_score, softmax_scores
+from verifiers._exact import as_fractions, exact_solve, over, probability_rows, softmax_score, softmax_scores
 from verifiers._numeric import rounding_bound
 from verifiers._params import PositiveFractions
 from verifiers._reach import reach_mdp
@@ -315,19 +313,6 @@ def advantage_mean_zero_property(ctx: Context, case: tuple[list[int], list[Fract
 
 
 # --------------------------------------------------------------------------- exact policy evaluation
-
-
-def exact_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """x with ``matrix @ x = rhs``, over the rationals (sympy's ``DomainMatrix`` over QQ), independently of impl."""
-    size = len(rhs)
-
-    def rational(x: Fraction | int) -> object:
-        x = Fraction(x)
-        return QQ(x.numerator, x.denominator)
-
-    system = DomainMatrix([[rational(x) for x in row] for row in matrix], (size, size), QQ)
-    solution = system.lu_solve(DomainMatrix([[rational(x)] for x in rhs], (size, 1), QQ))
-    return np.array([Fraction(int(x.numerator), int(x.denominator)) for x in solution.to_list_flat()], dtype=object)
 
 
 def exact_policy_evaluation(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fraction

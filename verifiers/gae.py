@@ -25,7 +25,7 @@ from pydantic import Field
 from claims_harness import Context, Declined, NoParams, Unsupported, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import over
-from verifiers._numeric import as_written, rounding_bound
+from verifiers._numeric import as_written, assert_close, rounding_bound
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
 EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
@@ -102,7 +102,7 @@ def telescoping_property(ctx: Context, segment: tuple[np.ndarray, np.ndarray, bo
         discounts = gamma ** np.arange(length - t)
         expected = discounts @ rewards[t:] + gamma ** (length - t) * tail - values[t]
         bound = rounding_bound(4 * length, np.abs(rewards).sum() + np.abs(values).sum())
-        assert abs(advantages[t] - expected) <= bound, (t, advantages[t], expected, bound)
+        assert_close(advantages[t], expected, bound, f"the λ = 1 advantage at step {t}")
 
 
 # Buffers built from events ------------------------------------------------------------------
@@ -272,8 +272,7 @@ def n_step_definition_float_property(ctx: Context, buffer: tuple) -> None:
         for env, column in enumerate(columns):
             expected = [_n_step_definition(*column, gamma, n, t) for t in range(length)]
             bound = _column_bound(column)
-            assert np.all(np.abs(estimate[:, env] - np.array(expected)) <= bound), (n, env, estimate[:, env],
-                                                                                   expected)
+            assert_close(estimate[:, env], np.array(expected), bound, f"the {n}-step estimate of env {env}")
 
 
 # Step 4.3.3: the recursion, its sum, λ = 0, the mixture of n-step estimates, value targets ----
@@ -366,7 +365,7 @@ def recursion_equals_sum_property(ctx: Context, arrays: tuple) -> None:
     expected = _fragment_sums(*arrays)
     assert advantages.shape == expected.shape, (advantages.shape, expected.shape)
     bound = _array_bound(*arrays[:3])
-    assert np.all(np.abs(advantages - expected) <= bound), (advantages, expected, bound)
+    assert_close(advantages, expected, bound, "GAE against the explicit sum over each fragment")
 
 
 @verifier(kind="property", uses=("gae_advantages", "td_errors"))
@@ -379,9 +378,9 @@ def lambda_zero_property(ctx: Context, arrays: tuple) -> None:
     advantages = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, 0.0)
     written_out = r + gamma * (1 - terminated) * v_next - v
     bound = rounding_bound(4, float(np.abs(r).max() + np.abs(v).max() + np.abs(v_next).max()))
-    assert np.all(np.abs(advantages - written_out) <= bound), (advantages, written_out)
-    impl_delta = ctx.impl.td_errors(r, v, v_next, terminated, gamma)
-    assert np.all(np.abs(advantages - impl_delta) <= bound), (advantages, impl_delta)
+    assert_close(advantages, written_out, bound, "GAE at λ = 0 against the TD error written out")
+    assert_close(advantages, ctx.impl.td_errors(r, v, v_next, terminated, gamma), bound,
+                 "GAE at λ = 0 against impl's td_errors")
 
 
 _terminal_episodes = st.integers(min_value=1, max_value=12).flatmap(
@@ -470,14 +469,14 @@ def value_targets_property(ctx: Context, buffer: tuple) -> None:
     kept = advantages.copy()
     targets = ctx.impl.value_targets(arrays["v_t"], advantages)
     bound = rounding_bound(1, float(np.abs(arrays["v_t"]).max() + np.abs(advantages).max()))
-    assert np.all(np.abs(targets - (arrays["v_t"] + advantages)) <= bound), (targets, advantages)
+    assert_close(targets, arrays["v_t"] + advantages, bound, "the value targets against V + Â")
     normalized = ctx.impl.normalize_advantages(advantages)
     assert np.array_equal(advantages, kept), "normalisation changed the advantages it was given"
     assert np.array_equal(ctx.impl.value_targets(arrays["v_t"], advantages), targets), "targets moved"
     spread = float(np.std(advantages))
     if spread > 0:
         bound = rounding_bound(4 * advantages.size, float(np.abs(advantages).max()) / spread)
-        assert abs(float(np.mean(normalized))) <= bound, np.mean(normalized)
+        assert_close(np.mean(normalized), 0.0, bound, "the mean of the normalised advantages")
         assert float(np.std(normalized)) <= 1 + bound, np.std(normalized)
     if spread >= 1:
         # std(Â) / (std(Â) + eps) >= 1 - eps for a spread of at least 1; dividing by the sample standard
@@ -552,8 +551,8 @@ def target_minus_prediction_float_property(ctx: Context, buffer: tuple) -> None:
         v, bound = np.array(column[2]), 2 * _column_bound(column)
         for name, target in written.items():
             expected = np.array(target)
-            assert np.all(np.abs(estimates[name][:, env] - (expected - v)) <= bound), (name, env)
-            assert np.all(np.abs(value_targets[name][:, env] - expected) <= bound), (name, env)
+            assert_close(estimates[name][:, env], expected - v, bound, f"{name}'s estimate in env {env}")
+            assert_close(value_targets[name][:, env], expected, bound, f"{name}'s value target in env {env}")
 
 
 # Step 4.3.4: termination, truncation and the buffer's edge --------------------------------------
@@ -649,7 +648,7 @@ def four_events_property(ctx: Context, buffer: tuple) -> None:
     for env, column in enumerate(columns):
         expected = np.array(reference_gae(*column, gamma, lambda_))
         bound = _column_bound(column)
-        assert np.all(np.abs(advantages[:, env] - expected) <= bound), (env, advantages[:, env], expected)
+        assert_close(advantages[:, env], expected, bound, f"GAE of env {env} against the reference from the events")
 
 
 def single_done_gae(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence, gamma: object,
@@ -718,7 +717,7 @@ def single_done_bias_property(ctx: Context, buffer: tuple) -> None:
             end = fragment_end(events, t)
             bias = single_flag[t] - targets[t, env]
             expected = -gamma * (gamma * lambda_) ** (end - t) * v_next[end] if events[end] == TRUNCATED else 0.0
-            assert abs(bias - expected) <= bound, (env, t, bias, expected)
+            assert_close(bias, expected, bound, f"the single-flag target's bias in env {env} at step {t}")
             if abs(expected) > bound:
                 assert np.sign(bias) == -np.sign(v_next[end]), (env, t, bias, v_next[end])
 
@@ -751,7 +750,7 @@ def streaming_property(ctx: Context, split_buffer: tuple) -> None:
     streamed_whole = np.concatenate(streamed)
     for env, column in enumerate(columns):
         bound = _column_bound(column)
-        assert np.all(np.abs(streamed_whole[:, env] - whole[:, env]) <= bound), (env, streamed_whole, whole)
+        assert_close(streamed_whole[:, env], whole[:, env], bound, f"streamed GAE of env {env} against the unsplit")
 
 
 def truncated_lambda_return_advantages(events: Sequence[str], r: Sequence, v: Sequence, v_next: Sequence,
@@ -787,11 +786,12 @@ def batch_cut_property(ctx: Context, split_buffer: tuple) -> None:
             part = (events[piece], r[piece], v[piece], v_next[piece])
             bound = _column_bound((events, r, v, v_next))
             expected = np.array(truncated_lambda_return_advantages(*part, gamma, lambda_))
-            assert np.all(np.abs(batch[:, env] - expected) <= bound), (env, piece, batch[:, env], expected)
+            assert_close(batch[:, env], expected, bound, f"GAE of env {env} on the piece {piece.start}:{piece.stop} "
+                         "against the truncated λ-return")
             end = piece.stop - 1
             if end + 1 < len(events) and events[end] == ORDINARY:
                 for t in range(piece.start, end + 1):
                     if fragment_end(events, t) >= end:
                         tail = (gamma * lambda_) ** (end - t + 1) * whole[end + 1, env]
-                        difference = whole[t, env] - tail - batch[t - piece.start, env]
-                        assert abs(difference) <= bound, (env, t, difference)
+                        assert_close(batch[t - piece.start, env], whole[t, env] - tail, bound,
+                                     f"the piece's GAE of env {env} at step {t} against the unsplit less the tail")

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound
 
 
 @verifier(kind="symbolic")
@@ -94,7 +94,7 @@ def k3_unbiased_property(ctx: Context, logits: tuple[np.ndarray, np.ndarray]) ->
     kl = p_old @ (log_old - log_new)
     magnitude = float(p_old @ (np.exp(log_new - log_old) + np.abs(log_new - log_old)))
     bound = rounding_bound(8 * len(p_old), magnitude)
-    assert abs(expectation - kl) <= bound, (expectation, kl, bound)
+    assert_close(expectation, kl, bound, "Σ_a π_old(a) k3(a) against KL(π_old || π)")
 
 
 class FiniteBatch(NoParams):

@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 from claims_harness import Context, NoParams, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, random_exact_mdp, softmax_scores
-from verifiers._numeric import as_written, largest_magnitude, log_softmax, rounding_bound
+from verifiers._numeric import as_written, assert_close, largest_magnitude, log_softmax, rounding_bound
 from verifiers._params import Distribution, PositiveDistribution
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.policy_gradient import (
@@ -264,7 +264,7 @@ def sampled_term_sign_property(ctx: Context, example: tuple[np.ndarray, int, int
     pi = np.exp(log_softmax(logits[state]))
     reference = step_size * weight * (np.eye(n_actions)[action] - pi)
     bound = rounding_bound(8 * n_actions, abs(step_size * weight))
-    assert np.abs(step[state] - reference).max() <= bound, (step[state], reference, bound)
+    assert_close(step[state], reference, bound, "row s of the step against η w (e_a - π(·|s))")
     assert np.all(np.delete(step, state, axis=0) == 0), ("a row other than s moved", step)
     if weight == 0:
         assert np.all(step == 0), step

@@ -23,7 +23,7 @@ from pydantic import Field
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions
-from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 from verifiers.actor_critic import (
     Chain,
@@ -82,11 +82,11 @@ def explained_variance_share_property(ctx: Context, batch: tuple) -> None:
         fit_bound = rounding_bound(8 * len(y), ((float(np.abs(y).max()) + float(np.abs(fit).max()) + 1)
                                                 / spread) ** 2)
         observed = ctx.impl.explained_variance(fit, y.copy())
-        assert abs(observed - share) <= fit_bound, ("least-squares fit", observed, share, fit_bound)
+        assert_close(observed, share, fit_bound, "explained variance of the least-squares fit against Var[V] / Var[V̂]")
     alpha = sixteenths / 16
     shrunk = y.mean() + alpha * (y - y.mean())
     observed = ctx.impl.explained_variance(shrunk, y.copy())
-    assert abs(observed - (1 - (1 - alpha) ** 2)) <= bound, ("shrunk", alpha, observed, bound)
+    assert_close(observed, 1 - (1 - alpha) ** 2, bound, f"explained variance of the predictions shrunk by α = {alpha}")
 
 
 # ------------------------------------------------------------------ 4.3.2: a long target's variance grows with it
@@ -253,7 +253,7 @@ def edge_tail_weight_property(ctx: Context, draw: tuple) -> None:
     if gamma * lambda_ < 1:
         assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
     else:
-        assert abs(margin) <= 2 * _tail_bound(length + 1), ("with γλ = 1 every step carries the whole tail", means)
+        assert_close(margin, 0.0, 2 * _tail_bound(length + 1), "with γλ = 1, the shorter buffer's extra mean tail")
     shares = []
     for k in (pieces, pieces + 1):
         carrying = 0
@@ -262,7 +262,7 @@ def edge_tail_weight_property(ctx: Context, draw: tuple) -> None:
             coefficients = _tail_coefficients(ctx, length, gamma, lambda_, last, rng)
             carrying += int(np.sum(np.abs(coefficients) > _tail_bound(length)))
             if last:
-                assert np.all(np.abs(coefficients) <= _tail_bound(length)), ("a terminal bootstraps", coefficients)
+                assert_close(coefficients, 0.0, _tail_bound(length), "the tail coefficients before a terminal")
         shares.append(Fraction(carrying, k * length))
     assert shares == [Fraction(k - 1, k) for k in (pieces, pieces + 1)], ("share of steps with a tail", shares)
     assert shares[1] > shares[0], shares
@@ -408,17 +408,17 @@ def single_use_step_property(ctx: Context, problem: dict) -> None:
     rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
     rho = np.full(len(rewards), 1 / len(rewards))
     pi = np.exp(log_softmax(theta))
-    gap = np.abs(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current")
-                 - _policy_gradient(theta, rewards, rho))
-    assert gap.max() <= _step_bound(rewards, phi, theta, lr), ("not the collecting policy's gradient", gap)
-    changed = theta + lr * _policy_gradient(theta, rewards, rho)
+    gradient = _policy_gradient(theta, rewards, rho)
+    assert_close(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current"), gradient,
+                 _step_bound(rewards, phi, theta, lr), "the expected step against the collecting policy's gradient")
+    changed = theta + lr * gradient
     bound = _step_bound(rewards, phi, changed, lr)
     reused = _expected_step(ctx, changed, phi, rewards, rho, pi, lr, "old")
-    gap = np.abs(reused - _old_data_step(changed, rewards, phi, rho, pi))
-    assert gap.max() <= bound, ("a reused batch's step is not the old data's average", gap)
+    assert_close(reused, _old_data_step(changed, rewards, phi, rho, pi), bound,
+                 "a reused batch's expected step against the old data's average")
     fresh = _expected_step(ctx, changed, phi, rewards, rho, np.exp(log_softmax(changed)), lr, "current")
-    gap = np.abs(fresh - _policy_gradient(changed, rewards, rho))
-    assert gap.max() <= bound, ("a fresh batch's step is not the changed policy's gradient", gap)
+    assert_close(fresh, _policy_gradient(changed, rewards, rho), bound,
+                 "a fresh batch's expected step against the changed policy's gradient")
 
 
 class OneStepBatch(NoParams):

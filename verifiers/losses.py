@@ -26,7 +26,7 @@ from pydantic import Field
 
 from claims_harness import Context, NoParams, assume, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import EPS, rounding_bound
+from verifiers._numeric import EPS, assert_close, rounding_bound
 
 # A linear loss has no truncation error: the step only trades nothing for rounding, so a large one is best.
 _LINEAR_STEP = 2.0**-4
@@ -126,11 +126,8 @@ def _ratio_gradient_check(ctx: Context, name: str, args: tuple, ratio: np.ndarra
     assume(all(float(np.abs(log_ratio - kink).min()) > 2 * step for kink in kinks))
     expected = np.where(flowing, -weights * ratio * adv_bt, 0.0)
     bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + rounding_bound(4, float(terms.max()))
-    numeric = _gradient(ctx, name, args, step)
-    worst = float(np.abs(numeric - expected).max())
-    assert worst <= bound, (f"the gradient of {name} with respect to logp ({shapes}; differences' h = {step:.3g}) "
-                            f"is off the ratio-weighted -mask r Â / Σ mask by {worst:.3g} > bound {bound:.3g}: "
-                            f"{numeric.tolist()} against {expected.tolist()}")
+    assert_close(_gradient(ctx, name, args, step), expected, bound, f"the gradient of {name} with respect to logp "
+                 f"({shapes}; differences' h = {step:.3g}) against the ratio-weighted -mask r Â / Σ mask")
 
 
 @verifier(kind="property", uses=("reinforce_loss",))
@@ -150,13 +147,11 @@ def reinforce_loss_property(ctx: Context, batch: tuple) -> None:
 
     scale = float(np.abs(weights * adv_bt * logp).sum()) + float(np.abs(weights * adv_bt).sum())
     value, expected = loss(logp), -_masked_mean(adv_bt * logp, mask)
-    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, scale), \
-        f"reinforce_loss({shapes}) = {value!r}, expected -Σ mask Â logp / Σ mask = {expected!r}"
-    numeric = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
+    assert_close(value, expected, rounding_bound(4 * logp.size + 8, scale),
+                 f"reinforce_loss({shapes}) against -Σ mask Â logp / Σ mask")
     bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
-    assert float(np.abs(numeric + weights * adv_bt).max()) <= bound, \
-        f"the gradient of reinforce_loss ({shapes}) is {numeric.tolist()}, expected -mask Â / Σ mask = " \
-        f"{(-weights * adv_bt).tolist()}"
+    assert_close(_gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP), -weights * adv_bt, bound,
+                 f"the gradient of reinforce_loss ({shapes}) against -mask Â / Σ mask")
 
 
 @verifier(kind="property", uses=("surrogate_loss",))
@@ -176,8 +171,8 @@ def surrogate_loss_property(ctx: Context, batch: tuple) -> None:
         return _scalar("surrogate_loss", ctx.impl.surrogate_loss(x, logp_old, adv, mask), shapes)
 
     value, expected = loss(logp), -_masked_mean(ratio * adv_bt, mask)
-    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
-        f"surrogate_loss({shapes}) = {value!r}, expected -Σ mask r Â / Σ mask = {expected!r}"
+    assert_close(value, expected, rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2),
+                 f"surrogate_loss({shapes}) against -Σ mask r Â / Σ mask")
     _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp_old, adv, mask), ratio, adv_bt, weights,
                           np.ones(logp.shape, bool), shapes)
 
@@ -214,11 +209,10 @@ def ppo_clip_loss_property(ctx: Context, batch: tuple) -> None:
     default = ctx.params.default_epsilon
     by_default = _scalar("ppo_clip_loss", ctx.impl.ppo_clip_loss(logp, logp_old, adv, mask=mask), shapes)
     at_default = -_masked_mean(np.minimum(ratio * adv_bt, np.clip(ratio, 1 - default, 1 + default) * adv_bt), mask)
-    assert abs(by_default - at_default) <= rounding_bound(4 * logp.size + 8, float(np.abs(adv_bt).max()) * 2), \
-        f"ppo_clip_loss({shapes}) without eps = {by_default!r}, expected the loss at eps = {default}: " \
-        f"{at_default!r}"
-    assert abs(value - expected) <= rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2), \
-        f"ppo_clip_loss({shapes}) = {value!r}, expected -Σ mask min(r Â, clip(r) Â) / Σ mask = {expected!r}"
+    assert_close(by_default, at_default, rounding_bound(4 * logp.size + 8, float(np.abs(adv_bt).max()) * 2),
+                 f"ppo_clip_loss({shapes}) without eps against the loss at eps = {default}")
+    assert_close(value, expected, rounding_bound(4 * logp.size + 8, float(np.abs(weights * adv_bt).sum()) * 2),
+                 f"ppo_clip_loss({shapes}) against -Σ mask min(r Â, clip(r) Â) / Σ mask")
     _ratio_gradient_check(ctx, "ppo_clip_loss", (logp, logp_old, adv, eps, mask), ratio, adv_bt, weights,
                           ~_active(ratio, adv_bt, eps), shapes, kinks=(math.log1p(eps), math.log1p(-eps)))
 
@@ -240,8 +234,8 @@ def key_test_property(ctx: Context, batch: tuple) -> None:
     reinforce_gradient = _gradient(ctx, "reinforce_loss", (logp, adv, mask), _LINEAR_STEP)
     reinforce_bound = rounding_bound(4 * logp.size + 8, scale) / _LINEAR_STEP
     # reinforce_loss against its own definition first: a wrong one must not read as a wrong surrogate.
-    assert float(np.abs(reinforce_gradient + weights * adv_bt).max()) <= reinforce_bound, \
-        f"the gradient of reinforce_loss ({shapes}) is {reinforce_gradient.tolist()}, expected -mask Â / Σ mask"
+    assert_close(reinforce_gradient, -weights * adv_bt, reinforce_bound,
+                 f"the gradient of reinforce_loss ({shapes}) against -mask Â / Σ mask")
     # logp_old is handed in as logp itself, as a trainer's first epoch has it: a loss that does not detach it
     # differentiates a constant ratio and gets no gradient at all.
     for name, args in (("surrogate_loss", (logp, at_old, adv, mask)),
@@ -252,11 +246,8 @@ def key_test_property(ctx: Context, batch: tuple) -> None:
         third = float(terms.max())
         step = _curved_step(evaluation_rounding, third)
         bound = step**2 / 6 * third * math.exp(step) + evaluation_rounding / step + reinforce_bound
-        gradient = _gradient(ctx, name, args, step, tied=(1,))
-        gap = float(np.abs(gradient - reinforce_gradient).max())
-        assert gap <= bound, (f"at logp = logp_old ({shapes}) the gradient of {name} differs from reinforce_loss's "
-                              f"by {gap:.3g} > bound {bound:.3g}: {gradient.tolist()} against "
-                              f"{reinforce_gradient.tolist()}")
+        assert_close(_gradient(ctx, name, args, step, tied=(1,)), reinforce_gradient, bound,
+                     f"at logp = logp_old ({shapes}) the gradient of {name} against reinforce_loss's")
     _ratio_gradient_check(ctx, "surrogate_loss", (logp, logp - log_ratio, adv, mask), np.exp(log_ratio), adv_bt,
                           weights, np.ones(logp.shape, bool), shapes)
 
@@ -291,9 +282,8 @@ def clip_diagnostics_property(ctx: Context, batch: tuple) -> None:
         for key, expected in (("outside_fraction", _masked_mean(outside, mask)),
                               ("active_fraction", _masked_mean(active, mask))):
             found = _fraction("clip_diagnostics", diagnostics, key)
-            assert abs(found - expected) <= rounding_bound(4, 1.0), \
-                f"clip_diagnostics({shapes}, eps {epsilon})['{key}'] = {found!r}, expected {expected!r} over " \
-                "the masked tokens"
+            assert_close(found, expected, rounding_bound(4, 1.0),
+                         f"clip_diagnostics({shapes}, eps {epsilon})['{key}'] against the masked tokens' share")
 
 
 # Rewards of groups [..., G]: up to two leading axes, scalar rewards or verifiable 0/1 ones.
@@ -318,5 +308,4 @@ def group_baselines_property(ctx: Context, rewards: np.ndarray) -> None:
     for name, expected in (("mean_baseline", mean), ("rloo_baseline", others)):
         found = np.asarray(getattr(ctx.impl, name)(rewards), dtype=float)
         assert found.shape == rewards.shape, f"{name}(rewards {rewards.shape}) returned shape {found.shape}"
-        assert float(np.abs(found - expected).max()) <= bound, \
-            f"{name}({rewards.tolist()}) = {found.tolist()}, expected {expected.tolist()}"
+        assert_close(found, expected, bound, f"{name}(rewards {rewards.shape})")

@@ -24,7 +24,14 @@ from pydantic import Field, model_validator
 from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, softmax_score, softmax_scores
-from verifiers._numeric import as_written, central_difference, largest_magnitude, log_softmax, rounding_bound
+from verifiers._numeric import (
+    as_written,
+    assert_close,
+    central_difference,
+    largest_magnitude,
+    log_softmax,
+    rounding_bound,
+)
 from verifiers._params import Distribution, PositiveDistribution
 from verifiers._reach import reach_bandit, reach_mdp, transitions_of
 from verifiers._sampling import categorical
@@ -467,12 +474,12 @@ def softmax_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> Non
     categories = len(logits)
     reach(actions=categories)
     magnitude = float(np.abs(logits).max()) + math.log(categories)
-    reference_gap = np.abs(ctx.impl.log_softmax(logits) - log_softmax(logits)).max()
-    assert reference_gap <= rounding_bound(4 * categories, magnitude), reference_gap
+    assert_close(ctx.impl.log_softmax(logits), log_softmax(logits), rounding_bound(4 * categories, magnitude),
+                 "impl's log_softmax against the verifier's")
     numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
     score = ctx.impl.softmax_score(logits, action)
     bound = step**2 / 60 + rounding_bound(4 * categories, magnitude) / step
-    assert np.abs(score - numeric).max() <= bound, (score, numeric, bound)
+    assert_close(score, numeric, bound, f"impl's softmax_score(action {action}) against the central difference")
 
 
 # --------------------------------------------------------------------------- 4.1.3
@@ -568,13 +575,11 @@ def trajectory_score_property(ctx: Context, example: tuple[_MDP, np.ndarray, int
     magnitude = float(np.abs(log_probability(theta)).max() + np.abs(theta).max())
     bound = (step**2 / 6 * horizon * third_derivative
              + rounding_bound(horizon * (theta.shape[1] + 10), magnitude) / step)
-    numeric = central_difference(log_probability, theta, step)
-    for index in np.ndindex(theta.shape):
-        at = (..., *index)
-        assert np.abs(score[at] - numeric[at]).max() <= bound, (index, score[at], numeric[at])
+    assert_close(score, central_difference(log_probability, theta, step), bound,
+                 "impl's trajectory_score [trajectory, s, a] against the central difference of log p")
     if mdp.P_alt is None:
-        policy_sum = ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0)
-        assert np.abs(score - policy_sum).max() <= rounding_bound(4 * horizon, horizon), (score, policy_sum)
+        assert_close(score, ctx.impl.tabular_softmax_score(theta, s_t[:-1], a_t).sum(axis=0),
+                     rounding_bound(4 * horizon, horizon), "impl's trajectory_score against its summed step scores")
 
 
 @verifier(kind="counterexample",
@@ -662,8 +667,7 @@ def expected_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> No
     reach(actions=categories)
     pi = ctx.impl.softmax(logits)
     scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
-    expectation = pi @ scores
-    assert np.abs(expectation).max() <= rounding_bound(4 * categories, 1.0), expectation
+    assert_close(pi @ scores, 0.0, rounding_bound(4 * categories, 1.0), "Σ_a π(a) score(a)")
 
 
 class ExactMDP(NoParams):
@@ -878,7 +882,7 @@ def discounted_visitation_property(ctx: Context) -> dict[str, object]:
         trajectories = n_states ** (horizon + 1) * n_actions**horizon
         bound = rounding_bound(trajectories * (horizon + 4) + horizon * (n_states**2 * n_actions + 10),
                                horizon * max(largest, float(np.abs(mdp.R).max())))
-        assert np.abs(exact - discounted).max() <= bound, (exact, discounted, bound)
+        assert_close(exact, discounted, bound, "impl's objective_gradient against the recursions' (visits discounted)")
         differs += bool(np.abs(exact - undiscounted).max() > bound)
 
     found = check_property(ctx, agrees, _random_mdps())
@@ -916,12 +920,11 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
         largest = largest_return(mdp.R, horizon, gamma)
         summation = rounding_bound(len(probability) * (horizon + 4), horizon * largest)
         bound = objective_difference_bound(mdp, horizon, gamma, step) + summation
-        assert np.abs(expectation - numeric).max() <= bound, (expectation, numeric, bound)
-        assert np.abs(exact - numeric).max() <= bound, (exact, numeric, bound)
-        objective_gap = abs(ctx.impl.objective(mdp, theta, horizon, gamma)
-                            - reference_objective(mdp, theta, horizon, gamma))
-        assert objective_gap <= rounding_bound(len(probability) + horizon * (theta.shape[1] + 5), largest), \
-            objective_gap
+        assert_close(expectation, numeric, bound, f"the expected REINFORCE estimate ({weights}) against ∇J_γ's")
+        assert_close(exact, numeric, bound, "impl's objective_gradient against the central difference of J_γ")
+        assert_close(ctx.impl.objective(mdp, theta, horizon, gamma), reference_objective(mdp, theta, horizon, gamma),
+                     rounding_bound(len(probability) + horizon * (theta.shape[1] + 5), largest),
+                     "impl's objective against the verifier's J_γ")
 
     return check_property(ctx, agrees, _random_mdps())
 

@@ -14,8 +14,17 @@ from pydantic import Field
 
 from claims_harness import Context, NoParams, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, probability_rows
-from verifiers._numeric import EPS, as_written, central_difference, largest, log_softmax, rounding_bound, smallest
+from verifiers._exact import as_fractions, exact_solve, probability_rows
+from verifiers._numeric import (
+    EPS,
+    as_written,
+    assert_close,
+    central_difference,
+    largest,
+    log_softmax,
+    rounding_bound,
+    smallest,
+)
 from verifiers._params import Distribution
 from verifiers._reach import reach_mdp, transitions_of
 
@@ -38,7 +47,7 @@ def ratio_from_log_probabilities_property(ctx: Context, pair: tuple[float, float
     ratio = float(ctx.impl.probability_ratios(np.log([new]), np.log([old]))[0])
     quotient = new / old
     bound = rounding_bound(4, quotient * (1 + abs(np.log(new)) + abs(np.log(old))))
-    assert abs(ratio - quotient) <= bound, (ratio, quotient, bound)
+    assert_close(ratio, quotient, bound, "impl's ratio against π / π_old")
     if abs(new - old) > bound * old:
         assert (ratio > 1) == (new > old), (ratio, new, old)
 
@@ -482,7 +491,7 @@ def trajectory_ratio_importance_property(ctx: Context, witness: tuple[np.ndarray
     for path, product in zip(paths, products, strict=True):
         exact = np.prod([pi_new[s, a] / pi_old[s, a] for s, a in path])
         bound = rounding_bound(8 * horizon, float(exact) * (1 + 2 * horizon * largest_log))
-        assert abs(float(product) - float(exact)) <= bound, (path, float(product), float(exact), bound)
+        assert_close(float(product), float(exact), bound, f"the product of impl's ratios along {path}")
 
 
 class TokenRatios(NoParams):
@@ -570,20 +579,6 @@ def ratio_product_variance_exact(ctx: Context) -> dict[str, object]:
 # --------------------------------------------------------------------------- 4.4.2 TRPO's lower bound
 
 
-def _solve_exact(matrix: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
-    """x with matrix x = rhs, by Gaussian elimination in Fractions (the matrices here are I - γ P_π, invertible)."""
-    size = len(rhs)
-    rows = [list(row) + [value] for row, value in zip(matrix, rhs, strict=True)]
-    for column in range(size):
-        pivot = next(r for r in range(column, size) if rows[r][column] != 0)
-        rows[column], rows[pivot] = rows[pivot], rows[column]
-        for r in range(size):
-            if r != column and rows[r][column] != 0:
-                factor = rows[r][column] / rows[column][column]
-                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[column], strict=True)]
-    return [rows[r][size] / rows[r][r] for r in range(size)]
-
-
 class _Evaluation(NamedTuple):
     eta: Fraction
     advantages: list[list[Fraction]]
@@ -599,9 +594,9 @@ def _evaluate_policy(mdp: dict[str, object], pi: list[list[Fraction]]) -> _Evalu
     states, actions = range(len(initial)), range(len(rewards[0]))
     kernel = [[sum(pi[s][a] * transitions[s][a][t] for a in actions) for t in states] for s in states]
     system = [[(1 if s == t else 0) - gamma * kernel[s][t] for t in states] for s in states]
-    values = _solve_exact(system, [sum(pi[s][a] * rewards[s][a] for a in actions) for s in states])
+    values = exact_solve(system, [sum(pi[s][a] * rewards[s][a] for a in actions) for s in states])
     transposed = [[system[t][s] for t in states] for s in states]
-    visitation = _solve_exact(transposed, list(initial))
+    visitation = list(exact_solve(transposed, list(initial)))
     advantages = [[rewards[s][a] + gamma * sum(transitions[s][a][t] * values[t] for t in states) - values[s]
                    for a in actions] for s in states]
     return _Evaluation(sum(initial[s] * values[s] for s in states), advantages, visitation)
@@ -851,7 +846,7 @@ def clipping_never_blocks_correction_property(ctx: Context, case: tuple[float, f
     if moved_past:
         assert gradient == 0, (advantage, ratio, epsilon, gradient)
     else:
-        assert abs(gradient - ratio * advantage) <= EPS * abs(ratio * advantage), (advantage, ratio, gradient)
+        assert_close(gradient, ratio * advantage, EPS * abs(ratio * advantage), "the unclipped gradient against r Â")
         assert gradient != 0, ("the clip blocks a gradient it should pass", advantage, ratio, epsilon)
     assert gradient * advantage >= 0, (advantage, ratio, gradient)
 
@@ -903,8 +898,8 @@ def clip_diagnostics_property(ctx: Context, case: tuple[list[float], list[float]
     outside = (ratios < 1 - epsilon) | (ratios > 1 + epsilon)
     active = ((advantages > 0) & (ratios > 1 + epsilon)) | ((advantages < 0) & (ratios < 1 - epsilon))
     diagnostics = ctx.impl.ratio_clip_diagnostics(ratios, advantages, epsilon)
-    assert abs(float(diagnostics.outside_fraction) - outside.mean()) <= EPS, ("outside", diagnostics)
-    assert abs(float(diagnostics.active_fraction) - active.mean()) <= EPS, ("active", diagnostics)
+    assert_close(float(diagnostics.outside_fraction), outside.mean(), EPS, "outside_fraction")
+    assert_close(float(diagnostics.active_fraction), active.mean(), EPS, "active_fraction")
 
 
 class SharedLogits(NoParams):
@@ -1016,13 +1011,13 @@ def total_loss_composition_property(ctx: Context, batch: tuple) -> None:
                           + entropy_coef * p * (log_p + h[:, None]) / n)
     magnitude = float(np.abs(r * advantages).max() + value_coef * ((values - targets) ** 2).max() + 5)
     bound = rounding_bound(8 * n, magnitude * (1 + 4 * np.abs(log_ratio).max()))
-    assert abs(loss - reference) <= bound, (loss, reference, bound)
-    assert np.abs(d_logits - reference_d_logits).max() <= bound / n * 4, (d_logits, reference_d_logits)
+    assert_close(loss, reference, bound, "impl's PPO loss against its definition")
+    assert_close(d_logits, reference_d_logits, bound / n * 4, "the loss's gradient with respect to the logits")
     # The entropy and its gradient act along the last axis whatever the leading ones ([..., K]).
     stacked = logits[None]
     stacked_entropy = np.asarray(ctx.impl.categorical_entropy(stacked))
     stacked_grad = np.asarray(ctx.impl.categorical_entropy_grad(stacked))
     assert stacked_entropy.shape == (1, n) and stacked_grad.shape == (1, n, 3), (stacked_entropy.shape,
                                                                                 stacked_grad.shape)
-    assert np.abs(stacked_entropy[0] - h).max() <= bound, (stacked_entropy, h)
-    assert np.abs(stacked_grad[0] + p * (log_p + h[:, None])).max() <= bound, (stacked_grad, p)
+    assert_close(stacked_entropy[0], h, bound, "categorical_entropy of the logits stacked [1, N, K]")
+    assert_close(stacked_grad[0], -p * (log_p + h[:, None]), bound, "categorical_entropy_grad of the stacked logits")

@@ -17,7 +17,7 @@ from scipy.special import log_softmax, softmax
 
 from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._numeric import central_difference, largest, rounding_bound, smallest
+from verifiers._numeric import assert_close, central_difference, largest, rounding_bound, smallest
 
 # --------------------------------------------------------------------------- 4.5.1: mask and causal shift
 
@@ -191,9 +191,9 @@ def log_prob_chain_rule_property(ctx: Context, layout: tuple[list[int], list[int
         product = np.prod([softmax(logits[row, k - 1])[tokens[row, k]] for k in scored])
         magnitude = float(np.abs(log_terms).sum())
         bound = rounding_bound(4 * len(scored) * vocabulary, magnitude)
-        assert abs(observed[row] - sum(log_terms)) <= bound, (row, observed[row], sum(log_terms))
-        assert abs(np.exp(observed[row]) - product) <= product * (bound + rounding_bound(4 * len(scored), 1.0)), \
-            (row, np.exp(observed[row]), product)
+        assert_close(observed[row], sum(log_terms), bound, f"impl's sequence log-probability of row {row}")
+        assert_close(np.exp(observed[row]), product, product * (bound + rounding_bound(4 * len(scored), 1.0)),
+                     f"the exponential of row {row}'s log-probability against Π_t π(y_t | x, y_<t)")
 
 
 # --------------------------------------------------------------------------- 4.5.1: what the objective means
@@ -349,9 +349,8 @@ def aggregation_unit_property(ctx: Context) -> dict[str, object]:
         objective, gradient = ctx.impl.token_clipped_surrogate(log_pi, log_pi_old, advantages[:, None], mask,
                                                                epsilon, aggregation)
         bound = rounding_bound(4 * mask.size, float(np.abs(terms).max()))
-        assert abs(objective - (weights * terms).sum()) <= bound, (aggregation, objective, (weights * terms).sum())
-        assert np.all(np.abs(np.asarray(gradient) - weights * slopes) <= bound), (aggregation, gradient,
-                                                                                 weights * slopes)
+        assert_close(objective, (weights * terms).sum(), bound, f"impl's {aggregation} objective")
+        assert_close(gradient, weights * slopes, bound, f"impl's {aggregation} gradient with respect to log π")
 
     return check_property(ctx, definition_holds, _padded_batches)
 
@@ -376,11 +375,12 @@ def token_clip_pessimistic_property(ctx: Context, batch: tuple[list[int], list[i
                                                         aggregation)
         surrogate = float((weights * unclipped).sum())
         assert objective <= surrogate + bound, (aggregation, objective, surrogate)
-        assert not inside or abs(objective - surrogate) <= bound, (aggregation, objective, surrogate)
+        if inside:
+            assert_close(objective, surrogate, bound, f"impl's {aggregation} objective, every ratio inside the band")
         at_old, gradient = ctx.impl.token_clipped_surrogate(log_pi_old, log_pi_old, advantages[:, None], mask,
                                                             epsilon, aggregation)
-        assert abs(at_old - (weights * advantages[:, None]).sum()) <= bound, (aggregation, at_old)
-        assert np.all(np.abs(np.asarray(gradient) - weights * advantages[:, None]) <= bound), aggregation
+        assert_close(at_old, (weights * advantages[:, None]).sum(), bound, f"impl's {aggregation} objective at θ_old")
+        assert_close(gradient, weights * advantages[:, None], bound, f"impl's {aggregation} gradient at θ_old")
 
 
 class KlWitness(NoParams):
@@ -453,9 +453,9 @@ def kl_placement_property(ctx: Context, case: tuple[list[float], list[float], li
     logits, ref_logits, rewards, beta = case
     placed = _kl_placements(ctx, np.array(logits), np.array(ref_logits), np.array(rewards), beta)
     true, bound = placed["true"], placed["bound"]
-    assert np.all(np.abs(placed["in_reward"] - true) <= bound), ("reward placement", placed["in_reward"], true)
-    assert np.all(np.abs(placed["in_loss"] - true) <= bound), ("loss placement", placed["in_loss"], true)
-    assert np.all(np.abs(placed["both"] - (true + placed["penalty"])) <= 2 * bound), ("both", placed["both"])
+    assert_close(placed["in_reward"], true, bound, "the gradient with the penalty in the reward")
+    assert_close(placed["in_loss"], true, bound, "the gradient with the penalty in the loss")
+    assert_close(placed["both"], true + placed["penalty"], 2 * bound, "the gradient with the penalty in both")
 
 
 @verifier(kind="property", uses=("sequence_clipped_surrogate",))
@@ -483,7 +483,7 @@ def sequence_surrogate_property(ctx: Context, batch: tuple[list[int], list[int],
     gradient = np.asarray(gradient, dtype=float)
     bound = float((relative * size).sum()) / answers + rounding_bound(2 * answers, float(size.max()))
     expected = np.minimum(unclipped, clipped).sum() / answers
-    assert abs(objective - expected) <= bound, (objective, expected, bound)
+    assert_close(objective, expected, bound, "impl's sequence surrogate")
     assert gradient.shape == mask.shape, (gradient.shape, mask.shape)
     near_edge = np.minimum(np.abs(rho - (1 - epsilon)), np.abs(rho - (1 + epsilon))) <= 2 * relative * rho
     for b in range(answers):
@@ -518,7 +518,7 @@ def kl_terms_batch_property(ctx: Context, case: tuple) -> None:
     log_ratio_sums = np.array([math.fsum(row[m > 0]) for row, m in zip(log_pi - log_ref, mask, strict=True)])
     reward_bound = rounding_bound(4 * mask.shape[1], beta * float(np.abs(log_pi).sum() + np.abs(log_ref).sum()))
     assert penalized.shape == rewards.shape, (penalized.shape, rewards.shape)
-    assert np.all(np.abs(penalized - (rewards - beta * log_ratio_sums)) <= reward_bound), (penalized, rewards)
+    assert_close(penalized, rewards - beta * log_ratio_sums, reward_bound, "impl's penalised rewards")
 
     log_p, log_q = log_softmax(logits, axis=-1), log_softmax(ref_logits, axis=-1)
     kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
@@ -526,6 +526,6 @@ def kl_terms_batch_property(ctx: Context, case: tuple) -> None:
     penalty, gradient = ctx.impl.kl_penalty_loss(logits, ref_logits, mask, beta, aggregation)
     expected_gradient = beta * weights[..., None] * np.exp(log_p) * (log_p - log_q - kl[..., None])
     bound = rounding_bound(8 * vocabulary * mask.size, beta * float(np.abs(log_p - log_q).max() + 1))
-    assert abs(float(penalty) - beta * (weights * kl).sum()) <= bound, (penalty, beta * (weights * kl).sum())
+    assert_close(float(penalty), beta * (weights * kl).sum(), bound, f"impl's {aggregation} KL penalty")
     assert np.shape(gradient) == logits.shape, (np.shape(gradient), logits.shape)
-    assert np.all(np.abs(np.asarray(gradient) - expected_gradient) <= bound), (gradient, expected_gradient)
+    assert_close(gradient, expected_gradient, bound, "the penalty's gradient with respect to the logits")

@@ -20,7 +20,7 @@ from scipy.special import log_softmax, softmax
 from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import softmax_score
-from verifiers._numeric import central_difference, largest, largest_magnitude, rounding_bound
+from verifiers._numeric import assert_close, central_difference, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_bandit, reach_mdp
 
 # --------------------------------------------------------------------------- 4.5.2: RLOO on a sequence policy
@@ -398,7 +398,7 @@ def grpo_loo_relation_property(ctx: Context) -> dict[str, object]:
         sigma = np.sqrt(((groups - groups.mean(axis=1, keepdims=True)) ** 2).mean(axis=1))
         expected = loo * np.repeat((size - 1) / (size * (sigma + epsilon)), size)
         bound = rounding_bound(8 * size, np.abs(groups).max() / epsilon)
-        assert np.all(np.abs(grpo - expected) <= bound), (grpo, expected)
+        assert_close(grpo, expected, bound, "impl's GRPO advantages against its RLOO ones times (G-1)/(G (σ + ε))")
 
     return check_property(ctx, relation_holds, _batches)
 
@@ -498,8 +498,8 @@ def broadcast_advantage_property(ctx: Context, layout: tuple[list[int], list[int
                 break
         answer = np.flatnonzero(reference[b].any(axis=-1))
         assert np.all(np.sign(weights[b, answer]) == np.sign(advantages[b])), (weights[b], advantages[b])
-        assert np.all(np.abs(weights[b, answer] - weights[b, answer[0]]) <= bound), (weights[b], "unequal scale")
-    assert np.all(np.abs(d_logits - reference) <= bound), np.abs(d_logits - reference).max()
+        assert_close(weights[b, answer], weights[b, answer[0]], bound, f"answer {b}'s token weights against its first")
+    assert_close(d_logits, reference, bound, "impl's gradient with respect to the logits")
 
 
 # --------------------------------------------------------------------------- 4.5.5: the environment still matters

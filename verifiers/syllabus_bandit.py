@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, softmax_score, softmax_scores
-from verifiers._numeric import as_written, central_difference, log_softmax, rounding_bound
+from verifiers._numeric import as_written, assert_close, central_difference, log_softmax, rounding_bound
 from verifiers._reach import reach_bandit
 from verifiers.baseline_state import softmax_score_agrees
 
@@ -128,7 +128,7 @@ def cross_entropy_property(ctx: Context, example: tuple[np.ndarray, int, float, 
     reinforce = reward * ctx.impl.softmax_score(logits, label)
     magnitude = float(np.abs(logits).max()) + math.log(categories)
     bound = abs(reward) * (step**2 / 60 + rounding_bound(4 * categories, magnitude) / step)
-    assert np.abs(reinforce - (-reward * numeric)).max() <= bound, (reinforce, -reward * numeric, bound)
+    assert_close(reinforce, -reward * numeric, bound, "R times impl's score against -R ∇(-log softmax(z)[a])")
 
 
 def _reinforce_step(ctx: Context, logits: np.ndarray, arm: int, reward: float, step_size: float) -> np.ndarray:
@@ -187,7 +187,7 @@ def reward_sign_property(ctx: Context, example: tuple[np.ndarray, int, float, fl
     step = _reinforce_step(ctx, logits, arm, reward, step_size)
     reference = _reference_step(logits, arm, reward, step_size)
     bound = rounding_bound(8 * len(logits), abs(step_size * reward))
-    assert np.abs(step - reference).max() <= bound, (step, reference, bound)
+    assert_close(step, reference, bound, "impl's REINFORCE step")
     if reward == 0:
         assert np.all(step == 0), step
     else:

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import softmax_score, softmax_scores
-from verifiers._numeric import as_written, log_softmax, rounding_bound
+from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound
 from verifiers._params import PositiveDistribution
 from verifiers._reach import reach_bandit
 
@@ -349,16 +349,16 @@ def clip_and_kl_anchors_property(ctx: Context, example: tuple) -> None:
             continue
         past_band = (a > 0 and r > 1 + epsilon) or (a < 0 and r < 1 - epsilon)
         expected = 0.0 if past_band else r * a
-        assert abs(w - expected) <= rounding_bound(4, abs(r * a)), (r, a, epsilon, w, expected)
+        assert_close(w, expected, rounding_bound(4, abs(r * a)), f"impl's clipped weight at r = {r:.6g}, Â = {a:.6g}")
     at_batch_start = ctx.impl.ppo_clip_objective_grad(np.ones_like(advantages), advantages, epsilon)
-    assert np.all(np.abs(at_batch_start - advantages) <= rounding_bound(1, float(np.abs(advantages).max()))), \
-        (at_batch_start, advantages)
+    assert_close(at_batch_start, advantages, rounding_bound(1, float(np.abs(advantages).max())),
+                 "impl's clipped weight at r = 1 against Â")
     divergence, gradient = _kl_and_gradient(logits, ref_logits)
     value, impl_gradient = _kl_penalty(ctx, logits, ref_logits, beta)
     magnitude = beta * (1 + 2 * float(np.abs(logits).max() + np.abs(ref_logits).max()) + math.log(len(logits)))
     bound = rounding_bound(16 * len(logits), magnitude)
-    assert abs(value - beta * divergence) <= bound, (value, beta * divergence, bound)
-    assert np.abs(impl_gradient - beta * gradient).max() <= bound, (impl_gradient, beta * gradient, bound)
+    assert_close(value, beta * divergence, bound, "impl's KL penalty against β KL(π || π_ref)")
+    assert_close(impl_gradient, beta * gradient, bound, "the KL penalty's gradient against β ∇ KL(π || π_ref)")
 
 
 class BanditTraining(NoParams):

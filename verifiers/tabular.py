@@ -19,13 +19,11 @@ from fractions import Fraction
 
 import numpy as np
 from pydantic import Field
-from sympy import QQ
-from sympy.polys.matrices import DomainMatrix
 
 from claims_harness import Context, NoParams, Rounded, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import exact_mdp, over, probability_rows
-from verifiers._numeric import as_written, largest, largest_magnitude, rounding_bound
+from verifiers._exact import exact_mdp, exact_solve, over, probability_rows
+from verifiers._numeric import as_written, assert_close, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp, transitions_of
 
 ACTION_NAMES = ("stay", "go")
@@ -225,9 +223,7 @@ def exact_policy_values(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fra
 
     A terminal state (:func:`terminal_states`) is worth 0 and the system is solved on the others, so
     that an episodic MDP has its values at γ = 1 too, where I - P_π is singular on the terminal; for
-    γ < 1 that is the same solution. sympy's matrices over the rationals (``DomainMatrix`` over QQ)
-    solve it exactly, about eight times faster than ``sympy.Matrix``, whose entries are symbolic
-    expressions; the properties call this on every example.
+    γ < 1 that is the same solution, exactly (:func:`verifiers._exact.exact_solve`).
     """
     ends = terminal_states(P, R)
     live = [s for s in range(len(R)) if s not in ends]
@@ -235,18 +231,9 @@ def exact_policy_values(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fra
         return np.array([Fraction(0)] * len(R), dtype=object)
     transition = (pi[:, :, None] * P).sum(axis=1)[np.ix_(live, live)]
     reward = (pi * R).sum(axis=1)[live]
-    size = len(live)
-    discount = _rational(gamma)
-    system = DomainMatrix([[QQ(int(i == j)) - discount * _rational(p) for j, p in enumerate(row)]
-                           for i, row in enumerate(transition)], (size, size), QQ)
-    solution = system.lu_solve(DomainMatrix([[_rational(r)] for r in reward], (size, 1), QQ))
     values = np.array([Fraction(0)] * len(R), dtype=object)
-    values[live] = [Fraction(int(x.numerator), int(x.denominator)) for x in solution.to_list_flat()]
+    values[live] = exact_solve(np.eye(len(live), dtype=int).astype(object) - gamma * transition, reward)
     return values
-
-
-def _rational(x: Fraction | int) -> object:
-    return QQ(int(x.numerator), int(x.denominator))
 
 
 @verifier(kind="property", uses=("td_errors", "policy_state_values", "policy_action_values"))
@@ -287,7 +274,7 @@ def policy_evaluation_property(ctx: Context, mdp: dict) -> None:
     in_floats = ctx.impl.policy_state_values(P.astype(float), R.astype(float), pi.astype(float), float(gamma))
     largest = float(max(abs(r) for r in R.ravel())) / float(1 - gamma)
     bound = rounding_bound(8 * len(values) ** 3 + 8, float((1 + gamma) / (1 - gamma)) * largest)
-    assert np.abs(np.asarray(in_floats, dtype=float) - solution.astype(float)).max() <= bound, (in_floats, bound)
+    assert_close(in_floats, solution.astype(float), bound, "impl's V^π in floats against the exact solution")
 
 
 def exact_action_values(P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction) -> np.ndarray:
