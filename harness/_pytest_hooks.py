@@ -33,7 +33,6 @@ from claims_harness._running.driver import last_seconds, longest_first
 from claims_harness._running.engine import Outcome, Part, evaluate, keywords, parts_of_file
 from claims_harness._running.executor import shutdown_executors
 from claims_harness._running.processes import interrupt_on_termination
-from claims_harness._running.property import rewrite_asserts_in
 from claims_harness._running.remote import check_implementation, close_hosts
 from claims_harness._session import (
     CATALOGUES,
@@ -62,8 +61,6 @@ def pytest_configure(config: pytest.Config) -> None:
     root = find_root(Path(config.invocation_params.dir))
     if root is not None:
         use_packages_of(load_course(root))
-        # Before the verifiers are imported: a failing property's assertion then shows the values it compared.
-        rewrite_asserts_in(load_course(root).verifiers)
     # One id for the whole run, set before pytest-xdist starts its workers (they receive the options).
     if not hasattr(config, "workerinput") and config.option.claims_run_id is None:
         config.option.claims_run_id = uuid.uuid4().hex[:12]

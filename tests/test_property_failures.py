@@ -3,8 +3,8 @@
 Issue 15: a property that caught a wrong implementation used to report the verifier's own assertion
 tuple, ``(0, 7, np.float64(0.0), 5.786...)``, and Hypothesis' dump of the verifier's variables. The
 failure now carries the calls the falsifying example made to the implementation (each argument by
-its parameter name, what came back), the assertion with the values it compared (pytest rewrites
-the verifiers' asserts), and a line of Python that makes the same calls.
+its parameter name, what came back), the assertion with the values it compared (the verifiers'
+comparison names them), and a line of Python that makes the same calls.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import functools
 import math
 import pickle
 import sys
-import textwrap
 import types
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +26,7 @@ import impl
 from claims_harness import (
     ClaimsError,
     Context,
+    ImplementationView,
     RunOptions,
     VerifierError,
     check_property,
@@ -38,6 +38,7 @@ from claims_harness import strategies as st
 from claims_harness._claims.formats import FALSIFYING_WIDTH, format_falsifying
 from claims_harness._running.context import Call, record_calls
 from claims_harness._running.property import CALLS_KEPT, reproduction
+from claims_harness.engine import in_process
 
 CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 THIS = sys.modules[__name__]
@@ -387,61 +388,24 @@ def test_an_example_cached_as_hypothesis_note_still_renders():
     assert format_falsifying("Falsifying example: test(\n    x=0,\n)") == ["Falsifying example: test(", "    x=0,", ")"]
 
 
-# --------------------------------------------------------------------------- pytest's assertion rewriting
-
-VERIFIER_MODULE = '''\
-from claims_harness import check_property
-from claims_harness import strategies as st
+# --------------------------------------------------------------------------- the assertion's message
 
 
-def close_to_itself(ctx):
-    def property_holds(x):
-        observed = ctx.impl.identity(x)
-        assert observed == x, (x, observed)
+def test_a_failing_comparison_says_what_it_compared_without_pytest():
+    """No assert is rewritten (``pytest claims/`` and ``claims verify`` report alike): the verifiers' comparison,
+    ``assert_close``, carries the values into the falsifying example's assertion itself."""
+    from verifiers._numeric import assert_close
 
-    return check_property(ctx, property_holds, st.just(5.786))
-'''
+    module = types.ModuleType("student")
+    module.identity = lambda x: 0.0
+    ctx = Context(ImplementationView(in_process(module), ("identity",), "checks.close_to_itself", "claim"), None,
+                  np.random.default_rng(0), 0, "smoke", 0.01, 0.01, None, None, None)
 
+    def identity_holds(x: float) -> None:
+        assert_close(ctx.impl.identity(x), x, 0.0, "identity(x)")
 
-def test_a_verifier_package_marked_for_rewriting_reports_the_compared_values(pytester):
-    for package in ("rewritten_verifiers", "plain_verifiers"):
-        pytester.mkpydir(package).joinpath("checks.py").write_text(VERIFIER_MODULE, encoding="utf-8")
-    pytester.makeconftest("""
-        from claims_harness._running.property import rewrite_asserts_in
-
-        def pytest_configure(config):
-            rewrite_asserts_in("rewritten_verifiers")
-    """)
-    pytester.makepyfile(test_messages=textwrap.dedent("""
-        import types
-
-        import numpy as np
-
-        import plain_verifiers.checks
-        import rewritten_verifiers.checks
-        from claims_harness import Context, ImplementationView
-        from claims_harness.engine import in_process
-
-
-        def context():
-            module = types.ModuleType("student")
-            module.identity = lambda x: 0.0
-            view = ImplementationView(in_process(module), ("identity",), "checks.close_to_itself", "claim")
-            return Context(view, None, np.random.default_rng(0), 0, "smoke", 0.01, 0.01, None, None, None)
-
-
-        def test_rewritten():
-            assertion = rewritten_verifiers.checks.close_to_itself(context())["falsifying_example"]["assertion"]
-            assert assertion.splitlines()[:2] == ["(5.786, 0.0)", "assert 0.0 == 5.786"], assertion
-
-
-        def test_plain():
-            assertion = plain_verifiers.checks.close_to_itself(context())["falsifying_example"]["assertion"]
-            assert assertion == "(5.786, 0.0)", assertion
-    """))
-    pytester.syspathinsert()
-    result = pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:benchmark", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
+    assertion = check_property(ctx, identity_holds, st.just(5.786))["falsifying_example"]["assertion"]
+    assert assertion == "identity(x): 0.0 against 5.786, off by 5.79, more than the bound 0 (1 of 1 entries off)"
 
 
 def test_a_view_handed_to_the_implementation_is_recorded_as_itself():

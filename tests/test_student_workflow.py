@@ -293,7 +293,7 @@ def surrogate_loss(logp, logp_old, adv, mask=None):
     failed = {node.split("::")[1] for node in run.failed}
     assert failed == {"surrogate-gradient-equals-policy-gradient-at-old", "per-step-surrogate-is-another-objective"}, \
         run.text
-    assert "is off the ratio-weighted" in run.text
+    assert "against the ratio-weighted -mask r Â / Σ mask at" in run.text
 
 
 def test_a_course_that_still_declares_aliases_is_told_the_field_is_unknown(tmp_path):

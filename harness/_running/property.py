@@ -1,12 +1,12 @@
 """Properties inside verifiers (examples drawn from claims_harness.strategies, failures shrunk by Hypothesis): seeded
 from the check, verdict as an observation. A property verifier is written as the property itself (:func:`given`).
 
-A failing property is reported as what a student can act on, not as Hypothesis' dump of the
-verifier's own variables: the calls the falsifying example made to the student's functions (each
-argument by its parameter name, what came back), the assertion with the values it compared
-(pytest rewrites the verifiers' asserts: :func:`rewrite_asserts_in`), and one line of Python that
-makes the same calls. Writing that line is hand-written here because it must be exact: ``repr``
-of an array abbreviates, rounds and names ``array``, which the line could not run.
+A failing property is reported as what a student can act on, not as Hypothesis' dump of the verifier's own
+variables: the calls the falsifying example made to the student's functions (each argument by its parameter name,
+what came back), the assertion's own message (the verifiers' comparison names the values it compared; no assert is
+rewritten, so ``pytest claims/`` and ``claims verify`` say the same), and one line of Python that makes the same
+calls. Writing that line is hand-written here because it must be exact: ``repr`` of an array abbreviates, rounds and
+names ``array``, which the line could not run.
 """
 
 from __future__ import annotations
@@ -243,19 +243,6 @@ def _under_hypothesis(ctx: Context, test: Callable[..., None], strategies: Seque
             raise
     # Hypothesis stops early once it has tried every example a small strategy has.
     return {"holds": True, "examples": len(completed)}
-
-
-def rewrite_asserts_in(package: str) -> None:
-    """Have pytest rewrite the asserts of ``package`` and its modules as it rewrites a test module's.
-
-    A failing assert in a verifier then says what it compared (``assert 0.0 == 5.786`` and the value
-    of each name in it), after the verifier's own message. Call it before ``package`` is imported
-    (the pytest plugin's ``pytest_configure``); outside pytest, or under ``--assert=plain``, an
-    assert says only its message.
-    """
-    import pytest  # here, not at the top: the verifiers import this module, and a cached run starts no pytest
-
-    pytest.register_assert_rewrite(package)
 
 
 def falsifying_example(error: BaseException, test_name: str, record: CallRecord) -> dict[str, Any]:
