@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import pythonpath
 
-from claims_harness._text.drift import STATUSES
+from claims_harness.engine import ANCHOR_STATUSES
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("CLAIMS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -121,7 +121,7 @@ def test_every_state_in_the_legend_shows_as_it_does_on_a_block(page, pages):
     """Each swatch of the legend is drawn: a border of its own for each state of an anchor (the shading for an
     uncovered block), a fill of its own for each state of the checks; and it is drawn as the blocks of that state
     are, wherever the pages have one."""
-    anchors = [*STATUSES, "marked", "uncovered"]
+    anchors = [*ANCHOR_STATUSES, "marked", "uncovered"]
     page.goto((pages["before"] / "claims_text.html").as_uri())
     assert page.eval_on_selector_all('#filters input[data-filter="anchor"]', "boxes => boxes.map(box => box.value)") \
         == anchors

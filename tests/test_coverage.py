@@ -14,10 +14,18 @@ import pytest
 from test_plugin import MODELINE, Project
 
 from claims_harness import RunOptions, load_catalogue, run_check
-from claims_harness._claims.schema import SHAPE_DESCRIPTIONS
-from claims_harness._reporting.results import STATEMENT_STATUSES, _statement_status
 from claims_harness.cli import main as claims_main
-from claims_harness.engine import NewClaim, claim_skeleton, compare_snapshots, json_schema_text, snapshot, validate
+from claims_harness.engine import (
+    SHAPE_DESCRIPTIONS,
+    STATEMENT_STATUSES,
+    NewClaim,
+    claim_skeleton,
+    compare_snapshots,
+    json_schema_text,
+    snapshot,
+    statement_status,
+    validate,
+)
 
 CACHE_DIR = Path(".claims-cache")  # the course's cache ([tool.claims] cache), from the course root
 
@@ -316,16 +324,16 @@ def ran(*checks: tuple[str, str], problems: tuple[str, ...] = ()) -> dict[str, l
     ((("property", "skipped"), ("exact", "skipped")), "not run"),
 ])
 def test_failed_wins_and_a_skipped_strong_check_is_not_run(checks, expected):
-    assert _statement_status(statement(), ran(*checks))["status"] == expected
+    assert statement_status(statement(), ran(*checks))["status"] == expected
 
 
 def test_weak_means_no_strong_kind_among_the_covering_checks():
-    assert _statement_status(statement(kinds=("exact",)), ran(("exact", "passed")))["status"] == "weak"
-    assert _statement_status(statement("instance", kinds=("exact",)), ran(("exact", "passed")))["status"] == "covered"
-    assert _statement_status(statement(), {})["status"] == "not run"
-    assert _statement_status(statement(), ran(problems=("cannot be loaded",)))["status"] == "failed"
-    assert _statement_status({**statement(), "claims": []}, {})["status"] == "missing"
-    assert _statement_status({**statement(), "claims": [], "not_checkable": "why"}, {})["status"] == "not checkable"
+    assert statement_status(statement(kinds=("exact",)), ran(("exact", "passed")))["status"] == "weak"
+    assert statement_status(statement("instance", kinds=("exact",)), ran(("exact", "passed")))["status"] == "covered"
+    assert statement_status(statement(), {})["status"] == "not run"
+    assert statement_status(statement(), ran(problems=("cannot be loaded",)))["status"] == "failed"
+    assert statement_status({**statement(), "claims": []}, {})["status"] == "missing"
+    assert statement_status({**statement(), "claims": [], "not_checkable": "why"}, {})["status"] == "not checkable"
 
 
 # --------------------------------------------------------------------------- lint and the release gate
@@ -395,12 +403,12 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(("claim_id", "module", "refused"), [
-    ("class", "lesson_4_2", "a Python keyword"),
-    ("match", "lesson_4_2", "a Python keyword"),  # a soft keyword
-    ("42-is-the-answer", "lesson_4_2", "beginning with a letter"),
-    ("loo-identity-again\n", "lesson_4_2", "not kebab-case"),
-    ("loo-identity-again ", "lesson_4_2", "not kebab-case"),
-    ("loo-identity-again", "lesson_4_2\n", "not a Python module name"),
+    ("class", "baseline_groups", "a Python keyword"),
+    ("match", "baseline_groups", "a Python keyword"),  # a soft keyword
+    ("42-is-the-answer", "baseline_groups", "beginning with a letter"),
+    ("loo-identity-again\n", "baseline_groups", "not kebab-case"),
+    ("loo-identity-again ", "baseline_groups", "not kebab-case"),
+    ("loo-identity-again", "baseline_groups\n", "not a Python module name"),
     ("loo-identity-again", "import", "not a Python module name"),
     ("corridor", "actor_critic", "defines 'corridor' already"),  # a helper the stub would replace
 ])
@@ -408,7 +416,7 @@ def test_claims_new_refuses_what_would_write_invalid_python_or_shadow_a_helper(c
     catalogue = load_catalogue(PROJECT / "claims")
     errors = validate(NewClaim("4.2.4", "exact", claim_id, module), catalogue, PROJECT / "verifiers")
     assert any(refused in error for error in errors), errors
-    fine = NewClaim("4.2.4", "exact", "loo-identity-again", "lesson_4_2")
+    fine = NewClaim("4.2.4", "exact", "loo-identity-again", "baseline_groups")
     assert not validate(fine, catalogue, PROJECT / "verifiers")
 
 

@@ -117,7 +117,7 @@ def test_gae_in_floats_is_judged_by_the_twin_of_lambda_keeps_expectation(tmp_pat
     """The property hands gae_advantages every path of an exact MDP at once, too many numbers to replay; its twin
     hands them over in float64: a float GAE passes, one that reads λ as a second discount fails."""
     (tmp_path / "student_gae.py").write_text(GAE_IN_FLOATS.replace("{bootstrap}", bootstrap), encoding="utf-8")
-    verifier = "lesson_week16.gae_lambda_keeps_expectation_property"
+    verifier = "gae.gae_lambda_keeps_expectation_property"
     result = _results(tmp_path, "student_gae", [("gae-mixes-horizons", verifier)])[verifier]
     assert (result.status, result.in_floats) == (status, "twin"), (result.status, result.error, result.skip_reason)
 

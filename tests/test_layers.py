@@ -13,6 +13,7 @@ Every import counts, at any depth of a file (inside functions and ``TYPE_CHECKIN
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +121,27 @@ def test_every_module_of_the_harness_has_its_line_in_the_architecture_page():
     missing = [str(path.relative_to(PROJECT)) for path in _files("harness")
                if path.name != "__init__.py" and f"`{path.name}`" not in page]
     assert not missing, f"add a line for each to docs/architecture.md's table of modules: {missing}"
+
+
+def test_every_verifier_module_is_placed_on_the_axis_the_package_states():
+    """verifiers/__init__.py says the modules are arranged by subject and names each: a new module is placed
+    there by name, so that a module by lesson or by origin beside the subjects is seen in review."""
+    stated = (PROJECT / "verifiers" / "__init__.py").read_text(encoding="utf-8")
+    unplaced = [path.stem for path in sorted((PROJECT / "verifiers").glob("*.py"))
+                if not path.stem.startswith("_") and f"``{path.stem}``" not in stated]
+    assert not unplaced, f"name each in verifiers/__init__.py's list of subjects (or fold it into one): {unplaced}"
+
+
+def test_the_tests_go_through_the_public_surfaces():
+    """Tests reach the engine through ``claims_harness``, ``claims_harness.engine`` and ``claims_harness.errors``;
+    an import of a private module (``claims_harness._*``) is for what only a unit of it can show. Issue 45 set the
+    ceiling at 40 such import statements."""
+    private = re.compile(r"^\s*(from claims_harness\._\w+|import claims_harness\._\w+|from claims_harness import _)",
+                         re.MULTILINE)
+    found = {str(path.relative_to(PROJECT)): len(private.findall(path.read_text(encoding="utf-8")))
+             for path in (PROJECT / "tests").rglob("*.py")}
+    assert sum(found.values()) <= 40, ("import what the tests need from claims_harness.engine (export it there if a "
+                                       f"tool would need it too): {sorted(found.items(), key=lambda kv: -kv[1])[:8]}")
 
 
 def test_every_subpackage_says_what_it_may_import():

@@ -276,15 +276,14 @@ def test_lint_passes_on_the_real_claims(capsys, monkeypatch):
 
 def linted_project(root: Path) -> Path:
     """A clean project whose generated registry matches its committed reports/claims.json."""
-    from claims_harness import _verify
-    from claims_harness.engine import with_sources_table
+    from claims_harness.engine import sources_table_of, with_sources_table
 
     root.mkdir()
     directory = claims_dir(root, {"a.yaml": claim_file(claim("good"))})
     results = {"claims": [{"id": "good", "status": "passed"}]}
     (root / "reports").mkdir()
     (root / "reports" / "claims.json").write_text(json.dumps(results), encoding="utf-8")
-    registry = _verify.sources_table_of(load_catalogue(directory), results)
+    registry = sources_table_of(load_catalogue(directory), results)
     (root / "Module_4_Sources.md").write_text(with_sources_table(SOURCES, registry), encoding="utf-8")
     return directory
 

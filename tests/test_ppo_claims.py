@@ -40,7 +40,7 @@ def test_a_surrogate_gradient_of_a_over_r_fails_the_gradient_code_check(pytester
     selection = f"{AT_OLD} and property"
     assert set(_check_statuses(pytester, "impl", selection).values()) == {"passed"}
     assert _check_statuses(pytester, "surrogate_grad_over_ratio", selection) == {
-        "ppo.surrogate_gradient_at_old_finite_difference": "passed",
+        "surrogate.surrogate_gradient_at_old_finite_difference": "passed",
         "ppo.surrogate_gradient_code_exact_property": "failed",
         "losses.key_test_property": "passed",  # the losses are impl's: only surrogate_objective_grad is replaced
     }
@@ -50,7 +50,7 @@ def test_a_surrogate_objective_that_is_never_used_fails_the_finite_difference_ch
     """The objective's own central differences are flat, whatever the gradient code says."""
     selection = f"{AT_OLD} and property"
     statuses = _check_statuses(pytester, "surrogate_objective_unused", selection)
-    assert statuses["ppo.surrogate_gradient_at_old_finite_difference"] == "failed"
+    assert statuses["surrogate.surrogate_gradient_at_old_finite_difference"] == "failed"
 
 
 def test_ratios_clamped_into_the_interval_fail_the_no_trust_region_witness(pytester):

@@ -22,7 +22,6 @@ from conftest import pythonpath
 from pydantic import ValidationError
 
 from claims_harness import VerifierError, assume, check_property, reach
-from claims_harness._reporting.results import _statement_status
 from claims_harness._running import reaching
 from claims_harness.engine import (
     Statement,
@@ -30,6 +29,7 @@ from claims_harness.engine import (
     parse_dimensions,
     resolve_scope,
     scope_shortfalls,
+    statement_status,
     unreached,
 )
 from claims_harness.errors import ClaimsError
@@ -170,9 +170,9 @@ def _rows(*checks):
 
 def test_a_statement_whose_checks_miss_part_of_its_scope_is_weak_and_says_what():
     scope = {"discount": ["one", "below-one"]}
-    found = _statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}})))
+    found = statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}})))
     assert found == {"status": "weak", "reached": {"discount": ["one"]}, "unreached": {"discount": ["below-one"]}}
-    covered = _statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 120}}),
+    covered = statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 120}}),
                                                          ("property", "passed", {"discount": {"below-one": 80}})))
     assert covered["status"] == "covered" and covered["unreached"] == {}
 
@@ -180,17 +180,17 @@ def test_a_statement_whose_checks_miss_part_of_its_scope_is_weak_and_says_what()
 def test_only_strong_checks_reach_a_statement_unless_none_is_strong():
     scope = {"discount": ["one", "below-one"]}
     # A general statement: one counterexample at γ < 1 does not reach "every γ < 1" for it.
-    found = _statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}}),
+    found = statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}}),
                                                        ("counterexample", "passed", {"discount": {"below-one": 1}})))
     assert found["status"] == "weak" and found["unreached"] == {"discount": ["below-one"]}
 
 
 def test_a_skipped_check_that_might_reach_the_rest_makes_it_not_run_and_a_failure_wins():
     scope = {"discount": ["one", "below-one"]}
-    skipped = _statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}}),
+    skipped = statement_status(_statement(scope), _rows(("property", "passed", {"discount": {"one": 200}}),
                                                          ("property", "skipped", {})))
     assert skipped["status"] == "not run"
-    failed = _statement_status(_statement(scope), _rows(("property", "failed", {"discount": {"below-one": 5}})))
+    failed = statement_status(_statement(scope), _rows(("property", "failed", {"discount": {"below-one": 5}})))
     assert failed["status"] == "failed"
 
 
@@ -198,7 +198,7 @@ def test_a_shortfall_with_a_reason_is_shown_but_not_refused():
     vocabulary = [{"name": "discount", "values": [{"name": "one", "shown": "γ = 1"},
                                                   {"name": "below-one", "shown": "γ < 1"}]}]
     statement = _statement({"discount": ["one", "below-one"]}, reasons={"discount": "only γ = 1 is in the text"})
-    statement |= _statement_status(statement, _rows(("property", "passed", {"discount": {"one": 3}})))
+    statement |= statement_status(statement, _rows(("property", "passed", {"discount": {"one": 3}})))
     assert describe_scope(statement, vocabulary) == ("γ = 1, γ < 1", "γ < 1 (why: only γ = 1 is in the text)")
     results = {"scope_dimensions": vocabulary,
                "coverage": [{"file": "claims/l.yaml", "steps": [{"statements": [statement]}]}]}

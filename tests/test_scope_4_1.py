@@ -68,7 +68,7 @@ def test_the_sign_rule_is_the_text_s_and_the_expected_step_is_the_harness_s_cave
     assert rule.erratum is None and rule.origin != "harness"
     assert [check.kind for check in rule.checks] == ["property", "property"]
     assert caveat.origin == "harness" and caveat.erratum is None
-    assert [check.verifier for check in caveat.checks] == ["lesson_4_1.expected_step_probabilities_exact"]
+    assert [check.verifier for check in caveat.checks] == ["policy_gradient.expected_step_probabilities_exact"]
     for statement_id in caveat.covers:
         statement = catalogue.statements[statement_id].statement
         assert statement.origin == "harness" and statement.anchor is None, statement_id

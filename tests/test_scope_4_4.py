@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import verifiers.lesson_4_4 as lesson_4_4
+import verifiers.surrogate as surrogate
 from claims_harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
@@ -58,7 +58,7 @@ def test_the_time_uniform_surrogate_points_away_below_one_and_agrees_at_one():
 
 def test_weighting_the_surrogate_by_gamma_to_the_t_turns_the_erratum_red(monkeypatch):
     """The text's sentence made true: the surrogate's states follow the discounted visitation."""
-    monkeypatch.setattr(lesson_4_4, "time_uniform_step_weight", lesson_4_4.discounted_step_weight)
+    monkeypatch.setattr(surrogate, "time_uniform_step_weight", surrogate.discounted_step_weight)
     result = _run_erratum()
     assert result.status == "failed", result.comparisons
     failed = {comparison["key"].split("[")[0] for comparison in result.comparisons if not comparison["passed"]}

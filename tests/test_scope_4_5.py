@@ -15,7 +15,7 @@ import pytest
 
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
 from claims_harness.engine import find_course
-from verifiers import lesson_4_5
+from verifiers import kl
 
 PROJECT = Path(__file__).resolve().parents[1]
 CLAIM = "kl-in-loss-misses-prefix-score"
@@ -35,12 +35,12 @@ def test_the_witness_passes_as_written():
 
 
 def test_a_loss_placement_with_the_prefix_score_term_turns_the_witness_red(monkeypatch):
-    direct = lesson_4_5._in_loss_expected_gradient
+    direct = kl._in_loss_expected_gradient
 
     def whole_extended_formula(policy):
-        return [a + b for a, b in zip(direct(policy), lesson_4_5._prefix_score_term(policy), strict=True)]
+        return [a + b for a, b in zip(direct(policy), kl._prefix_score_term(policy), strict=True)]
 
-    monkeypatch.setattr(lesson_4_5, "_in_loss_expected_gradient", whole_extended_formula)
+    monkeypatch.setattr(kl, "_in_loss_expected_gradient", whole_extended_formula)
     result = _run(CLAIM, isolation=False)
     assert result.status == "failed"
     failed = {comparison["key"] for comparison in result.comparisons if not comparison["passed"]}
@@ -50,8 +50,8 @@ def test_a_loss_placement_with_the_prefix_score_term_turns_the_witness_red(monke
 
 def test_the_prefix_score_term_is_zero_for_one_token_answers():
     params = _entry(CLAIM).claim.checks[0].params
-    witness = lesson_4_5.PenaltyWitness(**params)
-    assert all(term == 0 for term in lesson_4_5._prefix_score_term(lesson_4_5._AnswerPolicy(witness, 1)))
+    witness = kl.PenaltyWitness(**params)
+    assert all(term == 0 for term in kl._prefix_score_term(kl._AnswerPolicy(witness, 1)))
 
 
 @pytest.mark.parametrize(("claim_id", "index", "dimension", "values"), [
@@ -72,8 +72,8 @@ def test_the_widened_checks_reach_both_values(claim_id, index, dimension, values
 
 def test_the_witness_computes_in_exact_arithmetic():
     params = _entry(CLAIM).claim.checks[0].params
-    policy = lesson_4_5._AnswerPolicy(lesson_4_5.PenaltyWitness(**params), 2)
-    gaps = np.array(lesson_4_5._in_loss_expected_gradient(policy), dtype=object) - np.array(
-        lesson_4_5._kl_gradient(policy), dtype=object)
+    policy = kl._AnswerPolicy(kl.PenaltyWitness(**params), 2)
+    gaps = np.array(kl._in_loss_expected_gradient(policy), dtype=object) - np.array(
+        kl._kl_gradient(policy), dtype=object)
     # A coordinate of the first position's logits: a rational combination of logarithms of primes, not a float.
     assert not gaps[0].is_Float and gaps[0].free_symbols == set() and gaps[0] != 0

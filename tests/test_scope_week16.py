@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import impl
-import verifiers.syllabus_ppo as syllabus_ppo
+import verifiers.surrogate as surrogate
 from claims_harness import CheckResult, RunOptions, check_names, load_catalogue, lookup, run_check
 
 CLAIMS = Path(__file__).resolve().parents[1] / "claims"
@@ -138,8 +138,8 @@ def test_the_clipping_statement_speaks_for_many_tokens_and_both_checks_reach_the
 
 def test_the_clipping_witness_turns_red_when_the_surrogate_is_the_product_of_ratios(catalogue, monkeypatch):
     """What would make the sentence true: the surrogate before the clip is the honest transfer, Π_t r_t."""
-    monkeypatch.setattr(syllabus_ppo, "per_token_weights",
-                        lambda ctx, ratios, advantages: syllabus_ppo.product_of_ratios_weights(ratios, advantages))
+    monkeypatch.setattr(surrogate, "per_token_weights",
+                        lambda ctx, ratios, advantages: surrogate.product_of_ratios_weights(ratios, advantages))
     result = _run(catalogue, CLIPPING_ERRATUM, "counterexample-2")
     assert result.status == "failed", result.comparisons
     assert not any(_vector(result.observed["per_token_minus_true"]))

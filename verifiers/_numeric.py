@@ -56,6 +56,18 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """softmax along the last axis, shifted by the largest logit so that no exponential overflows."""
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def cosine(u: np.ndarray, v: np.ndarray) -> float:
+    """The cosine of the angle between two arrays taken as flat vectors."""
+    u, v = np.ravel(u), np.ravel(v)
+    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+
 def rounding_bound(operations: int, magnitude: float) -> float:
     """A bound on float64 rounding error after ``operations`` steps on numbers of ``magnitude``.
 

@@ -1,10 +1,13 @@
-"""The critic and the on-policy actor-critic loop (module steps 4.3.1, 4.3.2, 4.3.5).
+"""The critic and the on-policy actor-critic loop (module steps 4.3.1, 4.3.2, 4.3.4, 4.3.5).
 
-Step 4.3.1: the critic's loss, what a critic fitted to wrong targets learns, explained variance,
-a critic that raises the variance of the actor's update, and the gradient routes of a shared
-trunk. Step 4.3.2: the TD error's mean with the exact critic, and the bias of the TD error and of
-n-step estimates with an approximate critic and their variance, by exact enumeration on a chain and
-on random MDPs, discounted (γ < 1) or episodic (γ = 1 as well). Step 4.3.5: the loop.
+Step 4.3.1: the critic's loss, what a critic fitted to wrong targets learns, explained variance (its
+endpoints, and the share of the targets' variance a critic accounts for), a critic that raises the variance
+of the actor's update, and the gradient routes of a shared trunk. Step 4.3.2: the TD error's mean with the
+exact critic, and the bias of the TD error and of n-step estimates with an approximate critic and their
+variance, by exact enumeration on a chain and on random MDPs, discounted (γ < 1) or episodic (γ = 1 as well).
+Step 4.3.4: the state at a time-limit truncation has a continuation value of its own. Step 4.3.5: the loop,
+and what using each batch once buys: the step is the collecting policy's gradient in expectation, and a
+reused batch no longer gives the changed policy's.
 
 The loop runs on a small corridor: states 0..n-1 and a terminal goal n, start in state 0;
 "left" and "right" move one step, slipping the other way with a small probability; every step
@@ -16,7 +19,9 @@ discounted task is computed here by a linear solve, independently of impl.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections import namedtuple
 from fractions import Fraction
 
 import numpy as np
@@ -24,10 +29,9 @@ from pydantic import Field
 
 from claims_harness import Context, NoParams, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
+from verifiers._exact import as_fractions, exact_policy_values, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound, smallest
 from verifiers._reach import reach_mdp, transitions_of
-from verifiers.tabular import exact_policy_values
 
 
 def _mean_and_variance(probability: np.ndarray, x: np.ndarray) -> tuple[Fraction, Fraction]:
@@ -973,3 +977,241 @@ def long_target_noise_exact(ctx: Context) -> dict[str, object]:
     observed["stochastic_long_minus_one_step_variance"] = (observed["stochastic_long_target_variance"]
                                                            - observed["stochastic_one_step_target_variance"])
     return observed
+
+
+# --- 4.3.1, 4.3.4, 4.3.5: the share of variance, truncation, one use per batch
+
+
+def _share_batches() -> st.SearchStrategy:
+    """Targets and a feature, both eighths in [-10, 10], and a shrinking factor α = k/16."""
+    return st.integers(min_value=3, max_value=40).flatmap(
+        lambda n: st.tuples(st.lists(st.integers(-80, 80), min_size=n, max_size=n),
+                            st.lists(st.integers(-80, 80), min_size=n, max_size=n),
+                            st.integers(0, 16)))
+
+
+@verifier(kind="property", uses=("explained_variance",))
+@given(_share_batches())
+def explained_variance_share_property(ctx: Context, batch: tuple) -> None:
+    """On random targets V̂, impl's explained variance is the share of the targets' variance the
+    critic accounts for, between the endpoints as well as at them:
+
+    - for the least-squares affine fit V = a + b x of V̂ on a random feature x (computed here), whose
+      residual is uncorrelated with it, Var[V̂] = Var[V] + Var[V̂ - V], and the explained variance must
+      be Var[V] / Var[V̂], the share of the targets' variance the predictions carry;
+    - for the shrunk predictions V = mean(V̂) + α (V̂ - mean(V̂)), it must be 1 - (1 - α)^2: the
+      share left unexplained is Var[V̂ - V] / Var[V̂], not 1 - Var[V] / Var[V̂] = 1 - α^2.
+
+    Both are computed in floats from eighths; a variance ratio of numbers bounded by M over a spread
+    σ rounds by at most the bound of 8N operations on (M / σ)^2, as in explained_variance_property.
+    """
+    targets, features, sixteenths = batch
+    y = np.array(targets, dtype=float) / 8
+    x = np.array(features, dtype=float) / 8
+    spread = float(np.std(y))
+    if spread == 0:
+        return
+    scale = (float(np.abs(y).max()) + 1) / spread
+    bound = rounding_bound(8 * len(y), scale**2)
+    if np.std(x) > 0:
+        slope = float(np.mean((x - x.mean()) * (y - y.mean())) / np.var(x))
+        fit = y.mean() + slope * (x - x.mean())
+        share = float(np.var(fit) / np.var(y))
+        fit_bound = rounding_bound(8 * len(y), ((float(np.abs(y).max()) + float(np.abs(fit).max()) + 1)
+                                                / spread) ** 2)
+        observed = ctx.impl.explained_variance(fit, y.copy())
+        assert_close(observed, share, fit_bound, "explained variance of the least-squares fit against Var[V] / Var[V̂]")
+    alpha = sixteenths / 16
+    shrunk = y.mean() + alpha * (y - y.mean())
+    observed = ctx.impl.explained_variance(shrunk, y.copy())
+    assert_close(observed, 1 - (1 - alpha) ** 2, bound, f"explained variance of the predictions shrunk by α = {alpha}")
+
+
+def policy_values(theta: np.ndarray, mdp: dict[str, np.ndarray], gamma: float) -> np.ndarray:
+    """V^{π_θ} of the untruncated discounted task, from (I - γ P_π) V = R_π (the goal absorbs with reward 0)."""
+    pi = np.exp(log_softmax(theta))
+    transition = np.einsum("sa,sat->st", pi, mdp["P"])
+    return np.linalg.solve(np.eye(len(pi)) - gamma * transition, (pi * mdp["R"]).sum(axis=1))
+
+
+@verifier(kind="exact", uses=("collect_rollout",), params=Corridor)
+def truncation_continuation_value_exact(ctx: Context) -> dict[str, object]:
+    """The states at which impl's rollout on the corridor cuts an episode by its time limit, and
+    their value under the collecting policy in the untruncated task, solved here.
+
+    A step is a truncation when the time limit, counted here from each reset, is reached there, the
+    rollout does not flag it terminated and cuts its trace. The continuation value of its last
+    observation s_{t+1} is V^π(s_{t+1}): what the episode would still earn had the limit not cut it.
+    """
+    params = ctx.params
+    mdp = corridor(params)
+    theta, phi = _start(mdp, ctx.rng)
+    # Episodes cut at the time limit, valued in the untruncated task under the policy that collected them.
+    reach_mdp(mdp["P"], gamma=params.gamma, horizon=[params.time_limit, math.inf], data="current")
+    rollout = _collect(ctx, theta, phi, mdp, ctx.rng)
+    shape = (params.n_steps, params.n_envs)
+    reached_goal = mdp["terminal"][rollout.s_tp1]
+    limit = np.zeros(shape, dtype=bool)
+    elapsed = np.zeros(params.n_envs, dtype=int)
+    for t in range(params.n_steps):
+        elapsed += 1
+        limit[t] = ~reached_goal[t] & (elapsed >= params.time_limit)
+        elapsed[reached_goal[t] | limit[t]] = 0
+    truncated = limit & (np.asarray(rollout.terminated_t) == 0) & (np.asarray(rollout.trace_cut_t) != 0)
+    values = policy_values(theta, mdp, params.gamma)
+    continuation = values[rollout.s_tp1[truncated]]
+    # A linear solve of n equations on rewards of size |R|, with the discount's condition (1 + γ)/(1 - γ).
+    largest = float(np.abs(mdp["R"]).max()) / (1 - params.gamma)
+    bound = rounding_bound(8 * len(values) ** 3 + 8, (1 + params.gamma) / (1 - params.gamma) * largest)
+    return {"truncations": int(truncated.sum()),
+            "truncated_states_are_not_terminal": bool(not np.any(reached_goal[truncated])),
+            "smallest_continuation_value": float(np.abs(continuation).min()) if continuation.size else 0.0,
+            "continuation_values_exceed_rounding": bool(continuation.size and np.all(np.abs(continuation) > bound)),
+            "rounding_bound": bound}
+
+
+# The discount of the one-step iterations below: an episode of one step ends before any discounting.
+ONE_STEP_DISCOUNT = 1.0
+
+
+# Step 4.3.5's rollout, as fields: it reaches the implementation as data, built there as a named tuple of them.
+OneStepRollout = namedtuple("OneStepRollout", ["s_t", "a_t", "log_pi_old_t", "r_t", "s_tp1", "v_t", "v_tp1",
+                                               "terminated_t", "trace_cut_t"])
+
+
+def _one_step_rollout(state: int, action: int, reward: float, value: float, log_pi: float, terminal: int
+                      ) -> OneStepRollout:
+    """One transition into the terminal state, shaped [1, 1], with the fields of step 4.3.5's rollout."""
+    one = np.ones((1, 1))
+    return OneStepRollout(s_t=np.full((1, 1), state), a_t=np.full((1, 1), action), log_pi_old_t=log_pi * one,
+                           r_t=reward * one, s_tp1=np.full((1, 1), terminal), v_t=value * one, v_tp1=0 * one,
+                           terminated_t=one.copy(), trace_cut_t=one.copy())
+
+
+def _one_step_gradient(theta: np.ndarray, rewards: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """∇_θ J for J = Σ_s ρ(s) Σ_a π_θ(a|s) R(s, a), one-step episodes: ρ(s) π(b|s) (R(s, b) - Σ_a π(a|s) R(s, a))."""
+    pi = np.exp(log_softmax(theta))
+    return rho[:, None] * pi * (rewards - (pi * rewards).sum(axis=1, keepdims=True))
+
+
+def _old_data_step(theta: np.ndarray, rewards: np.ndarray, phi: np.ndarray, rho: np.ndarray, sampling: np.ndarray
+                   ) -> np.ndarray:
+    """Σ_s ρ(s) Σ_a sampling(a|s) (R(s, a) - φ(s)) (e_a - π_θ(·|s)), row by row: the expected policy-gradient
+    step at θ on one-step data drawn from ``sampling``, written out here; ∇J(θ) when ``sampling`` is π_θ."""
+    pi = np.exp(log_softmax(theta))
+    weighted = sampling * (rewards - phi[:, None])
+    return rho[:, None] * (weighted - weighted.sum(axis=1, keepdims=True) * pi)
+
+
+def _expected_step(ctx: Context, theta: np.ndarray, phi: np.ndarray, rewards: np.ndarray, rho: np.ndarray,
+                   sampling: np.ndarray, actor_lr: float, data: str) -> np.ndarray:
+    """E[θ' - θ] / lr of impl's iteration on a batch of one transition drawn from ``sampling`` (π of the
+    collecting policy), every (s, a) enumerated with probability ρ(s) sampling(a|s). ``data`` says whose
+    policy ``sampling`` is, relative to θ's: the current one, or an old one θ has moved from."""
+    n_states, n_actions = rewards.shape
+    # One-step episodes from n_states start states; the advantage r - φ(s) is handed a drawn critic's value.
+    reach(states=n_states, actions=n_actions, horizon=1, discount=ONE_STEP_DISCOUNT, data=data,
+          advantages="estimated")
+    full_theta = np.vstack([theta, np.zeros((1, n_actions))])
+    full_phi = np.append(phi, 0.0)
+    log_sampling = np.log(sampling)
+    expected = np.zeros_like(full_theta)
+    for s in range(n_states):
+        for a in range(n_actions):
+            rollout = _one_step_rollout(s, a, rewards[s, a], phi[s], log_sampling[s, a], n_states)
+            stepped, _ = ctx.impl.actor_critic_iteration(full_theta, full_phi, rollout, ONE_STEP_DISCOUNT, 1.0,
+                                                         actor_lr, 0.5, normalize=False)
+            expected += rho[s] * sampling[s, a] * (np.asarray(stepped, dtype=float) - full_theta)
+    assert not np.any(expected[-1]), "the terminal state's logits moved"
+    return expected[:-1] / actor_lr
+
+
+def _step_bound(rewards: np.ndarray, phi: np.ndarray, theta: np.ndarray, actor_lr: float) -> float:
+    """Rounding of an enumerated mean of S·A steps, each of size lr (|R| + |φ|) on logits of size |θ|, divided by lr."""
+    magnitude = (float(np.abs(theta).max()) / actor_lr + float(np.abs(rewards).max()) + float(np.abs(phi).max()))
+    return rounding_bound(16 * rewards.size, magnitude)
+
+
+@functools.cache
+def _one_step_problems() -> st.SearchStrategy:
+    def problem(drawn: tuple) -> dict[str, np.ndarray | float]:
+        n_states, n_actions, rewards, logits, values, lr = drawn
+        return {"rewards": np.array(rewards[:n_states * n_actions], dtype=float).reshape(n_states, n_actions) / 8,
+                "theta": np.array(logits[:n_states * n_actions], dtype=float).reshape(n_states, n_actions) / 8,
+                "phi": np.array(values[:n_states], dtype=float) / 8, "actor_lr": lr / 16}
+
+    return st.tuples(st.integers(1, 3), st.integers(2, 3), st.lists(st.integers(-80, 80), min_size=9, max_size=9),
+                     st.lists(st.integers(-24, 24), min_size=9, max_size=9),
+                     st.lists(st.integers(-80, 80), min_size=3, max_size=3), st.integers(1, 32)).map(problem)
+
+
+@verifier(kind="property", uses=("actor_critic_iteration",))
+@given(_one_step_problems())
+def single_use_step_property(ctx: Context, problem: dict) -> None:
+    """On random one-step problems (1 to 3 equally likely start states, 2 or 3 actions, rewards R,
+    a tabular softmax actor θ and any critic φ), impl's actor step on a batch collected by the policy
+    it updates is, in expectation over the batch, lr ∇J(θ): every (s, a) is enumerated with its
+    probability ρ(s) π_θ(a|s), the batch is one transition into the terminal state (Â = r - φ(s)),
+    and ∇J is written out here. Unnormalised advantages: a batch of one sample has no spread.
+
+    Once the policy has moved to θ_1 = θ + lr ∇J(θ), a step at θ_1 on the old batch (drawn from π_θ) is
+    in expectation E_{π_θ}[(r - φ(s)) ∇ log π_θ1(a|s)], written out here: the old data's average, not
+    ∇J(θ_1), from which it differs by Σ_s ρ(s) Σ_a (π_θ - π_θ1)(a|s) (R(s, a) - φ(s)) ∇ log π_θ1(a|s);
+    a step on a fresh batch drawn from π_θ1 is lr ∇J(θ_1) again."""
+    rewards, theta, phi, lr = (problem[k] for k in ("rewards", "theta", "phi", "actor_lr"))
+    rho = np.full(len(rewards), 1 / len(rewards))
+    pi = np.exp(log_softmax(theta))
+    gradient = _one_step_gradient(theta, rewards, rho)
+    assert_close(_expected_step(ctx, theta, phi, rewards, rho, pi, lr, "current"), gradient,
+                 _step_bound(rewards, phi, theta, lr), "the expected step against the collecting policy's gradient")
+    changed = theta + lr * gradient
+    bound = _step_bound(rewards, phi, changed, lr)
+    reused = _expected_step(ctx, changed, phi, rewards, rho, pi, lr, "old")
+    assert_close(reused, _old_data_step(changed, rewards, phi, rho, pi), bound,
+                 "a reused batch's expected step against the old data's average")
+    fresh = _expected_step(ctx, changed, phi, rewards, rho, np.exp(log_softmax(changed)), lr, "current")
+    assert_close(fresh, _one_step_gradient(changed, rewards, rho), bound,
+                 "a fresh batch's expected step against the changed policy's gradient")
+
+
+class OneStepBatch(NoParams):
+    """One-step episodes from equally likely start states, a tabular actor and critic, and a step size."""
+
+    rewards: list[list[float]] = Field(min_length=1, description="R[s][a]")
+    theta: list[list[float]] = Field(min_length=1, description="the collecting actor's logits θ[s][a]")
+    critic: list[float] = Field(min_length=1, description="V_φ(s), one per start state")
+    actor_lr: float = Field(gt=0)
+
+
+@verifier(kind="exact", uses=("actor_critic_iteration",), params=OneStepBatch)
+def reused_batch_exact(ctx: Context) -> dict[str, object]:
+    """A batch used once, and the same batch used again after the policy changed.
+
+    The policy changes from θ to θ_1 = θ + lr ∇J(θ) (the expected first step). A second step of impl's
+    iteration at θ_1 on transitions drawn from π_θ (the old batch again) is compared with lr ∇J(θ_1),
+    and so is a step at θ_1 on transitions drawn from π_θ1 (a fresh batch). Each is an expectation
+    over the batch, enumerated in floats; a gap above the rounding bound is a bias.
+    """
+    params = ctx.params
+    rewards = np.array(params.rewards, dtype=float)
+    theta = np.array(params.theta, dtype=float)
+    phi = np.array(params.critic, dtype=float)
+    if theta.shape != rewards.shape or phi.shape != rewards.shape[:1]:
+        raise ValueError(f"theta must be shaped like rewards {rewards.shape} and critic have {len(rewards)} values")
+    rho = np.full(len(rewards), 1 / len(rewards))
+    lr = params.actor_lr
+    old_pi = np.exp(log_softmax(theta))
+    first = _expected_step(ctx, theta, phi, rewards, rho, old_pi, lr, "current")
+    changed = theta + lr * _one_step_gradient(theta, rewards, rho)
+    new_pi = np.exp(log_softmax(changed))
+    target = _one_step_gradient(changed, rewards, rho)
+    reused = _expected_step(ctx, changed, phi, rewards, rho, old_pi, lr, "old")
+    fresh = _expected_step(ctx, changed, phi, rewards, rho, new_pi, lr, "current")
+    bound = _step_bound(rewards, phi, changed, lr)
+    gaps = {"single_use": float(np.abs(first - _one_step_gradient(theta, rewards, rho)).max()),
+            "reused": float(np.abs(reused - target).max()), "fresh": float(np.abs(fresh - target).max())}
+    return {"single_use_step_is_the_gradient": gaps["single_use"] <= bound,
+            "reused_batch_step_is_the_new_gradient": gaps["reused"] <= bound,
+            "fresh_batch_step_is_the_new_gradient": gaps["fresh"] <= bound,
+            "policy_change": float(np.abs(new_pi - old_pi).max()),
+            **{f"{name}_gap": gap for name, gap in gaps.items()}, "rounding_bound": bound}

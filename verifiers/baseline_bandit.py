@@ -1,15 +1,17 @@
-"""A constant baseline in the three-armed bandit of the week-16 syllabus (step 2), and a baseline b(s) per prompt.
+"""Baselines in the three-armed bandit of the week-16 syllabus (step 2), and a baseline b(s) per prompt.
 
 The policy is softmax(θ) at θ = 0, uniform over the arms; the single-sample gradient estimate
 for arm a is g(a) = (R(a) - b)(e_a - π). Its "total variance" is the trace of its covariance,
 E||g - E g||^2, the sum of the per-coordinate variances. With several prompts s (drawn from d(s)),
 each with its own softmax policy and baseline b(s), the same estimate can be lowered or raised by
-b(s) (the interview answer's point 2, step 4).
+b(s) (the interview answer's point 2, step 4). Step 2's baselines for a batch of N arms drawn from π are
+the batch mean and the mean of the other N - 1; a baseline that depends on the action biases the estimate.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -184,3 +186,88 @@ def state_baseline_variance_property(ctx: Context, prompts: dict) -> None:
     far = [opt + 2 * abs(opt) + 1 for opt in optimum]
     assert total_variance(far)[1] > without, ("a far baseline did not raise the variance", far)
     assert total_variance(optimum)[1] <= without, ("b* raised the variance", optimum)
+
+
+# --------------------- step 2: a batch's baselines, and a baseline per action
+
+
+class BanditBatch(NoParams):
+    """Rewards of the arms of a uniform bandit (θ = 0) and the number of arms drawn per batch."""
+
+    rewards: list[float] = Field(min_length=2, max_length=6, description="R(a) per arm")
+    batch_size: int = Field(ge=2, le=6, description="N, the arms drawn independently for one batch")
+
+
+@verifier(kind="exact", params=BanditBatch,
+          uses=("group_centered_advantages", "leave_one_out_advantages", "score_function_gradient", "softmax_score"))
+def batch_baselines_exact(ctx: Context) -> dict[str, object]:
+    """The batch estimator (1/N) Σ_i (R_i - b_i) ∇ log π(a_i) with no baseline, the batch mean
+    (impl's group-centred advantages over the batch) and the mean of the other N - 1 rewards
+    (impl's leave-one-out advantages), by enumerating all K^N batches in Fractions.
+
+    Reported for each: the expected gradient and the total variance (trace of the covariance).
+    ``batch_mean_factor`` is c with E[batch-mean estimator] = c ∇J, when the two are parallel
+    (None otherwise); the true gradient ∇J = Σ_a π_a R_a (e_a - π) and the exact scores e_a - π
+    are the verifier's, the latter checked against impl's softmax score.
+    """
+    arms, n = len(ctx.params.rewards), ctx.params.batch_size
+    # Every batch of N arms the uniform policy draws, enumerated; each arm's reward is its exact value, and the
+    # batch mean and the leave-one-out mean are estimates of the baseline from the batch.
+    reach_bandit(arms, group=n, data="current", advantages=["exact", "estimated"])
+    pi = np.array([Fraction(1, arms)] * arms, dtype=object)
+    reward_a = as_fractions(ctx.params.rewards)
+    scores_a = softmax_scores(pi)
+    true_gradient = pi * reward_a @ scores_a
+    advantages = {"no_baseline": lambda r: r, "batch_mean": ctx.impl.group_centered_advantages,
+                  "leave_one_out": ctx.impl.leave_one_out_advantages}
+    means = {label: np.zeros(arms, dtype=object) * Fraction(0) for label in advantages}
+    squares = dict.fromkeys(advantages, Fraction(0))
+    probability = Fraction(1, arms**n)
+    for batch in itertools.product(range(arms), repeat=n):
+        rewards = reward_a[list(batch)]
+        for label, advantage in advantages.items():
+            estimate = ctx.impl.score_function_gradient(advantage(rewards), scores_a[list(batch)])
+            means[label] = means[label] + probability * estimate
+            squares[label] += probability * (estimate @ estimate)
+    observed: dict[str, object] = {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a),
+                                   "true_gradient": list(true_gradient)}
+    for label in advantages:
+        observed[f"expected_gradient_{label}"] = list(means[label])
+        observed[f"total_variance_{label}"] = squares[label] - means[label] @ means[label]
+    factor = (means["batch_mean"] @ true_gradient) / (true_gradient @ true_gradient)
+    parallel = all(m == factor * g for m, g in zip(means["batch_mean"], true_gradient, strict=True))
+    observed["batch_mean_factor"] = factor if parallel else None
+    observed["batch_mean_keeps_direction"] = bool(parallel and factor > 0)
+    return observed
+
+
+class ActionBaselines(NoParams):
+    """Rewards of the arms of a uniform bandit (θ = 0) and a baseline b(a) per arm."""
+
+    rewards: list[float] = Field(min_length=2, description="R(a) per arm")
+    action_baselines: list[float] = Field(min_length=2, description="b(a) per arm, subtracted from that arm's reward")
+
+    @model_validator(mode="after")
+    def _one_baseline_per_arm(self) -> ActionBaselines:
+        if len(self.rewards) != len(self.action_baselines):
+            raise ValueError("rewards and action_baselines need one entry per arm")
+        return self
+
+
+@verifier(kind="counterexample", params=ActionBaselines,
+          uses=("baseline_advantages", "score_function_gradient", "softmax_score"))
+def action_baseline_bias_exact(ctx: Context) -> dict[str, object]:
+    """Σ_a π(a) (R(a) - b(a)) (e_a - π) at the uniform policy, each one-sample update through impl
+    (advantage and estimator; exact scores checked against impl's), against the true gradient
+    Σ_a π(a) R(a) (e_a - π) computed here. ``bias`` is their difference."""
+    arms = len(ctx.params.rewards)
+    # The expectation over the policy's own arms, each with its exact (deterministic) reward.
+    reach_bandit(arms, data="current", advantages="exact")
+    pi = np.array([Fraction(1, arms)] * arms, dtype=object)
+    reward_a, baseline_a = as_fractions(ctx.params.rewards), as_fractions(ctx.params.action_baselines)
+    scores_a = softmax_scores(pi)
+    advantages = ctx.impl.baseline_advantages(reward_a, baseline_a)
+    expected = pi @ ctx.impl.score_function_gradient(advantages[:, None], scores_a[:, None, :])
+    true_gradient = pi * reward_a @ scores_a
+    return {"softmax_score_agrees": softmax_score_agrees(ctx, pi, scores_a), "true_gradient": list(true_gradient),
+            "expected_gradient_action_baseline": list(expected), "bias": list(expected - true_gradient)}

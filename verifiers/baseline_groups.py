@@ -2,7 +2,10 @@
 
 Symbolic statements for any group size G, exact enumeration of a categorical policy with K
 actions (every group of G answers) for one policy and for random ones, a calibrated Monte Carlo
-test of the same case, and properties of impl's group advantages.
+test of the same case, and properties of impl's group advantages. RLOO's answer-level estimator with
+answers of several tokens (each answer's leave-one-out advantage times the sum of its tokens' scores), and
+one policy, reward table and group size on which the order of two estimators' total variances reverses
+between the logits and logits scaled per coordinate (4.2.5: the order depends on the parameterisation).
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from pydantic import Field, model_validator
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
+from verifiers._exact import as_fractions, over, probability_rows, softmax_score, softmax_scores
 from verifiers._numeric import assert_close, rounding_bound
-from verifiers._params import PositiveDistribution
+from verifiers._params import PositiveDistribution, PositiveFractions
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 from verifiers.baseline_state import softmax_score_agrees
@@ -77,7 +80,6 @@ def variance_ratio_symbolic(ctx: Context) -> dict[str, object]:
         "variance_ratio_minus_factor_squared": sp.simplify(ratio - factor**2),
         "variance_ratio_minus_text": sp.simplify(ratio - (group_size - 1) ** 2 / group_size**2),
     }
-
 
 
 class CategoricalGroup(NoParams):
@@ -282,3 +284,111 @@ def normalized_advantages_property(ctx: Context, case: tuple[list[float], float]
     bound = relative + centring / denominator
     assert_close(advantages.sum(), 0.0, bound, "the sum of the std-normalised advantages")
     assert (advantages**2).mean() <= 1 + relative, (rewards, advantages)
+
+
+# ----------- 4.2.4-4.2.5: answers of several tokens, and the parameterisation
+
+
+def _rloo_batch(vocabulary: int, group_size: int, drawn: list) -> dict[str, object]:
+    """Answers of one to three tokens, each token drawn from its own exact softmax over the vocabulary, with the
+    score of the token, e_y - π (the verifier's own), and a reward per answer."""
+    scores = [[softmax_score(probability_rows(weights), token) for weights, token in tokens] for tokens, _ in drawn]
+    return {"vocabulary": vocabulary, "group_size": group_size, "scores": scores,
+            "rewards": [Fraction(eighths, 8) for _, eighths in drawn]}
+
+
+@functools.cache
+def _rloo_batches_of_size(vocabulary: int, group_size: int, prompts: int) -> st.SearchStrategy:
+    token = st.tuples(st.lists(st.integers(1, 4), min_size=vocabulary, max_size=vocabulary),
+                      st.integers(0, vocabulary - 1))
+    answer = st.tuples(st.lists(token, min_size=1, max_size=3), st.integers(-40, 40))
+    answers = group_size * prompts
+    return st.lists(answer, min_size=answers, max_size=answers).map(
+        functools.partial(_rloo_batch, vocabulary, group_size))
+
+
+# A vocabulary of two or three tokens, groups of two to four answers, one or two prompts.
+_rloo_batches = st.tuples(st.integers(2, 3), st.integers(2, 4), st.integers(1, 2)).flatmap(
+    lambda size: _rloo_batches_of_size(*size))
+
+
+@verifier(kind="property", uses=("rloo_advantages", "reinforce_gradient"))
+@given(_rloo_batches)
+def rloo_answer_level_property(ctx: Context, batch: dict) -> None:
+    """On random batches of answers (one to three tokens each, with exact token scores) in contiguous groups of G
+    per prompt, impl's RLOO advantages, each weighting every token of its answer, and impl's REINFORCE estimate
+    over those token sequences give, per prompt, (1/G) Σ_i (R_i - (1/(G-1)) Σ_{j≠i} R_j) Σ_t ∇log π(y_it),
+    computed here from the definition."""
+    vocabulary, group_size, scores, rewards = (batch[k] for k in ("vocabulary", "group_size", "scores",
+                                                                  "rewards"))
+    lengths = [len(tokens) for tokens in scores]
+    reach(group=group_size, tokens=lengths, actions=vocabulary)
+    prompts = len(rewards) // group_size
+    advantages = ctx.impl.rloo_advantages(np.array(rewards, dtype=object), group_size)
+    weights = np.zeros((max(lengths), prompts, group_size), dtype=object) + Fraction(0)
+    token_scores = np.zeros((max(lengths), prompts, group_size, vocabulary), dtype=object) + Fraction(0)
+    for i, tokens in enumerate(scores):
+        prompt, answer = divmod(i, group_size)
+        for t, score in enumerate(tokens):
+            weights[t, prompt, answer] = advantages[i]
+            token_scores[t, prompt, answer] = score
+    observed = ctx.impl.reinforce_gradient(weights, token_scores)
+    for prompt in range(prompts):
+        group = range(prompt * group_size, (prompt + 1) * group_size)
+        expected = sum((rewards[i] - sum(rewards[j] for j in group if j != i) / (group_size - 1))
+                       * sum(scores[i], np.zeros(vocabulary, dtype=object)) for i in group) / group_size
+        assert list(observed[prompt]) == list(expected), (prompt, list(observed[prompt]), list(expected))
+
+
+class ScaledGroups(NoParams):
+    """A softmax policy over K answers (exact), a reward per answer, the group size, and the per-logit
+    scales c of a second parameterisation π = softmax(c ⊙ θ)."""
+
+    pi: PositiveFractions = Field(min_length=2, max_length=4, description="π per answer, exact fractions summing to 1")
+    rewards: list[str] = Field(min_length=2, max_length=4, description="reward per answer, exact")
+    group_size: int = Field(ge=2, le=4, description="answers per group, G")
+    logit_scales: list[int] = Field(min_length=2, max_length=4, description="c, one positive integer per logit")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScaledGroups:
+        if not len(self.pi) == len(self.rewards) == len(self.logit_scales) or min(self.logit_scales) <= 0:
+            raise ValueError("one reward and one positive scale per answer")
+        return self
+
+
+@verifier(kind=("exact", "counterexample"),
+          params=ScaledGroups,
+          uses=("group_centered_advantages", "leave_one_out_advantages", "score_function_gradient"))
+def group_variances_by_parameterisation_exact(ctx: Context) -> dict[str, object]:
+    """Exact total variances E||ĝ - E ĝ||² of the three group estimators (1/G) Σ_i A_i S_i over all K^G groups
+    of independent answers, in two parameterisations of the same policy.
+
+    Logits: S_i = e_{y_i} - π. Scaled logits θ with π = softmax(c ⊙ θ): the chain rule multiplies
+    coordinate k of the score by c_k. The advantages (none, group mean, leave-one-out) and the
+    estimates go through impl; the scores are written here. Reported per parameterisation: the total
+    variance without a baseline minus that of leave-one-out, and minus that of the group mean.
+    """
+    params = ctx.params
+    pi, rewards = as_fractions(params.pi), as_fractions(params.rewards)
+    categories = len(pi)
+    groups = np.array(list(itertools.product(range(categories), repeat=params.group_size)))
+    probability = np.prod(pi[groups], axis=1)
+    # Every group of independent one-action answers, weighted by the policy whose score is taken; the
+    # estimators are handed sampled rewards and group baselines.
+    reach_bandit(categories, group=groups.shape[1], data="current", tokens=1, advantages="estimated")
+    group_rewards = rewards[groups]
+    advantages = {"no_baseline": group_rewards,
+                  "group_mean": ctx.impl.group_centered_advantages(group_rewards),
+                  "leave_one_out": ctx.impl.leave_one_out_advantages(group_rewards)}
+    logit_scores = softmax_scores(pi)
+    observed: dict[str, object] = {"total_probability": probability.sum()}
+    for name, scales in (("logits", [1] * categories), ("scaled_logits", params.logit_scales)):
+        scores = (logit_scores * np.array(scales, dtype=object))[groups]
+        variance = {}
+        for estimator, values in advantages.items():
+            estimates = ctx.impl.score_function_gradient(values, scores)
+            mean = probability @ estimates
+            variance[estimator] = sum(probability @ (estimates[:, k] - mean[k]) ** 2 for k in range(categories))
+        observed[f"no_baseline_minus_leave_one_out_{name}"] = variance["no_baseline"] - variance["leave_one_out"]
+        observed[f"no_baseline_minus_group_mean_{name}"] = variance["no_baseline"] - variance["group_mean"]
+    return observed

@@ -18,7 +18,16 @@ from pydantic import Field, model_validator
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, exact_solve, over, probability_rows, softmax_score, softmax_scores
+from verifiers._exact import (
+    as_fractions,
+    exact_action_values,
+    exact_discounted_visitation,
+    exact_policy_values,
+    over,
+    probability_rows,
+    softmax_score,
+    softmax_scores,
+)
 from verifiers._numeric import rounding_bound
 from verifiers._params import PositiveFractions
 from verifiers._reach import reach_mdp
@@ -312,27 +321,7 @@ def advantage_mean_zero_property(ctx: Context, case: tuple[list[int], list[Fract
     assert np.shape(batch) == (2,) and list(batch) == each_state, (batch, each_state)
 
 
-# --------------------------------------------------------------------------- exact policy evaluation
-
-
-def exact_policy_evaluation(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fraction
-                            ) -> tuple[np.ndarray, np.ndarray]:
-    """V^π and Q^π of a kernel ``P[s, a, s2]`` whose rows may sum to less than 1 (the rest ends the episode),
-    solved here: (I - γ P_π) V = R_π, then Q = R + γ P V. ``P`` may carry a last column for the end of the
-    episode (:data:`mdps_with_end`); only the columns of the S states count."""
-    n_states = R.shape[0]
-    live = P[:, :, :n_states]
-    transition = (pi[:, :, None] * live).sum(axis=1)
-    system = np.eye(n_states, dtype=int).astype(object) - gamma * transition
-    values = exact_solve(system, (pi * R).sum(axis=1))
-    return values, R + gamma * (live * values).sum(axis=-1)
-
-
-def exact_discounted_visitation(P: np.ndarray, pi: np.ndarray, rho: np.ndarray, gamma: Fraction) -> np.ndarray:
-    """d(s) = Σ_t γ^t Pr(s_t = s) from s_0 ~ ρ: the solution of (I - γ P_π)^T d = ρ, solved here."""
-    n_states = len(rho)
-    transition = (pi[:, :, None] * P[:, :, :n_states]).sum(axis=1)
-    return exact_solve((np.eye(n_states, dtype=int).astype(object) - gamma * transition).T, rho)
+# --------------------------------------------------------------------------- MDPs whose episodes end
 
 
 def longest_episode(P: np.ndarray) -> float:
@@ -420,7 +409,7 @@ def state_baseline_exact_q_property(ctx: Context, mdp: dict) -> None:
     """
     P, R, pi, rho, b, gamma = (mdp[k] for k in ("P", "R", "pi", "rho", "b", "gamma"))
     n_states, n_actions = R.shape
-    _, q = exact_policy_evaluation(P, R, pi, gamma)
+    q = exact_action_values(P, R, exact_policy_values(P, R, pi, gamma), gamma)
     # The coefficients are the exact Q^π of the witness; its states are visited under the policy scored.
     reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact", data="current")
     weights = (exact_discounted_visitation(P, pi, rho, gamma)[:, None] * pi).reshape(-1)

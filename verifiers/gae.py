@@ -1,4 +1,4 @@
-"""TD errors, n-step estimates and GAE with two masks (module lesson 4.3, steps 4.3.2-4.3.4).
+"""TD errors, n-step estimates and GAE with two masks (module lesson 4.3, steps 4.3.2-4.3.4; week 16 step 1).
 
 Random rollout buffers here are built from *events*, the rows of the module's table in step
 4.3.4: after each transition the episode goes on (ordinary), reaches a true terminal
@@ -9,11 +9,19 @@ masks impl receives, so they also check that the masks say what the table says.
 Every buffer handed to impl is one a rollout can store: a termination also cuts the trace (a
 reset follows it), and where the trace goes on, V(s_{t+1}) is the next row's V(s_t). A correct
 GAE may rely on both, as Stable-Baselines3's does (``examples/alternatives/sb3_gae.py``).
+
+Also: how large a long target's variance gets, and that a random next state alone makes it noisy where a
+deterministic one does not (4.3.2); where the bootstrapped tail at a rollout's edge weighs most (4.3.3: short
+buffers, long episodes); and, from the week-16 syllabus, the value head's regression target (its fixed point
+is V^π of the sampling policy, and V* is not one unless that policy is optimal) and λ, which mixes horizons
+without pricing the future (with the exact V^π, GAE's mean given (s_t, a_t) is A^π(s_t, a_t) for every λ).
+Those MDPs are exact and random, with V^π by sympy's solve and V* by policy iteration (``verifiers.tabular``).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -22,10 +30,21 @@ import numpy as np
 import sympy as sp
 from pydantic import Field
 
-from claims_harness import Context, Declined, NoParams, Unsupported, given, reach, verifier
+from claims_harness import Context, Declined, NoParams, Unsupported, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import over
-from verifiers._numeric import as_written, assert_close, rounding_bound
+from verifiers._exact import as_fractions, discounted_exact_mdps, exact_action_values, exact_policy_values, over
+from verifiers._numeric import as_written, assert_close, largest_magnitude, rounding_bound
+from verifiers._reach import reach_mdp
+from verifiers.actor_critic import (
+    Chain,
+    _chain_estimates,
+    _chain_paths,
+    _mean_and_variance,
+    chain_critic,
+    chain_values,
+    reach_chain,
+)
+from verifiers.tabular import episodic_mdps_any_discount, exact_optimal_values, reach_tabular
 
 ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE = "ordinary", "terminated", "truncated", "buffer_edge"
 EVENTS = (ORDINARY, TERMINATED, TRUNCATED, BUFFER_EDGE)
@@ -207,7 +226,6 @@ def _column_bound(column: tuple) -> float:
     _, r, v, v_next = column
     magnitude = float(np.abs(r).sum() + np.abs(v).sum() + np.abs(v_next).sum())
     return rounding_bound(4 * len(r), magnitude)
-
 
 
 class Discounting(NoParams):
@@ -795,3 +813,301 @@ def batch_cut_property(ctx: Context, split_buffer: tuple) -> None:
                         tail = (gamma * lambda_) ** (end - t + 1) * whole[end + 1, env]
                         assert_close(batch[t - piece.start, env], whole[t, env] - tail, bound,
                                      f"the piece's GAE of env {env} at step {t} against the unsplit less the tail")
+
+
+# --- 4.3.2-4.3.3: a long target's variance, and the tail at the buffer's edge
+
+
+class GrowingChain(NoParams):
+    """A chain whose every step's reward is random, and the episode lengths to compare."""
+
+    chain: Chain
+    lengths: list[int] = Field(min_length=2, description="episode lengths, each at most 6 (Chain's limit)")
+
+
+@verifier(kind="exact", uses=("n_step_advantages",), params=GrowingChain)
+def long_target_variance_grows_exact(ctx: Context) -> dict[str, object]:
+    """For each episode length L, the variance at s_0 of impl's Monte Carlo estimate (n = L, to the
+    episode's end) and of its one-step estimate (n = 1), over every episode enumerated exactly, and
+    their ratio. With independent per-step rewards and γ = 1 the long target's variance is the sum
+    of the L steps' variances: L times the one-step target's when the critic errs by a constant."""
+    observed: dict[str, list[object]] = {"long_target_variance_by_length": [], "one_step_variance_by_length": [],
+                                         "ratio_by_length": []}
+    for length in ctx.params.lengths:
+        chain = Chain(**{**ctx.params.chain.model_dump(), "length": length})
+        reach_chain(chain, advantages="exact" if chain.critic_error == 0 else "estimated")
+        rewards, probability = _chain_paths(chain, None)
+        critic = chain_critic(chain, chain_values(chain))
+        _, long = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, length))
+        _, short = _mean_and_variance(probability, _chain_estimates(ctx, chain, rewards, critic, 1))
+        observed["long_target_variance_by_length"].append(long)
+        observed["one_step_variance_by_length"].append(short)
+        observed["ratio_by_length"].append(long / short if short else None)
+    return observed
+
+
+class EpisodicMDP(NoParams):
+    """A small episodic MDP: P[s][a][s2], R[s][a] and π[s][a], a start state, and an absorbing terminal state."""
+
+    P: list[list[list[float]]] = Field(min_length=2, description="P[s][a][s2]; the terminal state's row absorbs")
+    R: list[list[float]] = Field(min_length=2, description="R[s][a], the reward of taking a in s (0 in the terminal)")
+    pi: list[list[float]] = Field(min_length=2, description="π(a|s), the policy that collects the episodes")
+    start: int = Field(ge=0, description="the state every episode starts from")
+    terminal: int = Field(ge=0, description="the absorbing terminal state, worth 0")
+
+
+class TwoEnvironments(NoParams):
+    """The same task with deterministic and with stochastic transitions, its discount, and its episodes' length."""
+
+    deterministic: EpisodicMDP
+    stochastic: EpisodicMDP
+    gamma: float = Field(gt=0, le=1, description="the discount γ")
+    horizon: int = Field(ge=1, le=8, description="decisions of every episode: the terminal is reached after exactly "
+                                                 "this many")
+
+
+def _episodes(mdp: EpisodicMDP, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every episode of ``horizon`` decisions from the start state, exactly: states [horizon + 1, M], actions
+    [horizon, M], their probabilities [M], and the MDP's P, R, π as exact arrays."""
+    P, R, pi = (as_fractions(table) for table in (mdp.P, mdp.R, mdp.pi))
+    paths = [((mdp.start,), (), Fraction(1))]
+    for _ in range(horizon):
+        paths = [(states + (following,), actions + (a,), probability * pi[states[-1], a] * P[states[-1], a, following])
+                 for states, actions, probability in paths for a in range(pi.shape[1]) for following in range(len(P))
+                 if pi[states[-1], a] * P[states[-1], a, following]]
+    if any(states[-1] != mdp.terminal or mdp.terminal in states[:-1] for states, _, _ in paths):
+        raise ValueError(f"every episode must reach the terminal state {mdp.terminal} after exactly {horizon} "
+                         "decisions")
+    states = np.array([path[0] for path in paths]).T
+    actions = np.array([path[1] for path in paths]).T
+    return states, actions, np.array([path[2] for path in paths], dtype=object), (P, R, pi)
+
+
+@verifier(kind="exact", uses=("n_step_advantages",), params=TwoEnvironments)
+def long_target_noise_by_transitions_exact(ctx: Context) -> dict[str, object]:
+    """The variance of the Monte Carlo target (impl's n-step estimate with n = horizon, to the episode's end)
+    and of the one-step target at the start state, each plus V^π(s_0), over every episode enumerated
+    exactly, in the same task with deterministic and with stochastic transitions: the randomness of the
+    long target here is the environment's next states alone (the policy and the rewards of each (s, a)
+    are fixed).
+
+    V^π is solved here on the live states with sympy (the terminal is worth 0); the critic is exact, so
+    each target is unbiased and only its noise differs.
+    """
+    params = ctx.params
+    gamma = as_written(params.gamma)
+    observed: dict[str, object] = {}
+    for name in ("deterministic", "stochastic"):
+        mdp = getattr(params, name)
+        s, a, probability, (P, R, pi) = _episodes(mdp, params.horizon)
+        reach_mdp(P, gamma=gamma, horizon=params.horizon, advantages="exact")
+        live = [state for state in range(len(P)) if state != mdp.terminal]
+        values = np.zeros(len(P), dtype=object) + Fraction(0)
+        values[live] = exact_policy_values(P[np.ix_(live, range(P.shape[1]), live)], R[live], pi[live], gamma)
+        terminated = (s[1:] == mdp.terminal).astype(int)
+        observed[f"{name}_episodes"] = len(probability)
+        for horizon, n in (("long", params.horizon), ("one_step", 1)):
+            estimate = ctx.impl.n_step_advantages(R[s[:-1], a], values[s[:-1]], values[s[1:]], terminated, terminated,
+                                                  gamma, n)[0]
+            _, variance = _mean_and_variance(probability, estimate + values[mdp.start])
+            observed[f"{name}_{horizon}_target_variance"] = variance
+    observed["stochastic_long_minus_one_step_variance"] = (observed["stochastic_long_target_variance"]
+                                                           - observed["stochastic_one_step_target_variance"])
+    return observed
+
+
+def _tail_coefficients(ctx: Context, length: int, gamma: float, lambda_: float, terminal_at_end: bool,
+                       rng: np.random.Generator) -> np.ndarray:
+    """∂Â_t / ∂V(s_T) of impl's batch GAE on one buffer of ``length`` steps of one episode, by raising
+    the last row's V(s_{t+1}) by 1 (Â is affine in it). The buffer is one a rollout stores: every row
+    but the last continues into the next (its V(s_{t+1}) is the next row's V(s_t)), and the last row
+    cuts the trace: a buffer edge, or the episode's true terminal when ``terminal_at_end``."""
+    r, v = rng.normal(size=length), rng.normal(size=length)
+    v_next = np.append(v[1:], rng.normal())
+    terminated, trace_cut = np.zeros(length), np.zeros(length)
+    trace_cut[-1] = 1
+    terminated[-1] = float(terminal_at_end)
+    raised = v_next.copy()
+    raised[-1] += 1
+    base = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, gamma, lambda_)
+    moved = ctx.impl.gae_advantages(r, v, raised, terminated, trace_cut, gamma, lambda_)
+    return np.asarray(moved, dtype=float) - np.asarray(base, dtype=float)
+
+
+def _tail_bound(length: int) -> float:
+    # Â_t sums at most T terms of standard normal draws (bounded by 10 in practice, with margin) and the raised 1.
+    return rounding_bound(8 * length, 30.0 * length)
+
+
+def _edge_tail_draws() -> st.SearchStrategy:
+    # γ and λ in [1/2, 1] (sixteenths; γ = λ = 1 makes γλ = 1), a buffer length, the number of buffers an
+    # episode spans, a seed. The smallest tail coefficient, γ (γλ)^(T-1) >= 1e-8, stays far above float rounding,
+    # so a coefficient read as zero is zero.
+    return st.tuples(st.integers(8, 16), st.integers(8, 16), st.integers(1, 12), st.integers(1, 5),
+                     st.integers(0, 2**32 - 1))
+
+
+@verifier(kind="property", uses=("gae_advantages",))
+@given(_edge_tail_draws())
+def edge_tail_weight_property(ctx: Context, draw: tuple) -> None:
+    """Where the bootstrapped tail at a rollout's edge weighs most, read off impl's batch GAE.
+
+    - Short buffers: for one episode that goes on past a buffer of T steps, the mean over the
+      buffer's steps of ∂Â_t/∂V(s_T), the weight the critic's tail carries, is larger for T than
+      for T + 1 (it is γ/T Σ_{k<T} (γλ)^k, which falls with T when γλ < 1; with γ = λ = 1 it is 1 at
+      every T, and only the share of steps below says where the tail weighs most), and every step's
+      coefficient is positive: no estimate of the buffer is free of the tail.
+    - Long episodes: an episode of k T steps ending in a true terminal, collected in k consecutive
+      buffers of T, has a share of (k - 1)/k of its steps whose estimates carry an edge's tail (all
+      but the last buffer's); an episode that fits in one buffer (k = 1) has none, and k + 1
+      buffers' worth has a larger share than k.
+    """
+    gamma_16, lambda_16, length, pieces, seed = draw
+    gamma, lambda_ = gamma_16 / 16, lambda_16 / 16
+    # Buffers of random values (a critic's estimates) cut from episodes of k and k + 1 buffers' length.
+    reach(discount=gamma, horizon=[pieces * length, (pieces + 1) * length], advantages="estimated")
+    rng = np.random.default_rng(seed)
+    means = []
+    for size in (length, length + 1):
+        coefficients = _tail_coefficients(ctx, size, gamma, lambda_, False, rng)
+        assert np.all(coefficients > _tail_bound(size)), ("a step without the edge's tail", size, coefficients)
+        means.append(float(coefficients.mean()))
+    margin = means[0] - means[1]
+    if gamma * lambda_ < 1:
+        assert margin > 2 * _tail_bound(length + 1), ("the tail does not weigh more in the shorter buffer", means)
+    else:
+        assert_close(margin, 0.0, 2 * _tail_bound(length + 1), "with γλ = 1, the shorter buffer's extra mean tail")
+    shares = []
+    for k in (pieces, pieces + 1):
+        carrying = 0
+        for piece in range(k):
+            last = piece == k - 1
+            coefficients = _tail_coefficients(ctx, length, gamma, lambda_, last, rng)
+            carrying += int(np.sum(np.abs(coefficients) > _tail_bound(length)))
+            if last:
+                assert_close(coefficients, 0.0, _tail_bound(length), "the tail coefficients before a terminal")
+        shares.append(Fraction(carrying, k * length))
+    assert shares == [Fraction(k - 1, k) for k in (pieces, pieces + 1)], ("share of steps with a tail", shares)
+    assert shares[1] > shares[0], shares
+
+
+# --------------------------------------- week 16 step 1: the value head and λ
+
+
+def _mdps(actions: tuple[int, int]) -> st.SearchStrategy:
+    return st.tuples(st.integers(1, 3), st.integers(*actions)).flatmap(lambda size: discounted_exact_mdps(*size))
+
+
+def _expected_targets(ctx: Context, mdp: dict, values: np.ndarray) -> np.ndarray:
+    """E_{a~π(s), s2~P(s, a)}[V̂] per state s, for the one-step target V̂ = V(s) + δ(s, a, s2).
+
+    Every δ(s, a, s2) = R(s, a) + γ V(s2) - V(s) is impl's TD error (no termination) and every
+    target impl's value target; the expectation over the current policy's samples is taken here.
+    """
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    shape = P.shape
+    delta = ctx.impl.td_errors(np.broadcast_to(R[:, :, None], shape), np.broadcast_to(values[:, None, None], shape),
+                               np.broadcast_to(values[None, None, :], shape), np.zeros(shape, dtype=int), gamma)
+    targets = ctx.impl.value_targets(np.broadcast_to(values[:, None, None], shape), delta)
+    return (pi * (P * targets).sum(axis=-1)).sum(axis=-1)
+
+
+# Episodic MDPs with γ up to 1 (an LLM's answer is undiscounted), with a choice to make in some state.
+_episodic_choices = episodic_mdps_any_discount.filter(lambda mdp: mdp["R"].shape[1] >= 2)
+
+
+@verifier(kind="property", uses=("td_errors", "value_targets"))
+@given(st.one_of(_mdps((2, 3)), _episodic_choices))
+def value_head_fixed_point_property(ctx: Context, mdp: dict) -> None:
+    """On random exact MDPs (discounted, γ < 1, or episodic with γ in [0, 1], γ = 1 included) and
+    policies π that are not optimal (V^π ≠ V*, both computed here):
+    the mean of the value head's regression target V(s) + δ over π's own transitions leaves
+    V = V^π unchanged in every state, so V^π is what regression on these samples converges to,
+    and does not leave V* unchanged: the value head learns the current policy's values, not the
+    optimal ones.
+
+    Why V* must move: if Σ_a π(a|s) A*(s, a) were 0 in every state, V* would solve π's Bellman
+    equation and be V^π; so some state has a mean target below V*. Exact, compared with ==.
+    """
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    current = exact_policy_values(P, R, pi, gamma)
+    _, optimal = exact_optimal_values(P, R, gamma)
+    assume(not np.array_equal(current, optimal))
+    # The targets are averaged over π's own transitions.
+    reach_tabular(mdp, data="current")
+    at_current = _expected_targets(ctx, mdp, current)
+    assert np.array_equal(at_current, current), ("V^π is not a fixed point", at_current, current)
+    at_optimal = _expected_targets(ctx, mdp, optimal)
+    assert not np.array_equal(at_optimal, optimal), ("V* is a fixed point of π's targets", at_optimal, optimal)
+
+
+def _paths(P: np.ndarray, pi: np.ndarray, state: int, action: int, horizon: int
+           ) -> list[tuple[list[int], list[int], Fraction]]:
+    """Every (s_0..s_H, a_0..a_{H-1}, probability) with s_0 = state and a_0 = action given, then π."""
+    paths = [([state, s2], [action], P[state, action, s2]) for s2 in range(P.shape[2]) if P[state, action, s2] > 0]
+    for _ in range(horizon - 1):
+        paths = [(states + [s2], actions + [a], p * pi[states[-1], a] * P[states[-1], a, s2])
+                 for states, actions, p in paths
+                 for a in range(pi.shape[1]) for s2 in range(P.shape[2])
+                 if pi[states[-1], a] * P[states[-1], a, s2] > 0]
+    return paths
+
+
+_lambda_cases = st.tuples(_mdps((1, 3)), st.integers(2, 3), st.integers(1, 7).map(lambda k: Fraction(k, 8)))
+
+
+def _same_mean_for_every_lambda(ctx: Context, case: tuple[dict, int, Fraction], in_floats: bool) -> None:
+    """The property of :func:`gae_lambda_keeps_expectation_property` on one case; ``in_floats`` hands impl the
+    same paths as float64 arrays (γ and λ as floats: λ = k/8 is exact), for an implementation that declines
+    fractions. The bound is the same either way: a float implementation rounds the fractions it is given too."""
+    mdp, horizon, drawn_lambda = case
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    # GAE estimates over π's own paths of a stationary discounted MDP, cut after H steps and bootstrapped.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="estimated")
+    values = exact_policy_values(P, R, pi, gamma)
+    advantages = exact_action_values(P, R, values, gamma) - values[:, None]
+    starts = list(itertools.product(range(R.shape[0]), range(R.shape[1])))
+    columns, owners = [], []
+    for start in starts:
+        for states, actions, p in _paths(P, pi, *start, horizon):
+            columns.append((states, actions))
+            owners.append((start, p))
+    numbers = float if in_floats else object
+    r = np.array([[R[s[t], a[t]] for s, a in columns] for t in range(horizon)], dtype=numbers)
+    v = np.array([[values[s[t]] for s, _ in columns] for t in range(horizon)], dtype=numbers)
+    v_next = np.array([[values[s[t + 1]] for s, _ in columns] for t in range(horizon)], dtype=numbers)
+    terminated = np.zeros(r.shape, dtype=int)
+    trace_cut = np.zeros(r.shape, dtype=int)
+    trace_cut[-1] = 1
+    magnitude = horizon * float(largest_magnitude(R.ravel()) + 2 * largest_magnitude(values))
+    bound = Fraction(rounding_bound(8 * horizon, magnitude))
+    for lambda_ in (Fraction(0), drawn_lambda, Fraction(1)):
+        given = (float(gamma), float(lambda_)) if in_floats else (gamma, lambda_)
+        estimates = ctx.impl.gae_advantages(r, v, v_next, terminated, trace_cut, *given)[0]
+        means = dict.fromkeys(starts, Fraction(0))
+        for (start, p), estimate in zip(owners, estimates, strict=True):
+            means[start] += p * Fraction(estimate)
+        for (s, a), mean in means.items():
+            assert abs(mean - advantages[s, a]) <= bound, (lambda_, s, a, mean, advantages[s, a])
+
+
+def gae_lambda_keeps_expectation_in_floats(ctx: Context) -> dict[str, object]:
+    """:func:`gae_lambda_keeps_expectation_property` for an implementation that declines fractions: the same
+    paths, handed over in float64, each mean within the same rounding bound."""
+    return check_property(ctx, lambda case: _same_mean_for_every_lambda(ctx, case, in_floats=True), _lambda_cases)
+
+
+@verifier(kind="property", uses=("gae_advantages",), in_floats=gae_lambda_keeps_expectation_in_floats)
+def gae_lambda_keeps_expectation_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs and policies, with the exact V^π as the critic: for λ = 0, a random λ in
+    (0, 1) and λ = 1, the mean of impl's GAE estimate Â_0 over every path of H = 2 or 3 steps from
+    (s_0, a_0) (a buffer cut after H steps, bootstrapped from V^π(s_H)) is A^π(s_0, a_0) for every
+    (s_0, a_0): λ changes how the horizons are mixed, not what the estimate's mean is worth.
+
+    A^π = R + γ P V^π - V^π is computed here. Each E[δ_{t+k} | s_t, a_t] is 0 for k >= 1 under π
+    with the exact V^π, so every mixture of horizons has that mean, and a discount by γλ would
+    not. The paths are one batch of columns, given to impl as exact Fractions; an implementation
+    that computes in floats is judged within the rounding of H backward steps on TD errors bounded
+    by max|R| + 2 max|V^π|, and the mean over the paths is taken exactly from what it returns.
+    """
+    return check_property(ctx, lambda case: _same_mean_for_every_lambda(ctx, case, in_floats=False), _lambda_cases)

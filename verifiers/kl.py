@@ -1,16 +1,25 @@
-"""The k3 estimator of KL(π_old || π), its conditions, and how far one parameter step moves a policy (lesson 4.4)."""
+"""KL(π_old || π) and the penalties built on it (lessons 4.4 and 4.5, week 16 steps 3-4).
+
+The k3 estimator, its conditions, what a batch's k3 does not bound, and how far one parameter step moves a
+policy (4.4.4); where a KL penalty over several tokens goes (4.5); and clipping and the KL penalty as anchors
+on the syllabus's bandit, in one step and over training.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._numeric import as_written, assert_close, log_softmax, rounding_bound
+from verifiers._params import PositiveFractions
+from verifiers._reach import reach_bandit
 
 
 @verifier(kind="symbolic")
@@ -207,3 +216,317 @@ def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
         before, after = log_softmax(logits), log_softmax(logits + step)
         kls.append(float(np.exp(before) @ (before - after)))
     return {"step_length": float(np.linalg.norm(step)), "kl_a": kls[0], "kl_b": kls[1], "kl_ratio": kls[0] / kls[1]}
+
+
+# ------------------------------------ 4.4.4: what a batch's k3 does not bound
+
+
+@verifier(kind="counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
+def k3_batch_bounds_no_update(ctx: Context) -> dict[str, object]:
+    """impl's ratios and k3 on one batch drawn from π_old, beside the exact KL(π_old || π_θ) and the
+    exact probability that π_old draws that batch (in rationals, from the probabilities as written).
+
+    A policy that moves only the mass of actions the batch does not hold leaves every ratio of the
+    batch at 1, so the batch's k3 is 0 however far the policy moved: a small D̂ is no bound on the update.
+    """
+    p_old, p_new = np.array(ctx.params.pi_old), np.array(ctx.params.pi_new)
+    reach(states=1, actions=p_old.size, data="old")  # one state's policies; the batch is drawn from π_old
+    log_pi_old, log_pi_new = np.log(p_old[ctx.params.actions]), np.log(p_new[ctx.params.actions])
+    ratios = np.asarray(ctx.impl.probability_ratios(log_pi_new, log_pi_old), dtype=float)
+    probability = Fraction(1)
+    for a in ctx.params.actions:
+        probability *= as_written(ctx.params.pi_old[a])
+    kl = float(p_old @ (np.log(p_old) - np.log(p_new)))
+    return {"k3_batch_mean": float(np.mean(ctx.impl.kl_k3(log_pi_new - log_pi_old))), "kl_exact": kl,
+            "batch_probability": probability, "ratios_in_batch": [float(r) for r in ratios],
+            "every_ratio_in_batch_is_one": bool(np.all(ratios == 1))}
+
+
+# --------------------------- 4.5: where a KL penalty over several tokens goes
+
+
+# The policy is tabular and autoregressive: one categorical distribution per prefix, its logits the
+# parameters. Answers have a fixed number of tokens and no EOS; logarithms stay exact in sympy as rational
+# combinations of logarithms of primes, so the three placements are compared exactly.
+class PenaltyWitness(NoParams):
+    """A tabular answer policy and a reference policy, answers of exactly ``length`` tokens.
+
+    Both map every prefix (a string over the first K letters 'a', 'b', ... shorter than ``length``) to the
+    probabilities of the K tokens, as exact fractions; an answer is a string of ``length`` tokens.
+    """
+
+    prefix_probabilities: dict[str, PositiveFractions]
+    reference_probabilities: dict[str, PositiveFractions]
+    length: int = Field(ge=2, le=3)
+
+    @model_validator(mode="after")
+    def _complete(self) -> PenaltyWitness:
+        sizes = {len(row) for table in (self.prefix_probabilities, self.reference_probabilities)
+                 for row in table.values()}
+        if len(sizes) != 1 or min(sizes) < 2:
+            raise ValueError(f"every distribution needs the same number (at least 2) of tokens, found sizes {sizes}")
+        symbols = "abcdefgh"[:sizes.pop()]
+        needed = {"".join(body) for n in range(self.length) for body in itertools.product(symbols, repeat=n)}
+        for name, table in (("prefix_probabilities", self.prefix_probabilities),
+                            ("reference_probabilities", self.reference_probabilities)):
+            if set(table) != needed:
+                raise ValueError(f"{name} must hold exactly the prefixes {sorted(needed, key=lambda p: (len(p), p))}")
+        return self
+
+
+def _log(value: sp.Expr) -> sp.Expr:
+    """log of a positive rational as Σ e_p log p over its prime factors: one canonical form, so that an exact
+    difference of such logarithms is zero exactly when it expands to 0 (logarithms of primes are linearly
+    independent over the rationals)."""
+    fraction = Fraction(int(value.p), int(value.q))
+    factors = {**sp.factorint(fraction.numerator)}
+    for prime, power in sp.factorint(fraction.denominator).items():
+        factors[prime] = factors.get(prime, 0) - power
+    return sp.Add(*(power * sp.log(sp.Integer(prime)) for prime, power in factors.items() if prime != 1))
+
+
+def _canonical(expression: sp.Expr) -> sp.Expr:
+    return sp.expand(expression.replace(lambda e: isinstance(e, sp.log) and e.args[0].is_Rational,
+                                        lambda e: _log(e.args[0])))
+
+
+class _AnswerPolicy:
+    """The witness as sympy: one logit per (prefix, token), the policy a softmax per prefix, evaluated where the
+    softmax equals the witness's probabilities (logits log p)."""
+
+    def __init__(self, params: PenaltyWitness, length: int):
+        rows = {p: [sp.Rational(q) for q in row] for p, row in params.prefix_probabilities.items() if len(p) < length}
+        self.reference = {p: [sp.Rational(q) for q in row] for p, row in params.reference_probabilities.items()
+                          if len(p) < length}
+        self.prefixes = sorted(rows, key=lambda p: (len(p), p))
+        self.symbols = "abcdefgh"[:len(rows[""])]
+        self.logits = {p: sp.symbols(f"z_{p or 'root'}_0:{len(self.symbols)}", real=True) for p in self.prefixes}
+        self.at_witness = {z: sp.log(q) for p in self.prefixes for z, q in zip(self.logits[p], rows[p], strict=True)}
+        self.answers = ["".join(body) for body in itertools.product(self.symbols, repeat=length)]
+
+    def token_probability(self, prefix: str, token: str) -> sp.Expr:
+        logits = self.logits[prefix]
+        return sp.exp(logits[self.symbols.index(token)]) / sp.Add(*(sp.exp(z) for z in logits))
+
+    def probability(self, answer: str) -> sp.Expr:
+        return sp.Mul(*(self.token_probability(answer[:t], token) for t, token in enumerate(answer)))
+
+    def reference_log_ratio(self, answer: str) -> sp.Expr:
+        """log π(y)/π_ref(y) at the witness, the sum of the answer's per-token log-ratios."""
+        return sp.Add(*(sp.log(self.at(self.token_probability(answer[:t], token)))
+                        - sp.log(self.reference[answer[:t]][self.symbols.index(token)])
+                        for t, token in enumerate(answer)))
+
+    def prefix_kl(self, prefix: str) -> sp.Expr:
+        """KL(π(·|prefix) || π_ref(·|prefix)) over the vocabulary, as a function of the prefix's own logits."""
+        return sp.Add(*(self.token_probability(prefix, token)
+                        * (sp.log(self.token_probability(prefix, token)) - sp.log(self.reference[prefix][k]))
+                        for k, token in enumerate(self.symbols)))
+
+    def gradient(self, expression: sp.Expr) -> list[sp.Expr]:
+        """∇ with respect to every logit, at the witness, in canonical form."""
+        return [_canonical(self.at(sp.diff(expression, z))) for p in self.prefixes for z in self.logits[p]]
+
+    def at(self, expression: sp.Expr) -> sp.Expr:
+        return sp.simplify(expression.subs(self.at_witness))
+
+
+def _kl_gradient(policy: _AnswerPolicy) -> list[sp.Expr]:
+    """The verifier's own ∇ KL(π(·|x) || π_ref(·|x)) over whole answers, by differentiating
+    Σ_y π(y) log(π(y)/π_ref(y)) in the logits."""
+    kl = sp.Add(*(policy.probability(y) * (sp.log(policy.probability(y))
+                                           - sp.Add(*(sp.log(policy.reference[y[:t]][policy.symbols.index(token)])
+                                                      for t, token in enumerate(y))))
+                  for y in policy.answers))
+    return policy.gradient(kl)
+
+
+def _in_reward_expected_gradient(policy: _AnswerPolicy) -> list[sp.Expr]:
+    """The penalty in the stop-gradient reward: E_y[log(π(y)/π_ref(y)) ∇ log π(y)], the answer's summed log-ratio held
+    fixed as a reward is."""
+    terms = [policy.at(policy.probability(y)) * policy.reference_log_ratio(y) * np.array(
+        policy.gradient(sp.log(policy.probability(y))), dtype=object) for y in policy.answers]
+    return [_canonical(coordinate) for coordinate in np.sum(terms, axis=0)]
+
+
+def _in_loss_expected_gradient(policy: _AnswerPolicy) -> list[sp.Expr]:
+    """The penalty in the loss with its direct derivative: E_y[Σ_t ∇ KL(π(·|y_<t) || π_ref(·|y_<t))], each position's
+    KL over the vocabulary differentiated at the sampled prefix, as a per-token KL term of a loss is."""
+    terms = [policy.at(policy.probability(y)) * np.array(policy.gradient(policy.prefix_kl(y[:t])), dtype=object)
+             for y in policy.answers for t in range(len(y))]
+    return [_canonical(coordinate) for coordinate in np.sum(terms, axis=0)]
+
+
+def _prefix_score_term(policy: _AnswerPolicy) -> list[sp.Expr]:
+    """The score part of step 4.1.2's extended formula for the per-token penalty f(y) = Σ_t KL_t(y_<t):
+    E_y[Σ_t KL_t(y_<t) ∇ log π(y_<t)], which the direct derivative leaves out."""
+    terms = [policy.at(policy.probability(y)) * policy.at(policy.prefix_kl(y[:t]))
+             * np.array(policy.gradient(sp.log(policy.probability(y[:t])) if t else sp.Integer(0)), dtype=object)
+             for y in policy.answers for t in range(len(y))]
+    return [_canonical(coordinate) for coordinate in np.sum(terms, axis=0)]
+
+
+def _largest_gap(left: list[sp.Expr], right: list[sp.Expr]) -> int | float:
+    """The largest |left - right| over the coordinates: 0 when every difference is exactly zero, else the largest
+    difference's size, evaluated to 30 significant digits and reported as a float."""
+    gaps = [_canonical(a - b) for a, b in zip(left, right, strict=True)]
+    if all(gap == 0 for gap in gaps):
+        return 0
+    return float(max(abs(sp.N(gap, 30)) for gap in gaps))
+
+
+@verifier(kind=("exact", "counterexample"), params=PenaltyWitness)
+def kl_penalty_placements_exact(ctx: Context) -> dict[str, object]:
+    """Where a KL penalty goes, for answers of several tokens: the placements' expected gradients against ∇ KL.
+
+    With KL = KL(π(·|x) || π_ref(·|x)) over whole answers (the sum of the per-token log-ratios in
+    expectation), the expected gradient of each placement of the penalty (weight 1) is compared with
+    ∇ KL, all exact (sympy; rationals and logarithms of primes): in the stop-gradient reward, the
+    answer's summed log-ratio times its score; in the loss, each position's KL over the vocabulary
+    differentiated directly at the sampled prefix; both together. ``*_gap`` is the largest coordinate
+    of the difference, 0 exactly or a positive number. ``loss_placement_with_prefix_score_gap`` adds
+    to the loss placement the score part of step 4.1.2's extended formula, Σ_t E[KL_t ∇ log π(y_<t)];
+    ``one_token_loss_placement_gap`` is the loss placement's gap for the same policy's first token
+    alone (answers of one token), where no prefix comes before the penalised position.
+    """
+    params = ctx.params
+    observed = {}
+    for length, prefix in ((params.length, ""), (1, "one_token_")):
+        policy = _AnswerPolicy(params, length)
+        # Every answer of the prompt, weighted by the policy being differentiated: on-policy expectations.
+        reach(tokens=length, horizon=length, actions=len(policy.symbols), states=1, data="current")
+        true_gradient = _kl_gradient(policy)
+        in_loss = _in_loss_expected_gradient(policy)
+        observed[f"{prefix}loss_placement_gap"] = _largest_gap(in_loss, true_gradient)
+        if prefix:
+            continue
+        in_reward = _in_reward_expected_gradient(policy)
+        observed["reward_placement_gap"] = _largest_gap(in_reward, true_gradient)
+        observed["both_placements_gap"] = _largest_gap([a + b for a, b in zip(in_reward, in_loss, strict=True)],
+                                                       true_gradient)
+        observed["loss_placement_with_prefix_score_gap"] = _largest_gap(
+            [a + b for a, b in zip(in_loss, _prefix_score_term(policy), strict=True)], true_gradient)
+    return observed
+
+
+# ---- week 16 steps 3-4: clipping and the KL penalty as anchors on the bandit
+
+
+def _kl_and_gradient(logits: np.ndarray, ref_logits: np.ndarray) -> tuple[float, np.ndarray]:
+    """KL(π || π_ref) and its gradient with respect to π's logits, π_j (log π_j/π_ref,j - KL), computed here."""
+    log_pi, log_ref = log_softmax(logits), log_softmax(ref_logits)
+    pi = np.exp(log_pi)
+    divergence = float(pi @ (log_pi - log_ref))
+    return divergence, pi * (log_pi - log_ref - divergence)
+
+
+def _kl_penalty(ctx: Context, logits: np.ndarray, ref_logits: np.ndarray, beta: float) -> tuple[float, np.ndarray]:
+    """impl's β KL(π || π_ref) for one position and its gradient with respect to the logits."""
+    one = np.ones((1, 1))
+    value, gradient = ctx.impl.kl_penalty_loss(logits[None, None, :], ref_logits[None, None, :], one, beta,
+                                               "token_mean")
+    return float(value), np.asarray(gradient, dtype=float)[0, 0]
+
+
+_anchors = st.integers(2, 6).flatmap(lambda k: st.tuples(
+    *(st.arrays(np.float64, k, elements=st.floats(-3, 3)) for _ in range(3)),
+    st.arrays(np.float64, k, elements=st.floats(-5, 5)),
+    st.floats(0.05, 0.5), st.floats(0.01, 2)))
+
+
+@verifier(kind="property", uses=("ppo_clip_objective_grad", "kl_penalty_loss"))
+@given(_anchors)
+def clip_and_kl_anchors_property(ctx: Context, example: tuple) -> None:
+    """What each term is anchored to, for random logits of π, π_old and π_ref, one sample per arm
+    with a random Â, random ε and β.
+
+    The clipped term's weight on ∇ log π(a) (impl's) is 0 exactly when r = π(a)/π_old(a) has left
+    [1-ε, 1+ε] in the direction of Â(a), and r Â otherwise; at the start of a batch, where
+    π_old = π and every r = 1, it is Â whatever π_ref is: the band moves with π_old. The KL
+    penalty's gradient (impl's) is β ∇ KL(π || π_ref), computed here: it vanishes only at π = π_ref
+    and pulls toward π_ref however far π_old has moved. Ratios within 1e-9 of a band edge are not
+    judged (the min there is a tie up to rounding).
+    """
+    logits, old_logits, ref_logits, advantages, epsilon, beta = example
+    reach_bandit(logits.size, data="old", advantages="estimated", tokens=1)
+    ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
+    weight = ctx.impl.ppo_clip_objective_grad(ratio, advantages, epsilon)
+    for r, a, w in zip(ratio, advantages, weight, strict=True):
+        if abs(abs(r - 1) - epsilon) < 1e-9:
+            continue
+        past_band = (a > 0 and r > 1 + epsilon) or (a < 0 and r < 1 - epsilon)
+        expected = 0.0 if past_band else r * a
+        assert_close(w, expected, rounding_bound(4, abs(r * a)), f"impl's clipped weight at r = {r:.6g}, Â = {a:.6g}")
+    at_batch_start = ctx.impl.ppo_clip_objective_grad(np.ones_like(advantages), advantages, epsilon)
+    assert_close(at_batch_start, advantages, rounding_bound(1, float(np.abs(advantages).max())),
+                 "impl's clipped weight at r = 1 against Â")
+    divergence, gradient = _kl_and_gradient(logits, ref_logits)
+    value, impl_gradient = _kl_penalty(ctx, logits, ref_logits, beta)
+    magnitude = beta * (1 + 2 * float(np.abs(logits).max() + np.abs(ref_logits).max()) + math.log(len(logits)))
+    bound = rounding_bound(16 * len(logits), magnitude)
+    assert_close(value, beta * divergence, bound, "impl's KL penalty against β KL(π || π_ref)")
+    assert_close(impl_gradient, beta * gradient, bound, "the KL penalty's gradient against β ∇ KL(π || π_ref)")
+
+
+class BanditTraining(NoParams):
+    """The syllabus's bandit trained by PPO from π_ref, batch after batch, on expected gradients."""
+
+    rewards: list[float] = Field(min_length=2, description="R(a) per arm")
+    epsilon: float = Field(gt=0, lt=1)
+    beta: float = Field(gt=0, description="the KL penalty's coefficient in the penalised run")
+    learning_rate: float = Field(gt=0)
+    epochs: int = Field(ge=1, description="gradient steps on each batch")
+    batches: list[int] = Field(min_length=2, description="increasing batch counts after which to report")
+
+
+def _train_bandit(ctx: Context, params: BanditTraining, beta: float) -> list[float]:
+    """KL(π || π_ref) after each batch count in ``params.batches``; π_ref = softmax(0), uniform.
+
+    Each batch sets π_old = π and the exact advantages Â(a) = R(a) - E_{π_old}[R]; each epoch
+    ascends the expected clipped objective Σ_a π_old(a) min(r_a Â_a, clip(r_a) Â_a), with impl's
+    per-arm derivative and score, minus impl's KL penalty β KL(π || π_ref) (none when β = 0).
+    """
+    rewards = np.array(params.rewards, dtype=float)
+    arms = np.arange(rewards.size)
+    ref_logits = np.zeros(rewards.size)
+    logits = ref_logits.copy()
+    reported = []
+    for batch in range(1, max(params.batches) + 1):
+        old_logits = logits.copy()
+        pi_old = np.exp(log_softmax(old_logits))
+        advantages = rewards - pi_old @ rewards
+        for _ in range(params.epochs):
+            ratio = np.exp(log_softmax(logits) - log_softmax(old_logits))
+            weight = pi_old * ctx.impl.ppo_clip_objective_grad(ratio, advantages, params.epsilon)
+            ascent = weight @ ctx.impl.softmax_score(np.broadcast_to(logits, (arms.size, arms.size)), arms)
+            if beta > 0:
+                ascent = ascent - _kl_penalty(ctx, logits, ref_logits, beta)[1]
+            logits = logits + params.learning_rate * ascent
+        if batch in params.batches:
+            reported.append(_kl_and_gradient(logits, ref_logits)[0])
+    return reported
+
+
+@verifier(kind="counterexample", params=BanditTraining,
+          uses=("ppo_clip_objective_grad", "softmax_score", "kl_penalty_loss"))
+def clip_and_kl_over_training(ctx: Context) -> dict[str, object]:
+    """PPO on the bandit over many batches, with the clip alone and with the clip and a KL penalty.
+
+    With the clip alone each batch's band is around that batch's π_old, so the policy keeps
+    drifting from π_ref, batch after batch, toward the best arm: KL(π || π_ref) keeps growing
+    toward log(1/π_ref(best arm)). With the penalty the expected update stops where
+    ∇E_π[R] = β ∇KL(π || π_ref), at π* ∝ π_ref exp(R/β), whose KL is computed here in closed form.
+    """
+    params = ctx.params
+    # Each batch's data are π_old's and its advantages the exact R - E_{π_old}[R] (see _train_bandit).
+    reach_bandit(len(params.rewards), data="old", advantages="exact", tokens=1)
+    clip_only = _train_bandit(ctx, params, 0.0)
+    penalised = _train_bandit(ctx, params, params.beta)
+    rewards = np.array(params.rewards, dtype=float)
+    optimum_logits = rewards / params.beta
+    optimum_kl = _kl_and_gradient(optimum_logits, np.zeros(rewards.size))[0]
+    return {"batches": list(params.batches), "kl_clip_only": clip_only, "kl_with_penalty": penalised,
+            "penalised_optimum_kl": optimum_kl,
+            "clip_only_kl_keeps_growing": all(b > a for a, b in itertools.pairwise(clip_only)),
+            "clip_only_last_minus_penalised_optimum": clip_only[-1] - optimum_kl,
+            "penalised_last_gap_to_optimum": abs(penalised[-1] - optimum_kl)}

@@ -1,11 +1,17 @@
-"""Estimating the policy gradient, and REINFORCE (module lesson 4.1, steps 4.1.1-4.1.5).
+"""REINFORCE on trajectories, and the policy gradient theorem (module lesson 4.1, steps 4.1.1-4.1.5).
 
-Two kinds of reference live here, independent of the implementation under test: sympy proofs
-for a symbolic number of categories K and a symbolic horizon, and a small enumerator of
-trajectories (``reference_objective``) whose central differences give the exact gradient of
-J(θ) up to a derived error bound (``objective_difference_bound``). The implementation is
-reached only through ``ctx.impl``; MDPs are handed to it as ``_MDP`` tuples, which carry the
-attributes (P, R, rho, P_alt) that ``impl.TabularMDP`` documents.
+The score of a trajectory, and data that move with θ (4.1.1, 4.1.3); the full return, the reward-to-go and
+their discounted forms as the estimator's weights, which give the gradient of J_γ only as γ^t G_t or at γ = 1
+(4.1.4, 4.1.5); the estimator's form, its spread and its Monte Carlo mean; the sign of one sampled term's step;
+the policy gradient theorem, in its finite-horizon form and in its discounted-visitation form on random
+infinite-horizon MDPs against J differentiated with dual numbers; and the expected step's effect on each
+action's probability (with three actions, one with a positive advantage can lose probability).
+
+Two kinds of reference live here, independent of the implementation under test: sympy proofs for a
+symbolic horizon, and a small enumerator of trajectories (``reference_objective``) whose central differences
+give the exact gradient of J(θ) up to a derived error bound (``objective_difference_bound``), or exact
+fractions where the MDP is exact. The implementation is reached only through ``ctx.impl``; MDPs are handed to
+it as ``MDPTables`` tuples, which carry the attributes (P, R, rho, P_alt) that ``impl.TabularMDP`` documents.
 """
 
 from __future__ import annotations
@@ -13,50 +19,30 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable
 from fractions import Fraction
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 import sympy as sp
 from pydantic import Field, model_validator
 
-from claims_harness import Context, NoParams, check_property, given, reach, verifier
+from claims_harness import Context, NoParams, assume, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import as_fractions, softmax_score, softmax_scores
+from verifiers._exact import MDPTables, as_fractions, exact_mdps, random_exact_mdp, softmax_score, softmax_scores
 from verifiers._numeric import (
     as_written,
     assert_close,
     central_difference,
+    cosine,
     largest_magnitude,
     log_softmax,
     rounding_bound,
+    softmax,
 )
-from verifiers._params import Distribution, PositiveDistribution
+from verifiers._params import Distribution
 from verifiers._reach import reach_bandit, reach_mdp, transitions_of
-from verifiers._sampling import categorical
 
 # --------------------------------------------------------------------------- references
-
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    shifted = np.exp(z - z.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def _cosine(u: np.ndarray, v: np.ndarray) -> float:
-    u, v = np.ravel(u), np.ravel(v)
-    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
-
-
-class _MDP(NamedTuple):
-    """The four arrays ``impl.TabularMDP`` documents; the implementation reads only these attributes."""
-
-    P: np.ndarray
-    R: np.ndarray
-    rho: np.ndarray
-    P_alt: np.ndarray | None = None
 
 
 def _paths(n_states: int, n_actions: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,9 +57,9 @@ def policy_kernel(P: np.ndarray, P_alt: np.ndarray | None, pi: np.ndarray) -> np
     return P if P_alt is None else (1 - pi[:, :1, None]) * P + pi[:, :1, None] * P_alt
 
 
-def reference_objective(mdp: _MDP, theta: np.ndarray, horizon: int, gamma: float) -> float:
+def reference_objective(mdp: MDPTables, theta: np.ndarray, horizon: int, gamma: float) -> float:
     """J(θ) = Σ_τ p_θ(τ) Σ_t γ^t R[s_t, a_t] by enumeration, with P_θ mixed by π_θ(0|s) when P_alt is set."""
-    pi = _softmax(theta)
+    pi = softmax(theta)
     kernel = policy_kernel(mdp.P, mdp.P_alt, pi)
     s_t, a_t = _paths(*theta.shape, horizon)
     probability = mdp.rho[s_t[0]]
@@ -96,7 +82,7 @@ def largest_return(rewards: np.ndarray, horizon: int, gamma: float) -> float:
     return float(np.abs(rewards).max() * sum(gamma**t for t in range(horizon)))
 
 
-def objective_difference_bound(mdp: _MDP, horizon: int, gamma: float, step: float) -> float:
+def objective_difference_bound(mdp: MDPTables, horizon: int, gamma: float, step: float) -> float:
     """A bound on |central difference of J - ∂J/∂θ_{s,a}| for dynamics that do not depend on θ.
 
     Along one logit x = θ[s, a'] every factor π(a_t|s_t) of p_θ(τ) is a constant, q or c(1 - q)
@@ -128,7 +114,7 @@ def _per_trajectory_estimates(ctx: Context, theta: np.ndarray, s_t: np.ndarray, 
     return ctx.impl.reinforce_gradient(w_t[..., None], score_t[:, :, None])
 
 
-def _enumerated_estimates(ctx: Context, mdp: _MDP, theta: np.ndarray, horizon: int, weights: str, gamma: float
+def _enumerated_estimates(ctx: Context, mdp: MDPTables, theta: np.ndarray, horizon: int, weights: str, gamma: float
                           ) -> tuple[np.ndarray, np.ndarray]:
     """Probabilities [M] and impl's single-trajectory estimates [M, S, A] of every possible trajectory."""
     paths = ctx.impl.enumerate_trajectories(mdp, ctx.impl.softmax(theta), horizon)
@@ -159,9 +145,9 @@ class MDPExample(NoParams):
             raise ValueError("theta must match R's shape and rho its number of states")
         return self
 
-    def mdp(self) -> _MDP:
+    def mdp(self) -> MDPTables:
         alt = None if self.P_alt is None else np.array(self.P_alt)
-        return _MDP(np.array(self.P), np.array(self.R), np.array(self.rho), alt)
+        return MDPTables(np.array(self.P), np.array(self.R), np.array(self.rho), alt)
 
     def logits(self) -> np.ndarray:
         return np.array(self.theta)
@@ -171,37 +157,6 @@ class MDPEstimator(MDPExample):
     """An MDP example and the per-step weights of the REINFORCE estimator."""
 
     weights: Weights = Field(description="the impl function giving w_{i,t}")
-
-
-def _piecewise_branch(expression: sp.Expr, condition: sp.Basic) -> sp.Expr:
-    """The branch of a (folded) Piecewise that holds under ``condition``.
-
-    sympy cannot assume that an index m lies in 1..K, so a derivative with respect to z[m] of a
-    sum over 1..K comes back as Piecewise((..., K >= m), (..., True)); the claim is about the
-    first branch (m is one of the categories).
-    """
-    folded = sp.piecewise_fold(expression)
-    if not isinstance(folded, sp.Piecewise):
-        return folded
-    for branch in folded.args:
-        if branch.cond == condition:
-            return branch.expr
-    raise AssertionError(f"no branch under {condition} in {folded}")
-
-
-def _softmax_symbols() -> tuple[sp.Symbol, sp.Symbol, sp.Symbol, sp.IndexedBase, Callable[[sp.Expr], sp.Expr]]:
-    """K symbolic categories, indices k and m in 1..K, logits z and π_k = exp(z_k) / Σ_j exp(z_j)."""
-    categories = sp.Symbol("K", integer=True, positive=True)
-    k = sp.Symbol("k", integer=True)
-    m = sp.Symbol("m", integer=True, positive=True)
-    z = sp.IndexedBase("z", real=True)
-    j = sp.Symbol("j", integer=True)
-    partition = sp.Sum(sp.exp(z[j]), (j, 1, categories))
-
-    def pi(index: sp.Expr) -> sp.Expr:
-        return sp.exp(z[index]) / partition
-
-    return categories, k, m, z, pi
 
 
 # --------------------------------------------------------------------------- 4.1.1
@@ -252,7 +207,7 @@ def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
     params = ctx.params
     logits, rewards = np.array(params.logits), np.array(params.rewards)
     categories = len(logits)
-    bandit = _MDP(np.ones((1, categories, 1)), rewards[None, :], np.ones(1))
+    bandit = MDPTables(np.ones((1, categories, 1)), rewards[None, :], np.ones(1))
     seed = int(ctx.rng.integers(2**63))
 
     # The draws come from the policy whose (perturbed) logits are differentiated: on-policy data.
@@ -272,214 +227,6 @@ def sampled_action_pathwise_gradient(ctx: Context) -> dict[str, object]:
         "true_gradient": true_gradient.tolist(),
         "true_gradient_norm": float(np.linalg.norm(true_gradient)),
     }
-
-
-# --------------------------------------------------------------------------- 4.1.2
-
-
-@verifier(kind="symbolic")
-def log_derivative_symbolic(ctx: Context) -> dict[str, object]:
-    """∇_θ Σ_x f(x) p_θ(x) - Σ_x p_θ(x) f(x) ∇_θ log p_θ(x), for K symbolic outcomes.
-
-    General form: p(k, θ) is an undefined positive function of one parameter coordinate θ and
-    f[k] an arbitrary value that does not involve θ, so a zero residual holds for every
-    parameterisation and every K. Softmax form: p_k = exp(z_k)/Σ_j exp(z_j) with K symbolic logits;
-    sympy differentiates Σ_k f_k p_k with respect to z_m, and the right side uses the score
-    e_k - π written out as δ_km - π_m.
-    """
-    categories = sp.Symbol("K", integer=True, positive=True)
-    k = sp.Symbol("k", integer=True)
-    theta = sp.Symbol("theta", real=True)
-    p, f = sp.Function("p", positive=True), sp.IndexedBase("f")
-    left = sp.diff(sp.Sum(f[k] * p(k, theta), (k, 1, categories)), theta)
-    # The right side's expectation is under p_θ itself, the distribution differentiated.
-    right = sp.Sum(p(k, theta) * f[k] * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
-    reach(actions=categories, data="current")
-
-    categories, k, m, z, pi = _softmax_symbols()
-    reach(actions=categories, data="current")
-    in_range = categories >= m
-    softmax_left = sp.diff(sp.Sum(f[k] * pi(k), (k, 1, categories)), z[m]).doit()
-    softmax_right = sp.Sum(f[k] * pi(k) * (sp.KroneckerDelta(k, m) - pi(m)), (k, 1, categories)).doit()
-    softmax_residual = _piecewise_branch(softmax_left, in_range) - _piecewise_branch(softmax_right, in_range)
-    return {"residual": sp.simplify(left - right), "softmax_residual": sp.simplify(softmax_residual)}
-
-
-class Categorical(NoParams):
-    """Logits of a softmax distribution over K outcomes and a value f per outcome."""
-
-    logits: list[float] = Field(min_length=2, max_length=16)
-    values: list[float] = Field(min_length=2, max_length=16)
-
-    @model_validator(mode="after")
-    def _same_length(self) -> Categorical:
-        if len(self.logits) != len(self.values):
-            raise ValueError("logits and values need one entry per outcome")
-        return self
-
-
-@verifier(kind="montecarlo", uses=("softmax_score", "score_function_gradient"), params=Categorical)
-def score_function_montecarlo(ctx: Context) -> dict[str, object]:
-    """Single-sample estimates f(x) ∇_z log π(x) from impl, minus the exact gradient, per logit.
-
-    Outcomes are drawn from the verifier's own softmax; impl computes the score and the estimate
-    (each draw a batch of N = 1). Each component takes only the K values f_a (e_a - π)_m - g_m, so
-    their minimum and maximum are the honest support of that component's samples; the sample size
-    detects the check's deviation over the widest of these supports. The exact gradient
-    Σ_a π_a f_a (e_a - π) is the verifier's own.
-    """
-    logits, values = np.array(ctx.params.logits), np.array(ctx.params.values)
-    categories = len(logits)
-    pi = _softmax(logits)
-    outcome_values = values[:, None] * (np.eye(categories) - pi)
-    gradient = pi @ outcome_values
-    # impl's float estimate may differ from the verifier's in the last bits.
-    slack = rounding_bound(4 * categories, float(np.abs(values).max()))
-    low = (outcome_values - gradient).min(axis=0) - slack
-    high = (outcome_values - gradient).max(axis=0) + slack
-    n = ctx.samples_needed((0.0, float((high - low).max())))
-    outcomes = categorical(ctx.rng, pi, n)
-    reach_bandit(categories, data="current")
-    estimates = ctx.impl.score_function_gradient(values[outcomes][:, None],
-                                                 ctx.impl.softmax_score(np.broadcast_to(logits, (n, categories)),
-                                                                        outcomes)[:, None])
-    bias = [ctx.mean_estimate(estimates[:, i] - gradient[i], (float(low[i]), float(high[i])))
-            for i in range(categories)]
-    return {"bias": bias, "gradient": gradient.tolist(), "samples": n}
-
-
-class ExactCategorical(NoParams):
-    """Exact probabilities of K outcomes, a value per outcome, and the largest sample size N."""
-
-    probabilities: PositiveDistribution = Field(min_length=2, max_length=6)
-    values: list[float] = Field(min_length=2, max_length=6)
-    max_samples: int = Field(ge=1, le=5)
-
-    @model_validator(mode="after")
-    def _valid(self) -> ExactCategorical:
-        if len(self.probabilities) != len(self.values):
-            raise ValueError("probabilities and values need one entry per outcome")
-        return self
-
-
-@verifier(kind="exact", uses=("score_function_gradient",), params=ExactCategorical)
-def score_function_estimator_exact(ctx: Context) -> dict[str, object]:
-    """E[(1/N) Σ_i f(x_i) ∇_z log π(x_i)] over all K^N samples of size N, in rational arithmetic.
-
-    The score e_x - π of a softmax with probabilities π (logits log π) is written exactly; impl
-    forms each sample's estimate; the probability-weighted sum over every N-tuple is compared
-    with the gradient Σ_x π_x f_x (e_x - π) for N = 1..``max_samples``.
-    """
-    pi, values = as_fractions(ctx.params.probabilities), as_fractions(ctx.params.values)
-    categories = len(pi)
-    scores = softmax_scores(pi)
-    gradient = (pi * values) @ scores
-    largest_bias = []
-    for size in range(1, ctx.params.max_samples + 1):
-        samples = np.array(list(itertools.product(range(categories), repeat=size)))
-        probability = np.prod(pi[samples], axis=1)
-        reach_bandit(categories, data="current")
-        estimates = ctx.impl.score_function_gradient(values[samples], scores[samples])
-        bias = probability @ estimates - gradient
-        largest_bias.append(largest_magnitude(bias))
-    return {"largest_bias_by_sample_size": largest_bias, "gradient": list(gradient),
-            "gradient_is_nonzero": any(g != 0 for g in gradient)}
-
-
-@verifier(kind="symbolic")
-def direct_dependence_symbolic(ctx: Context) -> dict[str, object]:
-    """∇_θ Σ_k f(k, θ) p(k, θ) against E[f ∇log p + ∇f] and against E[f ∇log p] alone, K symbolic.
-
-    Both f and p are undefined functions of one parameter coordinate θ. The residual with the
-    direct term is zero; without it, what is left is Σ_k p ∂f/∂θ, which is not zero as an
-    expression (``score_term_alone_is_exact`` reports whether sympy reduces it to 0).
-    """
-    categories = sp.Symbol("K", integer=True, positive=True)
-    k = sp.Symbol("k", integer=True)
-    theta = sp.Symbol("theta", real=True)
-    p, f = sp.Function("p", positive=True), sp.Function("f")
-    left = sp.diff(sp.Sum(f(k, theta) * p(k, theta), (k, 1, categories)), theta)
-    score_term = sp.Sum(p(k, theta) * f(k, theta) * sp.diff(sp.log(p(k, theta)), theta), (k, 1, categories))
-    direct_term = sp.Sum(p(k, theta) * sp.diff(f(k, theta), theta), (k, 1, categories))
-    reach(actions=categories)
-    left_over = sp.simplify(left - score_term)
-    return {"residual": sp.simplify(left - score_term - direct_term),
-            "score_term_alone_is_exact": left_over == 0,
-            "left_over_minus_direct_term": sp.simplify(left_over - direct_term)}
-
-
-class PenalisedCategorical(NoParams):
-    """A softmax over K outcomes with f_θ(a) = r_a - β π_θ(a): a reward with a policy-dependent penalty."""
-
-    logits: list[float] = Field(min_length=2, max_length=8)
-    rewards: list[float] = Field(min_length=2, max_length=8)
-    penalty: float
-
-
-@verifier(kind="counterexample", uses=("softmax", "softmax_score"), params=PenalisedCategorical)
-def direct_dependence_counterexample(ctx: Context) -> dict[str, object]:
-    """With f_θ(a) = r_a - β π_θ(a), the score term alone against the true gradient of E[f_θ].
-
-    impl gives π and the scores e_a - π. The score term is Σ_a π_a f_a (e_a - π); the direct term
-    E[∇f] = -β Σ_a π_a ∇π_a = -β Σ_a π_a² (e_a - π). The true gradient is the central difference of
-    the verifier's own E[f_θ] = Σ_a π_a r_a - β Σ_a π_a² (step 1e-5: its error, below 1e-9 for
-    logits and rewards of order one, is far under the printed precision).
-    """
-    logits, rewards, beta = np.array(ctx.params.logits), np.array(ctx.params.rewards), ctx.params.penalty
-    categories = len(logits)
-    reach_bandit(categories)
-    pi = ctx.impl.softmax(logits)
-    scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
-    score_term = (pi * (rewards - beta * pi)) @ scores
-    direct_term = -beta * (pi**2) @ scores
-
-    def expected_value(z: np.ndarray) -> float:
-        q = _softmax(z)
-        return float(q @ rewards - beta * q @ q)
-
-    true_gradient = central_difference(expected_value, logits, 1e-5)
-    return {"true_gradient": true_gradient.tolist(), "score_term": score_term.tolist(),
-            "direct_term": direct_term.tolist(), "score_plus_direct": (score_term + direct_term).tolist(),
-            "cosine_score_term_to_gradient": _cosine(score_term, true_gradient)}
-
-
-@verifier(kind="symbolic")
-def softmax_score_symbolic(ctx: Context) -> dict[str, object]:
-    """∂ log π_k / ∂z_m - (δ_km - π_m) for K symbolic logits, m one of the K categories."""
-    categories, k, m, z, pi = _softmax_symbols()
-    reach(actions=categories)
-    score = sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit()
-    residual = _piecewise_branch(score, categories >= m) - (sp.KroneckerDelta(k, m) - pi(m))
-    return {"residual": sp.simplify(residual)}
-
-
-_logit_vectors = st.integers(2, 12).flatmap(lambda size: st.tuples(
-    st.arrays(np.float64, size, elements=st.floats(min_value=-10, max_value=10)),
-    st.integers(0, size - 1)))
-
-
-@verifier(kind="property", uses=("softmax_score", "log_softmax"))
-@given(_logit_vectors)
-def softmax_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> None:
-    """impl's softmax score equals the central difference of impl's log-softmax, and impl's
-    log-softmax agrees with the verifier's own (so a fault there cannot hide one in the score).
-
-    Error bound of the central difference with step h: the third derivative of log π_a along one
-    logit is -π_m(1-π_m)(1-2π_m) or its mirror, at most 1/(6√3) < 1/10 in size, so truncation is
-    below h²/60; each log-softmax evaluation rounds within rounding_bound(4K, |z|max + log K),
-    divided by h. h = 1e-5.
-    """
-    step = 1e-5
-    logits, action = example
-    categories = len(logits)
-    reach(actions=categories)
-    magnitude = float(np.abs(logits).max()) + math.log(categories)
-    assert_close(ctx.impl.log_softmax(logits), log_softmax(logits), rounding_bound(4 * categories, magnitude),
-                 "impl's log_softmax against the verifier's")
-    numeric = central_difference(lambda z: float(ctx.impl.log_softmax(z)[action]), logits, step)
-    score = ctx.impl.softmax_score(logits, action)
-    bound = step**2 / 60 + rounding_bound(4 * categories, magnitude) / step
-    assert_close(score, numeric, bound, f"impl's softmax_score(action {action}) against the central difference")
 
 
 # --------------------------------------------------------------------------- 4.1.3
@@ -522,7 +269,7 @@ _FIXED_DYNAMICS = st.just(False)
 
 @st.composite
 def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _FIXED_DYNAMICS
-                 ) -> tuple[_MDP, np.ndarray, int, float]:
+                 ) -> tuple[MDPTables, np.ndarray, int, float]:
     """An MDP with at most 3 states, 3 actions and 3 steps (at most 648 trajectories), logits, horizon, γ.
 
     Transition rows are 0.8 Dirichlet(1) + 0.2 uniform, so every transition probability is at
@@ -533,7 +280,7 @@ def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _F
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     kernels = [0.8 * rng.dirichlet(np.ones(n_states), size=(n_states, n_actions)) + 0.2 / n_states
                for _ in range(2)]
-    mdp = _MDP(kernels[0], rng.uniform(-1, 1, (n_states, n_actions)), rng.dirichlet(np.ones(n_states)),
+    mdp = MDPTables(kernels[0], rng.uniform(-1, 1, (n_states, n_actions)), rng.dirichlet(np.ones(n_states)),
                kernels[1] if draw(policy_dependent) else None)
     theta = rng.normal(scale=draw(st.sampled_from([0.5, 2.0])), size=(n_states, n_actions))
     return mdp, theta, horizon, draw(st.floats(0, 1))
@@ -541,7 +288,7 @@ def _random_mdps(draw: st.DrawFn, policy_dependent: st.SearchStrategy[bool] = _F
 
 @verifier(kind="property", uses=("trajectory_score", "tabular_softmax_score"))
 @given(_random_mdps(st.booleans()))
-def trajectory_score_property(ctx: Context, example: tuple[_MDP, np.ndarray, int, float]) -> None:
+def trajectory_score_property(ctx: Context, example: tuple[MDPTables, np.ndarray, int, float]) -> None:
     """On random MDPs, for every trajectory, impl's ∇_θ log p_θ(τ) equals the central difference of
     the verifier's own log p_θ(τ); when the dynamics do not depend on θ it also equals the sum over
     steps of impl's tabular softmax scores, and when they do (P_θ mixed by π_θ(0|s)) it does not.
@@ -555,7 +302,7 @@ def trajectory_score_property(ctx: Context, example: tuple[_MDP, np.ndarray, int
     """
     step = 1e-5
     mdp, theta, horizon, _ = example
-    reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), horizon)
+    reach_trajectories(policy_kernel(mdp.P, mdp.P_alt, softmax(theta)), horizon)
     s_t, a_t = _paths(*theta.shape, horizon)
 
     def log_probability(logits: np.ndarray) -> np.ndarray:
@@ -598,7 +345,7 @@ def policy_dependent_dynamics_counterexample(ctx: Context) -> dict[str, object]:
     params = ctx.params
     mdp, theta = params.mdp(), params.logits()
     # REINFORCE's weights are returns of the enumerated trajectories, drawn by the policy differentiated.
-    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), gamma=params.gamma, horizon=params.horizon,
+    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, softmax(theta)), gamma=params.gamma, horizon=params.horizon,
               data="current", advantages="estimated")
     probability, estimates = _enumerated_estimates(ctx, mdp, theta, params.horizon, "full_return_weights",
                                                    params.gamma)
@@ -642,34 +389,6 @@ def return_weights_property(ctx: Context, example: tuple[list[tuple[Fraction, ..
         assert list(full[:, column]) == [definition[0]] * length, full
 
 
-@verifier(kind="symbolic")
-def expected_score_symbolic(ctx: Context) -> dict[str, object]:
-    """Σ_a π_a ∂ log π_a / ∂z_m for a softmax over K symbolic logits, m one of the K categories.
-
-    sympy differentiates log π_a itself; the sum over a is then done symbolically.
-    """
-    categories, k, m, z, pi = _softmax_symbols()
-    reach(actions=categories)
-    score = _piecewise_branch(sp.diff(sp.log(pi(k)).expand(force=True), z[m]).doit(), categories >= m)
-    expectation = _piecewise_branch(sp.Sum(pi(k) * score, (k, 1, categories)).doit(), categories >= m)
-    # Summing π_k over k leaves Σ_k exp(z_k), the partition function with another dummy index.
-    j = sp.Symbol("j", integer=True)
-    same_partition = {sp.Sum(sp.exp(z[k]), (k, 1, categories)): sp.Sum(sp.exp(z[j]), (j, 1, categories))}
-    return {"expected_score": sp.simplify(sp.simplify(expectation).subs(same_partition))}
-
-
-@verifier(kind="property", uses=("softmax", "softmax_score"))
-@given(_logit_vectors)
-def expected_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> None:
-    """Σ_a π(a) (impl's score of a) is zero up to float64 rounding for random logits."""
-    logits, _ = example
-    categories = len(logits)
-    reach(actions=categories)
-    pi = ctx.impl.softmax(logits)
-    scores = ctx.impl.softmax_score(np.broadcast_to(logits, (categories, categories)), np.arange(categories))
-    assert_close(pi @ scores, 0.0, rounding_bound(4 * categories, 1.0), "Σ_a π(a) score(a)")
-
-
 class ExactMDP(NoParams):
     """An MDP and a policy table π(a|s), all exact decimals, with a horizon and discounts."""
 
@@ -680,9 +399,9 @@ class ExactMDP(NoParams):
     horizon: int = Field(ge=1, le=4)
     gammas: list[float] = Field(min_length=1)
 
-    def exact_tables(self) -> tuple[_MDP, np.ndarray]:
+    def exact_tables(self) -> tuple[MDPTables, np.ndarray]:
         """The MDP and the policy table π(a|s) as fractions, each decimal as written."""
-        return _MDP(as_fractions(self.P), as_fractions(self.R), as_fractions(self.rho)), as_fractions(self.policy)
+        return MDPTables(as_fractions(self.P), as_fractions(self.R), as_fractions(self.rho)), as_fractions(self.policy)
 
 
 def finite_horizon_policy_gradient(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: np.ndarray, horizon: int,
@@ -770,7 +489,7 @@ class WeightField:
     symmetric (a C² potential would make it a Hessian).
     """
 
-    def __init__(self, ctx: Context, mdp: _MDP, pi: np.ndarray, horizon: int):
+    def __init__(self, ctx: Context, mdp: MDPTables, pi: np.ndarray, horizon: int):
         self._ctx, self.pi = ctx, pi
         n_states, n_actions = pi.shape
         self._size = n_states * n_actions
@@ -867,10 +586,10 @@ def discounted_visitation_property(ctx: Context) -> dict[str, object]:
     """
     differs = 0
 
-    def agrees(example: tuple[_MDP, np.ndarray, int, float]) -> None:
+    def agrees(example: tuple[MDPTables, np.ndarray, int, float]) -> None:
         nonlocal differs
         mdp, theta, horizon, gamma = example
-        pi = _softmax(theta)
+        pi = softmax(theta)
         n_states, n_actions = theta.shape
         # The recursions weight each visit by the exact Q_t of the policy whose visits they follow.
         reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="exact")
@@ -909,7 +628,7 @@ def enumerated_gradient_property(ctx: Context) -> dict[str, object]:
     step = 1e-4
     weights = ctx.params.weights
 
-    def agrees(example: tuple[_MDP, np.ndarray, int, float]) -> None:
+    def agrees(example: tuple[MDPTables, np.ndarray, int, float]) -> None:
         mdp, theta, horizon, gamma = example
         # The weights are returns of the trajectories the policy itself draws (enumerated exactly).
         reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="estimated")
@@ -948,7 +667,7 @@ def dropping_discount_counterexample(ctx: Context) -> dict[str, object]:
     return {"literal_gradient": literal.tolist(), "gradient_without_discount_factor": dropped.tolist(),
             "finite_difference_gradient": numeric.tolist(),
             "finite_difference_error_bound": objective_difference_bound(mdp, horizon, gamma, 1e-4),
-            "cosine": _cosine(literal, dropped)}
+            "cosine": cosine(literal, dropped)}
 
 
 # --------------------------------------------------------------------------- 4.1.5
@@ -973,7 +692,7 @@ def reinforce_montecarlo(ctx: Context) -> dict[str, object]:
     gradient = central_difference(lambda x: reference_objective(mdp, x, horizon, gamma), theta, step)
     reward_low, reward_high = float(mdp.R.min()), float(mdp.R.max())
     low, high = np.zeros_like(theta), np.zeros_like(theta)
-    pi = _softmax(theta)
+    pi = softmax(theta)
     for t in range(horizon):
         # w_t is a sum of rewards with these total discount weights, so it lies in [low, high] times them.
         rewards_in_weight = {"full_return_weights": range(horizon), "discounted_returns": range(horizon - t),
@@ -1009,7 +728,7 @@ def single_batch_direction_exact(ctx: Context) -> dict[str, object]:
     """
     params = ctx.params
     mdp, theta = params.mdp(), params.logits()
-    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, _softmax(theta)), gamma=params.gamma, horizon=params.horizon,
+    reach_mdp(policy_kernel(mdp.P, mdp.P_alt, softmax(theta)), gamma=params.gamma, horizon=params.horizon,
               data="current", advantages="estimated")
     probability, estimates = _enumerated_estimates(ctx, mdp, theta, params.horizon, params.weights, params.gamma)
     flat = estimates.reshape(len(probability), -1)
@@ -1084,3 +803,322 @@ def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
             "visitation_total": sum(visitation),
             "ratio_to_normalised_expectation": ratios.pop() if len(ratios) == 1 else sorted(ratios, key=float),
             "gradient": [float(g) for g in gradient]}
+
+
+_tenths = st.integers(0, 10).map(lambda n: Fraction(n, 10))
+
+
+# -------------------- 4.1.4-4.1.5 on random exact MDPs, and the expected step
+
+
+def _all_exact(values: np.ndarray) -> bool:
+    """Whether every entry is an integer or a fraction (exact arithmetic), not a float."""
+    return all(isinstance(value, int | Fraction) for value in np.ravel(values))
+
+
+@verifier(kind="property",
+          uses=("enumerate_trajectories", "full_return_weights", "discounted_objective_weights", "reinforce_gradient"))
+def causal_weights_property(ctx: Context) -> dict[str, object]:
+    """On random exact MDPs (1 to 3 states, 2 or 3 actions, horizons 1 to 3 with at most 128 trajectories,
+    transition rows that may put all their mass on one state), a policy table and γ in {0, 1/10, ..., 1}: the
+    exact expectations of impl's REINFORCE estimate with the full discounted return R_γ(τ) at every step and
+    with γ^t G_t are equal, and equal the gradient of J_γ from the verifier's finite-horizon policy gradient
+    theorem (:func:`finite_horizon_policy_gradient`), in rational arithmetic: the
+    rewards before step t add nothing in expectation to its term (:class:`WeightField`
+    writes the scores and takes the expectations)."""
+
+    def same_expectation(mdp: object, pi: np.ndarray, horizon: int, gamma: Fraction) -> None:
+        # The weights are returns of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=horizon, data="current", advantages="estimated")
+        field = WeightField(ctx, mdp, pi, horizon)
+        full = field.expectation(ctx.impl.full_return_weights(field.paths.r_t, gamma))
+        causal = field.expectation(ctx.impl.discounted_objective_weights(field.paths.r_t, gamma))
+        theorem = finite_horizon_policy_gradient(mdp.P, mdp.R, mdp.rho, pi, horizon, gamma)
+        # Weights in floats (an idiom without exact arithmetic) may differ by their rounding alone: the enumerated
+        # sum of M (T + 4) operations on numbers up to T max|R|.
+        n_states, n_actions = pi.shape
+        bound = rounding_bound(len(field.paths.probability) * (horizon + 4) + horizon * (n_states**2 * n_actions + 10),
+                               horizon * float(np.abs(mdp.R).max()))
+        for side, other in ((full, causal), (causal, theorem)):
+            gap = largest_magnitude((side - other).ravel())
+            assert gap == 0 if _all_exact(side) else float(gap) <= bound, (side, other)
+
+    return check_property(ctx, lambda example, gamma: same_expectation(*example, gamma),
+                          exact_mdps(most_trajectories=128), _tenths)
+
+
+@st.composite
+def _sampled_terms(draw: st.DrawFn) -> tuple[np.ndarray, int, int, float, float, float]:
+    """Logits θ [S, A] of a tabular softmax policy (1 to 3 states, 2 to 4 actions, entries in [-3, 3]), a state s
+    and an action a, the action's value Q(s, a), a baseline b(s) (Q(s, a) itself in some draws) and a step size."""
+    n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    logits = draw(st.arrays(np.float64, (n_states, n_actions), elements=st.floats(min_value=-3, max_value=3)))
+    state, action = draw(st.integers(0, n_states - 1)), draw(st.integers(0, n_actions - 1))
+    value = draw(st.floats(min_value=-5, max_value=5))
+    baseline = draw(st.one_of(st.just(value), st.floats(min_value=-5, max_value=5)))
+    return logits, state, action, value, baseline, draw(st.floats(min_value=1e-3, max_value=2))
+
+
+@verifier(kind="property", uses=("tabular_softmax_score", "reinforce_gradient"))
+@given(_sampled_terms())
+def sampled_term_sign_property(ctx: Context, example: tuple[np.ndarray, int, int, float, float, float]) -> None:
+    """One sampled term's step θ ← θ + η (Q(s,a) - b(s)) ∇_θ log π_θ(a|s), through impl's score and estimator (one
+    step of one trajectory), on random tabular logits: it equals the verifier's η w (e_a - π(·|s)) in row s (w =
+    Q(s,a) - b(s)) up to rounding and leaves the other rows exactly; in row s the chosen logit moves by more than
+    every other when w > 0 and by less when w < 0 (by η w (1 - π(a|s) + π(b|s)) relative to logit b); π(a|s), by
+    the verifier's softmax, rises when w > 0 and falls when w < 0, for every step size; w = 0 moves nothing.
+
+    Along the direction v = e_a - π(·|s) the derivative of log π(a|s) is v_a - Σ_b π'(b) v_b at every point π'
+    of the segment, positive because v_a is the largest entry of v: the sign holds for every step size, not only
+    small ones. |η w| is at least 1e-6 (else the example is discarded), so every change stays far above float64
+    resolution.
+    """
+    logits, state, action, value, baseline, step_size = example
+    weight = value - baseline
+    assume(weight == 0 or abs(step_size * weight) >= 1e-6)
+    n_states, n_actions = logits.shape
+    reach(states=n_states, actions=n_actions)
+    score = ctx.impl.tabular_softmax_score(logits, state, action)
+    step = step_size * np.asarray(ctx.impl.reinforce_gradient(np.array([[weight]]), np.asarray(score)[None, None]),
+                                  dtype=float)
+    pi = np.exp(log_softmax(logits[state]))
+    reference = step_size * weight * (np.eye(n_actions)[action] - pi)
+    bound = rounding_bound(8 * n_actions, abs(step_size * weight))
+    assert_close(step[state], reference, bound, "row s of the step against η w (e_a - π(·|s))")
+    assert np.all(np.delete(step, state, axis=0) == 0), ("a row other than s moved", step)
+    if weight == 0:
+        assert np.all(step == 0), step
+        return
+    others = np.delete(np.arange(n_actions), action)
+    relative = step[state, action] - step[state, others]
+    assert np.all(np.sign(relative) == np.sign(weight)), ("logit of a relative to the others", relative, weight)
+    change = np.exp(log_softmax(logits[state] + step[state]))[action] - pi[action]
+    assert np.sign(change) == np.sign(weight), ("π(a|s) moved against the weight", change, weight)
+
+
+_weights = st.integers(-160, 160).map(lambda n: Fraction(n, 16))
+
+
+@st.composite
+def _reinforce_batches(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Exact weights [T, M, N] and scores [T, M, N, P] (M independent batches of N trajectories)."""
+    horizon, batches, trajectories, size = (draw(st.integers(1, 4)), draw(st.integers(1, 3)),
+                                            draw(st.integers(1, 5)), draw(st.integers(1, 3)))
+    cells = horizon * batches * trajectories
+    weights = draw(st.lists(_weights, min_size=cells, max_size=cells))
+    scores = draw(st.lists(_weights, min_size=cells * size, max_size=cells * size))
+    return (np.array(weights, dtype=object).reshape(horizon, batches, trajectories),
+            np.array(scores, dtype=object).reshape(horizon, batches, trajectories, size))
+
+
+@verifier(kind="property", uses=("reinforce_gradient",))
+@given(_reinforce_batches())
+def reinforce_form_property(ctx: Context, batch: tuple[np.ndarray, np.ndarray]) -> None:
+    """On random exact weights and scores, impl's REINFORCE estimate of every batch equals
+    (1/N) Σ_i Σ_t w_{i,t} s_{i,t}, the sum over the steps of each trajectory averaged over its N
+    trajectories, exactly; and one batch alone ([T, N]) gives that batch's estimate."""
+    w_t, score_t = batch
+    horizon, batches, trajectories = w_t.shape
+    # Arbitrary numbers stand for the weights: estimates, whatever objective they belong to.
+    reach(horizon=horizon, advantages="estimated")
+    estimate = ctx.impl.reinforce_gradient(w_t, score_t)
+    for m in range(batches):
+        definition = [sum(w_t[t, m, i] * score_t[t, m, i, j] for t in range(horizon) for i in range(trajectories))
+                      / trajectories for j in range(score_t.shape[-1])]
+        assert list(estimate[m]) == definition, (m, list(estimate[m]), definition)
+    alone = ctx.impl.reinforce_gradient(w_t[:, 0], score_t[:, 0])
+    assert list(alone) == list(estimate[0]), (list(alone), list(estimate[0]))
+
+
+class _Dual:
+    """a + b ε with ε² = 0, over fractions: forward-mode differentiation of a rational computation."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: object, b: object = 0) -> None:
+        self.a, self.b = Fraction(a), Fraction(b)
+
+    @staticmethod
+    def _of(value: object) -> _Dual:
+        return value if isinstance(value, _Dual) else _Dual(value)
+
+    def __add__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a + other.a, self.b + other.b)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a - other.a, self.b - other.b)
+
+    def __rsub__(self, other: object) -> _Dual:
+        return self._of(other) - self
+
+    def __mul__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a * other.a, self.a * other.b + self.b * other.a)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: object) -> _Dual:
+        other = self._of(other)
+        return _Dual(self.a / other.a, (self.b * other.a - self.a * other.b) / (other.a * other.a))
+
+    def __rtruediv__(self, other: object) -> _Dual:
+        return self._of(other) / self
+
+
+def _solve(system: list[list[object]], rhs: list[object]) -> list[object]:
+    """x with system x = rhs by Gauss-Jordan elimination, for fractions or duals (pivot on a non-zero value)."""
+    size = len(rhs)
+    rows = [[*row, value] for row, value in zip(system, rhs, strict=True)]
+    for column in range(size):
+        pivot = next(r for r in range(column, size) if Fraction(getattr(rows[r][column], "a", rows[r][column])) != 0)
+        rows[column], rows[pivot] = rows[pivot], rows[column]
+        lead = rows[column][column]
+        rows[column] = [value / lead for value in rows[column]]
+        for r in range(size):
+            if r != column:
+                factor = rows[r][column]
+                rows[r] = [value - factor * top for value, top in zip(rows[r], rows[column], strict=True)]
+    return [row[-1] for row in rows]
+
+
+def _objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: list[list[object]], gamma: Fraction) -> object:
+    """J = Σ_s ρ(s) V(s) with (I - γ P_π) V = r_π: the expected discounted return, for fractions or duals."""
+    n_states, n_actions = R.shape
+    kernel = [[sum((pi[s][a] * P[s, a, t] for a in range(n_actions)), Fraction(0)) for t in range(n_states)]
+              for s in range(n_states)]
+    system = [[Fraction(int(s == t)) - gamma * kernel[s][t] for t in range(n_states)] for s in range(n_states)]
+    reward = [sum((pi[s][a] * R[s, a] for a in range(n_actions)), Fraction(0)) for s in range(n_states)]
+    values = _solve(system, reward)
+    return sum((rho[s] * values[s] for s in range(n_states)), Fraction(0))
+
+
+def _softmax_direction(pi: np.ndarray, state: int, action: int) -> list[list[_Dual]]:
+    """The policy table as duals π + ε ∂π/∂θ_{s,a}: ∂π(b|u)/∂θ_{s,a} is π(b|s) (δ_ab - π(a|s)) in row s, zero
+    elsewhere (the softmax's exact derivative)."""
+    n_states, n_actions = pi.shape
+    return [[_Dual(pi[u, b], pi[u, b] * (int(action == b) - pi[u, action]) if u == state else 0)
+             for b in range(n_actions)] for u in range(n_states)]
+
+
+@st.composite
+def _discounted_mdps(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]:
+    """An exact MDP of up to 3 states and 3 actions (transition rows may hold zeros), a positive policy
+    table, rewards in quarters of [-2, 2], and γ in {0, 1/10, ..., 9/10}."""
+    n_states, n_actions = draw(st.integers(1, 3)), draw(st.integers(2, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    P, R, rho, pi = random_exact_mdp(rng, n_states, n_actions, 10)
+    return P, R, rho, pi, Fraction(draw(st.integers(0, 9)), 10)
+
+
+@verifier(kind="property", uses=("policy_action_values",))
+@given(_discounted_mdps())
+def policy_gradient_theorem_property(ctx: Context,
+                                     example: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction]) -> None:
+    """On random exact infinite-horizon MDPs, policies and γ < 1: ∂J/∂θ_{s,a} of the tabular softmax policy,
+    differentiated here with dual numbers (forward mode, exact), equals the theorem's
+    Σ_s d(s) Σ_b π(b|s) Q^π(s, b) ∂ log π(b|s)/∂θ_{s,a} = d(s) π(a|s) (Q^π(s, a) - Σ_b π(b|s) Q^π(s, b)),
+    with impl's Q^π and the unnormalised visitation d = ρᵀ (I - γ P_π)^{-1}, computed here; Σ_s d(s) is
+    1/(1 - γ), the constant that normalising d to a distribution puts in front.
+
+    The dual part of π along θ_{s,a} is ∂π(b|s)/∂θ_{s,a} = π(b|s) (δ_ab - π(a|s)), the softmax's exact
+    derivative; J(θ + ε e_{s,a}) is then solved in dual numbers, so its ε part is the derivative of J.
+    """
+    P, R, rho, pi, gamma = example
+    n_states, n_actions = R.shape
+    kernel = (pi[:, :, None] * P).sum(axis=1)
+    system = [[Fraction(int(t == s)) - gamma * kernel[t, s] for t in range(n_states)] for s in range(n_states)]
+    visitation = _solve(system, list(rho))  # (I - γ P_π)ᵀ d = ρ
+    assert sum(visitation) == 1 / (1 - gamma), (visitation, gamma)
+    # The theorem's side: the exact Q^π of the stationary discounted setting, visits of π itself.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, data="current", advantages="exact")
+    q = ctx.impl.policy_action_values(P, R, pi, gamma)
+    for s, a in itertools.product(range(n_states), range(n_actions)):
+        derivative = _objective(P, R, rho, _softmax_direction(pi, s, a), gamma).b
+        theorem = visitation[s] * pi[s, a] * (q[s, a] - sum(pi[s, b] * q[s, b] for b in range(n_actions)))
+        assert derivative == theorem, ((s, a), derivative, theorem)
+
+
+def _finite_horizon_objective(P: np.ndarray, R: np.ndarray, rho: np.ndarray, pi: list[list[object]], horizon: int,
+                              gamma: Fraction) -> object:
+    """J_γ = Σ_{t<T} γ^t Σ_s d_t(s) Σ_a π(a|s) R(s, a), with d_0 = ρ and d_{t+1}(s2) = Σ_{s,a} d_t(s) π(a|s) P(s2|s, a):
+    the literal discounted objective of step 4.1.4, for fractions or duals."""
+    n_states, n_actions = R.shape
+    visits, total = list(rho), Fraction(0)
+    for t in range(horizon):
+        total = total + gamma**t * sum((visits[s] * pi[s][a] * R[s, a] for s in range(n_states)
+                                        for a in range(n_actions)), Fraction(0))
+        visits = [sum((visits[s] * pi[s][a] * P[s, a, s2] for s in range(n_states) for a in range(n_actions)),
+                      Fraction(0)) for s2 in range(n_states)]
+    return total
+
+
+@verifier(kind=("exact", "counterexample"),
+          uses=("enumerate_trajectories", "discounted_returns", "discounted_objective_weights", "reinforce_gradient"),
+          params=ExactMDP)
+def reinforce_weights_objective_exact(ctx: Context) -> dict[str, object]:
+    """Which objective REINFORCE is unbiased for, with the recipe's weights G_t and with γ^t G_t, exactly.
+
+    For each γ: the exact expectation of impl's estimate over every trajectory impl enumerates, with impl's
+    ``discounted_returns`` (G_t) and ``discounted_objective_weights`` (γ^t G_t) as weights, minus ∇J_γ, the
+    gradient of the literal objective differentiated here in dual numbers (forward mode over fractions, the
+    softmax's exact derivative; :func:`_finite_horizon_objective`), the largest coordinate reported; and the
+    asymmetry of each field's Jacobian (:class:`WeightField`). A field with an
+    asymmetric Jacobian is the gradient of no function: no objective exists for which that estimate is unbiased.
+    """
+    params = ctx.params
+    mdp, pi = params.exact_tables()
+    field = WeightField(ctx, mdp, pi, params.horizon)
+    n_states, n_actions = pi.shape
+    results: dict[str, list[object]] = {key: [] for key in (
+        "bias_with_returns_by_gamma", "asymmetry_with_returns_by_gamma",
+        "bias_with_discounted_weights_by_gamma", "asymmetry_with_discounted_weights_by_gamma")}
+    for gamma in map(as_written, params.gammas):
+        # The weights are returns of trajectories the policy itself draws (enumerated exactly).
+        reach_mdp(mdp.P, gamma=gamma, horizon=params.horizon, data="current", advantages="estimated")
+        gradient = np.array([[_finite_horizon_objective(mdp.P, mdp.R, mdp.rho, _softmax_direction(pi, s, a),
+                                                        params.horizon, gamma).b
+                              for a in range(n_actions)] for s in range(n_states)], dtype=object)
+        for name, weights in (("returns", ctx.impl.discounted_returns),
+                              ("discounted_weights", ctx.impl.discounted_objective_weights)):
+            w_t = weights(field.paths.r_t, gamma)
+            results[f"bias_with_{name}_by_gamma"].append(
+                largest_magnitude((field.expectation(w_t) - gradient).ravel()))
+            results[f"asymmetry_with_{name}_by_gamma"].append(asymmetry(field.jacobian(w_t)))
+    return results
+
+
+class ExpectedStepExample(NoParams):
+    """One state's policy π(a) and action values Q(a), exact decimals."""
+
+    policy: Distribution = Field(min_length=2, description="π(a); sums to exactly one")
+    q: list[float] = Field(min_length=2, description="Q(s, a) of each action")
+
+    @model_validator(mode="after")
+    def _one_value_per_action(self) -> ExpectedStepExample:
+        if len(self.q) != len(self.policy):
+            raise ValueError("q needs one value per action of the policy")
+        return self
+
+
+@verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=ExpectedStepExample)
+def expected_step_probabilities_exact(ctx: Context) -> dict[str, object]:
+    """The expected policy-gradient step at one state and what it does to each action's probability, exactly.
+
+    The step on the logits is Σ_a π(a) A(a) ∇_z log π(a) with A(a) = Q(a) - V and V = Σ_a π(a) Q(a):
+    impl's ``score_function_gradient`` averages f_a ∇log π(a) over the K actions with f_a = K π(a) A(a),
+    which makes its mean the expectation; the scores e_a - π are the verifier's exact rows. Along a logit
+    step dz a softmax's probabilities move, to first order, by dπ = π ⊙ (dz - π·dz).
+    """
+    pi, q = as_fractions(ctx.params.policy), as_fractions(ctx.params.q)
+    advantage = q - (pi * q).sum()
+    reach(states=1, actions=len(pi), advantages="exact")
+    step = ctx.impl.score_function_gradient(len(pi) * pi * advantage, softmax_scores(pi))
+    change = pi * (step - (pi * step).sum())
+    return {"advantages": list(advantage), "logit_step": list(step), "probability_change": list(change),
+            "logits_follow_advantages": all((s > 0) == (a > 0) and (s < 0) == (a < 0)
+                                            for s, a in zip(step, advantage, strict=True)),
+            "a_positive_advantage_loses_probability": any(a > 0 > c for a, c in zip(advantage, change, strict=True))}

@@ -1,4 +1,4 @@
-"""Tabular values and the Bellman operators (week-16 syllabus steps 1-2; module step 4.3.2).
+"""Tabular values and the Bellman operators (week-16 syllabus steps 1-2; module steps 4.2.1-4.2.2, 4.3.2).
 
 Random MDPs here have exact rational entries, so every identity is checked with ``==``: the
 transition rows are integer weights divided by their sum, rewards are eighths, the discount a
@@ -9,6 +9,9 @@ by sympy's solve, V* by policy iteration on it, synchronous backups) are compute
 impl. The syllabus's two-state example is built from its description: in s1 the action "stay"
 keeps s1 and "go" moves to s2; s2 has a single action that keeps s2, written as two identical
 actions so that the arrays stay rectangular.
+
+Steps 4.2.1-4.2.2: with b(s) = V(s) the score's coefficient is exactly the advantage Q(s, a) - V(s), and
+V^π(s) = E[Q^π(s, A) | s], for impl's Bellman evaluation and for impl's V-from-Q on the exact Q^π.
 """
 
 from __future__ import annotations
@@ -22,13 +25,21 @@ from pydantic import Field
 
 from claims_harness import Context, NoParams, Rounded, check_property, given, reach, verifier
 from claims_harness import strategies as st
-from verifiers._exact import exact_mdp, exact_solve, over, probability_rows
+from verifiers._exact import (
+    discounted_exact_mdps,
+    exact_action_values,
+    exact_mdp,
+    exact_policy_values,
+    over,
+    probability_rows,
+    terminal_states,
+)
 from verifiers._numeric import as_written, assert_close, largest, largest_magnitude, rounding_bound
 from verifiers._reach import reach_mdp, transitions_of
+from verifiers.baseline_state import longest_episode, mdps_with_end
 
 ACTION_NAMES = ("stay", "go")
 S1, S2 = 0, 1
-
 
 
 class TwoStates(NoParams):
@@ -213,29 +224,6 @@ def expected_td_errors(ctx: Context, P: np.ndarray, R: np.ndarray, values: np.nd
     return (P * delta).sum(axis=-1)
 
 
-def terminal_states(P: np.ndarray, R: np.ndarray) -> list[int]:
-    """The states every action keeps in place with reward 0: an episode's end, whose value is 0 for every γ."""
-    return [s for s in range(len(R)) if all(P[s, a, s] == 1 and R[s, a] == 0 for a in range(R.shape[1]))]
-
-
-def exact_policy_values(P: np.ndarray, R: np.ndarray, pi: np.ndarray, gamma: Fraction) -> np.ndarray:
-    """V^π solved here with sympy, independently of impl: (I - γ P_π) V = R_π.
-
-    A terminal state (:func:`terminal_states`) is worth 0 and the system is solved on the others, so
-    that an episodic MDP has its values at γ = 1 too, where I - P_π is singular on the terminal; for
-    γ < 1 that is the same solution, exactly (:func:`verifiers._exact.exact_solve`).
-    """
-    ends = terminal_states(P, R)
-    live = [s for s in range(len(R)) if s not in ends]
-    if not live:
-        return np.array([Fraction(0)] * len(R), dtype=object)
-    transition = (pi[:, :, None] * P).sum(axis=1)[np.ix_(live, live)]
-    reward = (pi * R).sum(axis=1)[live]
-    values = np.array([Fraction(0)] * len(R), dtype=object)
-    values[live] = exact_solve(np.eye(len(live), dtype=int).astype(object) - gamma * transition, reward)
-    return values
-
-
 @verifier(kind="property", uses=("td_errors", "policy_state_values", "policy_action_values"))
 @given(_exact_mdps)
 def td_error_expectation_property(ctx: Context, mdp: dict) -> None:
@@ -275,11 +263,6 @@ def policy_evaluation_property(ctx: Context, mdp: dict) -> None:
     largest = float(max(abs(r) for r in R.ravel())) / float(1 - gamma)
     bound = rounding_bound(8 * len(values) ** 3 + 8, float((1 + gamma) / (1 - gamma)) * largest)
     assert_close(in_floats, solution.astype(float), bound, "impl's V^π in floats against the exact solution")
-
-
-def exact_action_values(P: np.ndarray, R: np.ndarray, values: np.ndarray, gamma: Fraction) -> np.ndarray:
-    """Q_V(s, a) = R(s, a) + γ Σ_{s2} P(s2|s, a) V(s2), computed here in exact arithmetic."""
-    return R + gamma * (P * values).sum(axis=-1)
 
 
 def exact_optimal_values(P: np.ndarray, R: np.ndarray, gamma: Fraction) -> tuple[np.ndarray, np.ndarray]:
@@ -719,3 +702,72 @@ def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
     return {"advantage": [advantages[1, a] for a in range(n_actions)],
             "reward_to_go_minus_value": [to_go[(1, 1, a)] for a in range(n_actions)],
             "total_return_minus_value": [total[(1, 1, a)] for a in range(n_actions)]}
+
+
+# ------------------------------------- 4.2.1-4.2.2: V as the expectation of Q
+
+
+_values = st.fractions(min_value=-5, max_value=5, max_denominator=20)
+
+
+_states = st.integers(min_value=1, max_value=8).flatmap(lambda k: st.tuples(
+    st.lists(st.integers(min_value=1, max_value=20), min_size=k, max_size=k),
+    st.lists(_values, min_size=k, max_size=k)))
+
+
+@verifier(kind="property", uses=("state_value_from_q", "baseline_advantages"))
+@given(_states)
+def advantage_coefficient_property(ctx: Context, case: tuple[list[int], list[Fraction]]) -> None:
+    """For random exact policies and action values at one state, the coefficient impl gives the score
+    with the baseline b(s) = V(s) (its own V) is Q(a) - Σ_b π(b) Q(b) for every action, exactly, and it
+    is positive exactly for the actions whose Q(a) exceeds that mean."""
+    weights, values = case
+    reach(actions=len(weights), states=1)
+    pi = probability_rows(weights)
+    q = np.array(values, dtype=object)
+    coefficient = ctx.impl.baseline_advantages(q, ctx.impl.state_value_from_q(pi, q))
+    mean = sum(p * v for p, v in zip(pi, q, strict=True))
+    assert list(coefficient) == [v - mean for v in q], (list(coefficient), mean)
+    assert [c > 0 for c in coefficient] == [v > mean for v in q], list(coefficient)
+
+
+# Stochastic kernels P[s, a, s2] (every row sums to 1; with one state, or rows of one weight, deterministic),
+# one to three states, two to four actions, any policy (zeros allowed) and γ in [0, 15/16].
+_discounted_mdps = st.tuples(st.integers(1, 3), st.integers(2, 4)).flatmap(
+    lambda size: discounted_exact_mdps(*size))
+
+
+@verifier(kind="property", uses=("policy_state_values", "policy_action_values", "state_value_from_q"))
+@given(_discounted_mdps)
+def bellman_value_is_expected_q_property(ctx: Context, mdp: dict) -> None:
+    """On random discounted MDPs and policies, impl's Bellman evaluation of the policy is the verifier's own:
+    impl's V^π is the exact solution of (I - γ P_π) V = R_π, impl's Q^π is R + γ P V^π for that solution, and
+    V^π(s) = Σ_a π(a|s) Q^π(s, a) holds for impl's own pair, both as a sum here and through impl's
+    ``state_value_from_q``. A Q^π shifted by a constant, or a V^π that is not the π-expectation of Q^π, fails
+    one of these."""
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    values = exact_policy_values(P, R, pi, gamma)
+    action_values = exact_action_values(P, R, values, gamma)
+    # A stationary discounted setting: the Bellman fixed point of an unbounded horizon, with exact Q^π.
+    reach_mdp(P, gamma=gamma, horizon=math.inf, advantages="exact")
+    impl_values = ctx.impl.policy_state_values(P, R, pi, gamma)
+    impl_action_values = ctx.impl.policy_action_values(P, R, pi, gamma)
+    assert list(impl_values) == list(values), ("V^π", list(impl_values), list(values))
+    assert np.array_equal(impl_action_values, action_values), ("Q^π", impl_action_values, action_values)
+    assert list((pi * impl_action_values).sum(axis=-1)) == list(impl_values), ("Σ_a π Q^π", impl_values)
+    from_q = ctx.impl.state_value_from_q(pi, impl_action_values)
+    assert list(from_q) == list(impl_values), ("state_value_from_q(π, Q^π)", list(from_q), list(impl_values))
+
+
+@verifier(kind="property", uses=("state_value_from_q",))
+@given(mdps_with_end)
+def value_from_exact_q_property(ctx: Context, mdp: dict) -> None:
+    """On random MDPs, episodic at γ = 1 and episodic or discounted below it (:data:`mdps_with_end`), impl's
+    V from Q, applied to the exact Q^π of every state, gives the exact V^π: both solved here over the
+    rationals, V^π from the Bellman equation (I - γ P_π) V = R_π and Q^π = R + γ P V^π from it."""
+    P, R, pi, gamma = (mdp[k] for k in ("P", "R", "pi", "gamma"))
+    values = exact_policy_values(P, R, pi, gamma)
+    action_values = exact_action_values(P, R, values, gamma)
+    reach_mdp(P, gamma=gamma, horizon=longest_episode(P), advantages="exact")
+    observed = ctx.impl.state_value_from_q(pi, action_values)
+    assert list(observed) == list(values), (list(observed), list(values))

@@ -7,15 +7,13 @@ the rollouts follow and the objective the gradients are of, computed here from t
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from pydantic import Field
 from scipy.special import softmax
 
 from claims_harness import Context, given, verifier
-from claims_harness import strategies as st
-from verifiers._exact import random_exact_mdp
+from verifiers._exact import MDPTables, exact_mdps
 from verifiers._numeric import central_difference, rounding_bound
 from verifiers._reach import reach_mdp
 from verifiers.policy_gradient import (
@@ -98,35 +96,9 @@ def objective_without_discount_exact(ctx: Context) -> dict[str, object]:
             "gradient_matches": gradient_gap <= objective_difference_bound(mdp, horizon, 1.0, step) + rounding}
 
 
-class _ExactMDP(NamedTuple):
-    """The four attributes impl's MDP functions read, here with exact fractions."""
-
-    P: np.ndarray
-    R: np.ndarray
-    rho: np.ndarray
-    P_alt: None = None
-
-
-@st.composite
-def exact_mdps(draw: st.DrawFn, most_trajectories: int | None = None) -> tuple[_ExactMDP, np.ndarray, int]:
-    """An MDP of up to 3 states and 3 actions with exact transition rows and ρ (zeros allowed), rewards in
-    quarters of [-2, 2], a positive exact policy table and a horizon of 1 to 3 (at most 2,187 trajectories);
-    with ``most_trajectories``, the horizon is at most the longest (and at least 1) whose S^(T+1) A^T
-    trajectories stay within it."""
-    n_states, n_actions = draw(st.sampled_from([(1, 2), (2, 2), (2, 3), (3, 2), (3, 3)]))
-    if most_trajectories is None:
-        longest = 3 if n_states * n_actions <= 6 else 2
-    else:
-        longest = max([1] + [h for h in (2, 3) if n_states ** (h + 1) * n_actions**h <= most_trajectories])
-    horizon = draw(st.integers(1, longest))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    P, R, rho, pi = random_exact_mdp(rng, n_states, n_actions, 6)
-    return _ExactMDP(P, R, rho), pi, horizon
-
-
 @verifier(kind="property", uses=("enumerate_trajectories",))
 @given(exact_mdps())
-def enumerated_probabilities_property(ctx: Context, example: tuple[_ExactMDP, np.ndarray, int]) -> None:
+def enumerated_probabilities_property(ctx: Context, example: tuple[MDPTables, np.ndarray, int]) -> None:
     """On random exact MDPs whose ρ and dynamics do not depend on θ, impl's enumeration lists every
     (s_0, a_0, ..., s_T) exactly once, with the reward R(s_t, a_t) at each step and the probability
     ρ(s_0) Π_t π(a_t|s_t) P(s_{t+1}|s_t, a_t) computed here, exactly; the probabilities sum to one."""
