@@ -8,10 +8,12 @@ tests) uses the names here, grouped as a run flows:
   passed, failed, error and skipped (:data:`NOT_JUDGED`, and :data:`USED_BY_FAILING` for a function), the attribute
   by which a student's module says it starts from the reference (:data:`FALLBACK_ATTRIBUTE`);
 * the course and its claims: :func:`find_course`, :func:`load_course`, :func:`load_catalogue`, :func:`registered`,
-  :func:`json_schema_text`, a course's sources table (:func:`with_sources_table`) and the largest claim file read
-  (:data:`MAX_FILE_BYTES`); what a claim expects, :func:`parse_expectation` and :func:`compare`, and how sharply
-  (:func:`perturbations`, :func:`summarize`); a statement's scope (:func:`parse_dimensions`, :func:`resolve_scope`,
-  :func:`describe_scope`, :func:`unreached`);
+  :func:`json_schema_text`, a course's sources table (:func:`sources_table_of`, :func:`with_sources_table`) and the
+  largest claim file read (:data:`MAX_FILE_BYTES`); what a claim expects, :func:`parse_expectation` and
+  :func:`compare`, and how sharply (:func:`perturbations`, :func:`summarize`); a statement's scope
+  (:func:`parse_dimensions`, :func:`resolve_scope`, :func:`describe_scope`, :func:`unreached`), its shapes
+  (:data:`SHAPE_DESCRIPTIONS`) and its status in a run (:func:`statement_status`, one of :data:`STATEMENT_STATUSES`);
+  the states of a statement's anchor in the text (:data:`ANCHOR_STATUSES`);
 * the run: the parts of a catalogue (:func:`every_part`), one part evaluated (:func:`evaluate`), many on lanes
   (:func:`drive`, :func:`on_lanes`), one check (:func:`run_check`, :func:`reuse_check`) under :class:`RunOptions`;
   the Monte Carlo audit (:func:`audit`) and what the last mutation run found (:func:`mutation_summary`, current
@@ -63,7 +65,7 @@ from claims_harness._claims.plain import plain
 from claims_harness._claims.reading import MAX_FILE_BYTES
 from claims_harness._claims.registry import registered
 from claims_harness._claims.results_file import RESULTS_FILE, read_results
-from claims_harness._claims.schema import KINDS, Check, Statement, json_schema_text
+from claims_harness._claims.schema import KINDS, SHAPE_DESCRIPTIONS, Check, Statement, json_schema_text
 from claims_harness._claims.scope import describe_scope, parse_dimensions, resolve_scope, unreached
 from claims_harness._claims.sources import with_sources_table
 from claims_harness._power.audit import audit
@@ -79,7 +81,13 @@ from claims_harness._reporting.gate import (
 from claims_harness._reporting.html import render_html
 from claims_harness._reporting.markdown import render_markdown
 from claims_harness._reporting.report import MARKDOWN_FILE, write_reports
-from claims_harness._reporting.results import build_results, normalized, scope_shortfalls
+from claims_harness._reporting.results import (
+    STATEMENT_STATUSES,
+    build_results,
+    normalized,
+    scope_shortfalls,
+    statement_status,
+)
 from claims_harness._reporting.rows import function_scoreboard
 from claims_harness._running.cache import ObservationCache, code_digest, forget_sources
 from claims_harness._running.driver import drive, on_lanes
@@ -99,8 +107,11 @@ from claims_harness._running.remote import (
 )
 from claims_harness._running.runner import reuse_check, run_check
 from claims_harness._running.wire import decode, encode
+from claims_harness._text.drift import ANCHOR_STATUSES
+from claims_harness._verify import sources_table_of
 
 __all__ = [
+    "ANCHOR_STATUSES",
     "DEFAULT_PROFILE",
     "EXPLAINED",
     "FALLBACK_ATTRIBUTE",
@@ -111,6 +122,8 @@ __all__ = [
     "NOT_JUDGED",
     "PROFILES",
     "RESULTS_FILE",
+    "SHAPE_DESCRIPTIONS",
+    "STATEMENT_STATUSES",
     "SURVIVED",
     "TIMED_OUT",
     "USED_BY_FAILING",
@@ -182,7 +195,9 @@ __all__ = [
     "scope_shortfalls",
     "server_starter",
     "snapshot",
+    "sources_table_of",
     "stated_differences",
+    "statement_status",
     "summarize",
     "unreached",
     "validate",

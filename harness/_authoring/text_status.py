@@ -13,7 +13,7 @@ from typing import Any
 
 from claims_harness._claims.loading import Catalogue
 from claims_harness._text.document import FORMULA, Block, Document, step_in
-from claims_harness._text.drift import CLEAN, STATUSES, Resolution, TextState
+from claims_harness._text.drift import ANCHOR_STATUSES, CLEAN, Resolution, TextState
 from claims_harness._text.stamps import format_hold
 from claims_harness._text.summary import text_state
 from claims_harness.errors import visible
@@ -70,7 +70,7 @@ def print_status(args: argparse.Namespace, catalogue: Catalogue, documents: list
         print(f"{document.name}: {visible(str(document.path))} ({document.fingerprint}), {len(document.steps)} steps, "
               f"{len(document.blocks())} blocks")
     counts = state.counts()
-    print("statements: " + ", ".join(f"{counts[status]} {status}" for status in STATUSES) +
+    print("statements: " + ", ".join(f"{counts[status]} {status}" for status in ANCHOR_STATUSES) +
           (f"; {len(state.not_in_text)} of the harness's own (no place in the text)" if state.not_in_text else ""))
     for key, found in state.statements.items():
         if found.status not in CLEAN:

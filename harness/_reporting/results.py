@@ -28,7 +28,7 @@ STATUSES = ("passed", "failed", "error", NOT_JUDGED, "skipped")
 
 
 # What a ledger statement's status means, in the order the report shows them. Which check kinds are strong
-# for which shape of statement is the schema's (STRONG_KINDS, SHAPE_DESCRIPTIONS); _statement_status decides.
+# for which shape of statement is the schema's (STRONG_KINDS, SHAPE_DESCRIPTIONS); statement_status decides.
 STATEMENT_STATUSES = {
     "covered": "a check of a kind strong for its shape (below) passed, and no covering check failed",
     "weak": "covering checks passed and none failed, but the claims covering it have no check of a kind strong "
@@ -161,7 +161,7 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         rows_at.setdefault((row["file"], row["where"]), []).append(row)
     for lesson in lessons:
         ledger = [{"id": statement["id"], "where": statement["where"], "says": statement["says"],
-                   "shape": statement["shape"], **_statement_status(statement, rows_of),
+                   "shape": statement["shape"], **statement_status(statement, rows_of),
                    "claims": statement["claims"], "not_checkable": statement["not_checkable"],
                    "weak": statement.get("weak"),
                    "origin": statement.get("origin", "text"), "scope": statement.get("scope"),
@@ -193,7 +193,7 @@ def _coverage(lessons: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     return coverage
 
 
-def _statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The statement's status (one of STATEMENT_STATUSES) from this run's checks of the claims covering it, with
     the scope those checks reached and what of the statement's scope they did not.
 

@@ -32,7 +32,7 @@ from claims_harness._claims.loading import Catalogue
 from claims_harness._claims.scope import describe_scope
 from claims_harness._reporting.html import formula_to_mathml
 from claims_harness._text.document import FORMULA, Block, number_spans
-from claims_harness._text.drift import CLEAN, STATUS_DESCRIPTIONS, STATUSES, TextState
+from claims_harness._text.drift import ANCHOR_STATUSES, CLEAN, STATUS_DESCRIPTIONS, TextState
 
 PAGE_FILE = TEXT_PAGE
 # The border of a block with several statements is that of the one that most needs a look (a status not listed
@@ -121,8 +121,8 @@ def render_page(state: TextState, catalogue: Catalogue, results: dict[str, Any] 
     return _template().render(
         course=catalogue.course.title if catalogue.course else "the course", documents=documents, counts=state.counts(),
         items=state.items, clean=state.clean, placeless=placeless, not_in_text=state.not_in_text,
-        statuses=STATUSES, status_descriptions=STATUS_DESCRIPTIONS, check_states=CHECK_STATES,
-        uncovered=len(state.uncovered), unheld=len(state.unheld), run=run, anchor_states=[*STATUSES, "marked",
+        statuses=ANCHOR_STATUSES, status_descriptions=STATUS_DESCRIPTIONS, check_states=CHECK_STATES,
+        uncovered=len(state.uncovered), unheld=len(state.unheld), run=run, anchor_states=[*ANCHOR_STATUSES, "marked",
                                                                                         "uncovered"],
         stale=sum(item["check"] == STALE for items in standing.values() for item in items),
         text_seen=bool(((results or {}).get("text") or {}).get("available")))

@@ -38,7 +38,7 @@ from claims_harness._text.fingerprints import NORMALISATION, SKETCH, similarity
 from claims_harness._text.stamps import is_reviewed, parse_hold
 from claims_harness.errors import ClaimsError
 
-STATUSES = ("unchanged", "moved", "relocated", "reworded", "changed", "ambiguous", "orphaned", "unreviewed")
+ANCHOR_STATUSES = ("unchanged", "moved", "relocated", "reworded", "changed", "ambiguous", "orphaned", "unreviewed")
 STATUS_DESCRIPTIONS = {
     "unchanged": "its block's fingerprint is where it was",
     "moved": "the same block is at another place of its step; the anchor can be updated without review (claims text "
@@ -82,7 +82,7 @@ class Anchored:
 class Resolution:
     """Where an entry's block is now, and what that makes of it."""
 
-    status: str  # one of STATUSES
+    status: str  # one of ANCHOR_STATUSES
     drift: str  # the block's fate, review aside: a status but 'unreviewed', or 'unanchored'
     block: Block | None = None
     missing: tuple[str, ...] = ()  # held items gone, or printed another number of times
@@ -113,7 +113,7 @@ class TextState:
 
     def counts(self) -> dict[str, int]:
         found = Counter(resolution.status for resolution in self.statements.values())
-        return {status: found[status] for status in STATUSES}
+        return {status: found[status] for status in ANCHOR_STATUSES}
 
 
 def anchored_entries(catalogue: Catalogue) -> tuple[list[Anchored], list[str]]:

@@ -19,7 +19,7 @@ from typing import Any
 from claims_harness._claims.loading import Catalogue
 from claims_harness._text.binding import binding_problems
 from claims_harness._text.document import FORMULA, Document, read_documents
-from claims_harness._text.drift import CLEAN, STATUSES, TextState, anchored_entries, resolve
+from claims_harness._text.drift import ANCHOR_STATUSES, CLEAN, TextState, anchored_entries, resolve
 from claims_harness.errors import ClaimsError
 
 
@@ -86,7 +86,7 @@ def section(state: TextState, root: Path) -> dict[str, Any]:
                        "blocks": len(document.blocks())} for document in state.documents],
         "clean": state.clean,
         "counts": state.counts(),
-        "marks": {status: marks[status] for status in STATUSES if marks[status]},
+        "marks": {status: marks[status] for status in ANCHOR_STATUSES if marks[status]},
         "items": state.items,
         "uncovered_blocks": [{"document": block.document, "step": block.step, "block": block.position,
                               "kind": block.kind} for block in state.uncovered],
@@ -120,7 +120,7 @@ def problems(text: dict[str, Any] | None) -> list[str]:
     found = []
     counts = text["counts"]
     drifted = {status: [key for key, item in text["statements"].items() if item["status"] == status]
-               for status in STATUSES if status not in CLEAN and counts.get(status)}
+               for status in ANCHOR_STATUSES if status not in CLEAN and counts.get(status)}
     for status, keys in drifted.items():
         shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
         found.append(f"text: {len(keys)} statement{'s' if len(keys) != 1 else ''} {status}: {shown} ('claims text "
