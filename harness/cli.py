@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--step", help="where the text says it: one of the course's steps")
     new.add_argument("--kind", help="kind of the first check, e.g. exact")
     new.add_argument("--id", dest="claim_id", help="kebab-case id, unique across claim files")
-    new.add_argument("--module", help="verifier module in the verifier package (default: lesson_<the step's lesson>)")
+    new.add_argument("--module", help="verifier module in the verifier package: the subject the check is about (a new "
+                                      "name makes a new module)")
     sharpness = commands.add_parser("sharpness", help="perturb every expected number by one printed unit and "
                                                       "re-compare the cached observations (no check runs)")
     sharpness.add_argument("--claims-profile", "--profile", dest="profile", choices=PROFILES, default=None,
@@ -330,9 +331,11 @@ def _new(args: argparse.Namespace) -> int:
     step = ask(args.step, f"step (one of {args.course.describe_steps()})")
     kind = ask(args.kind, f"kind ({', '.join(KINDS)})")
     claim_id = ask(args.claim_id, "id (kebab-case)")
-    module = args.module or "lesson_" + step.replace(".", "_").replace("/", "_").rsplit("_", 1)[0]
-    request = NewClaim(step, kind, claim_id, module)
     verifiers_dir = catalogue.root / catalogue.course.verifiers.replace(".", "/")
+    subjects = sorted(path.stem for path in verifiers_dir.glob("*.py") if not path.stem.startswith("_"))
+    module = ask(args.module, "verifier module, the subject the check is about (existing: "
+                              f"{', '.join(subjects) or 'none'}; or a new name)")
+    request = NewClaim(step, kind, claim_id, module)
     errors = validate(request, catalogue, verifiers_dir)
     for error in errors:
         print(f"claims new: {error}", file=sys.stderr)

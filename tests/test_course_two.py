@@ -90,6 +90,16 @@ def test_the_engine_names_no_course():
     assert found == []
 
 
+def test_claims_new_asks_which_subject_the_check_is_about(course_two, monkeypatch):
+    """Verifier modules are arranged by subject, so no module is named for the author after the step's lesson:
+    without --module (and no terminal to ask on) the command stops and lists the subjects there are."""
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
+    asked = r"verifier module, the subject the check is about \(existing: none; or a new name\) is needed"
+    with pytest.raises(SystemExit, match=asked):
+        claims_main(["new", "--step", "lesson1/sums", "--kind", "exact", "--id", "sum-of-two"])
+    assert not (course_two / "toy_verifiers" / "lesson1.py").exists()
+
+
 def test_claims_new_writes_a_property_verifier_that_errors_until_it_asserts_the_property(course_two, capsys):
     """The stub of a property check is the property itself (``@given``): it runs as written, is an error (never a
     pass) while it still raises NotImplementedError, and passes once its body asserts something true."""

@@ -637,7 +637,7 @@ def improvement_statistics(improvements: list[float]) -> dict[str, float]:
             "share_improved": float(np.mean(np.array(improvements) > 0))}
 
 
-# ------------------------------------------------------------ 4.3.2: bias and variance of TD and n-step estimates
+# ------------------------------------------------------------------ 4.3.2: bias and variance of TD and n-step estimates
 
 SAFE, RISKY = 0, 1
 
@@ -979,7 +979,7 @@ def long_target_noise_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-# --- 4.3.1, 4.3.4, 4.3.5: the share of variance, truncation, one use per batch
+# -------------------------------------------- 4.3.1, 4.3.4, 4.3.5: the share of variance, truncation, one use per batch
 
 
 def _share_batches() -> st.SearchStrategy:

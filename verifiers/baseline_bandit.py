@@ -188,7 +188,7 @@ def state_baseline_variance_property(ctx: Context, prompts: dict) -> None:
     assert total_variance(optimum)[1] <= without, ("b* raised the variance", optimum)
 
 
-# --------------------- step 2: a batch's baselines, and a baseline per action
+# --------------------------------------------------------------- step 2: a batch's baselines, and a baseline per action
 
 
 class BanditBatch(NoParams):

@@ -286,7 +286,7 @@ def normalized_advantages_property(ctx: Context, case: tuple[list[float], float]
     assert (advantages**2).mean() <= 1 + relative, (rewards, advantages)
 
 
-# ----------- 4.2.4-4.2.5: answers of several tokens, and the parameterisation
+# ----------------------------------------------------- 4.2.4-4.2.5: answers of several tokens, and the parameterisation
 
 
 def _rloo_batch(vocabulary: int, group_size: int, drawn: list) -> dict[str, object]:

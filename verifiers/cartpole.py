@@ -571,7 +571,7 @@ def ratio_statistics(max_outside_fractions: list[float], max_kls: list[float]) -
             "median_max_kl_k3": float(np.median(max_kls))}
 
 
-# ------------------------------ the bounds: a state on one has not failed yet
+# ------------------------------------------------------------------------ the bounds: a state on one has not failed yet
 
 
 def _on_and_beyond(bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:

@@ -815,7 +815,7 @@ def batch_cut_property(ctx: Context, split_buffer: tuple) -> None:
                                      f"the piece's GAE of env {env} at step {t} against the unsplit less the tail")
 
 
-# --- 4.3.2-4.3.3: a long target's variance, and the tail at the buffer's edge
+# --------------------------------------------- 4.3.2-4.3.3: a long target's variance, and the tail at the buffer's edge
 
 
 class GrowingChain(NoParams):
@@ -991,7 +991,7 @@ def edge_tail_weight_property(ctx: Context, draw: tuple) -> None:
     assert shares[1] > shares[0], shares
 
 
-# --------------------------------------- week 16 step 1: the value head and λ
+# --------------------------------------------------------------------------- week 16 step 1: the value head and λ
 
 
 def _mdps(actions: tuple[int, int]) -> st.SearchStrategy:

@@ -218,7 +218,7 @@ def same_step_different_kl_counterexample(ctx: Context) -> dict[str, object]:
     return {"step_length": float(np.linalg.norm(step)), "kl_a": kls[0], "kl_b": kls[1], "kl_ratio": kls[0] / kls[1]}
 
 
-# ------------------------------------ 4.4.4: what a batch's k3 does not bound
+# --------------------------------------------------------------------------- 4.4.4: what a batch's k3 does not bound
 
 
 @verifier(kind="counterexample", uses=("probability_ratios", "kl_k3"), params=FiniteBatch)
@@ -242,7 +242,7 @@ def k3_batch_bounds_no_update(ctx: Context) -> dict[str, object]:
             "every_ratio_in_batch_is_one": bool(np.all(ratios == 1))}
 
 
-# --------------------------- 4.5: where a KL penalty over several tokens goes
+# --------------------------------------------------------------------- 4.5: where a KL penalty over several tokens goes
 
 
 # The policy is tabular and autoregressive: one categorical distribution per prefix, its logits the
@@ -409,7 +409,7 @@ def kl_penalty_placements_exact(ctx: Context) -> dict[str, object]:
     return observed
 
 
-# ---- week 16 steps 3-4: clipping and the KL penalty as anchors on the bandit
+# ---------------------------------------------- week 16 steps 3-4: clipping and the KL penalty as anchors on the bandit
 
 
 def _kl_and_gradient(logits: np.ndarray, ref_logits: np.ndarray) -> tuple[float, np.ndarray]:

@@ -808,7 +808,7 @@ def policy_gradient_theorem_exact(ctx: Context) -> dict[str, object]:
 _tenths = st.integers(0, 10).map(lambda n: Fraction(n, 10))
 
 
-# -------------------- 4.1.4-4.1.5 on random exact MDPs, and the expected step
+# -------------------------------------------------------------- 4.1.4-4.1.5 on random exact MDPs, and the expected step
 
 
 def _all_exact(values: np.ndarray) -> bool:

@@ -359,7 +359,7 @@ def total_loss_composition_property(ctx: Context, batch: tuple) -> None:
     assert_close(stacked_grad[0], -p * (log_p + h[:, None]), bound, "categorical_entropy_grad of the stacked logits")
 
 
-# ---------- week 16 steps 3-4: the clipped objective on the syllabus's bandit
+# ---------------------------------------------------- week 16 steps 3-4: the clipped objective on the syllabus's bandit
 
 
 # Ratios in fortieths up to 4 (so every band edge 1 ± k/20 is hit exactly too), advantages in eighths, ε in twentieths.
@@ -448,7 +448,7 @@ def clipped_epochs_leave_band(ctx: Context) -> dict[str, object]:
             "kl_keeps_growing": all(b > a for a, b in itertools.pairwise(divergences))}
 
 
-# ---------------- 4.3.5: one batch, several epochs, with and without clipping
+# ---------------------------------------------------------- 4.3.5: one batch, several epochs, with and without clipping
 
 
 @verifier(kind="exact", uses=("ppo_clip_objective_grad", "surrogate_objective_grad"), params=ClippedEpochs)

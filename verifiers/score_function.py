@@ -301,7 +301,7 @@ def expected_score_property(ctx: Context, example: tuple[np.ndarray, int]) -> No
     assert_close(pi @ scores, 0.0, rounding_bound(4 * categories, 1.0), "Σ_a π(a) score(a)")
 
 
-# --------------------------------------- 4.1.1-4.1.3: what the identity needs
+# --------------------------------------------------------------------------- 4.1.1-4.1.3: what the identity needs
 
 
 @verifier(kind="symbolic")

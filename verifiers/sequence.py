@@ -536,7 +536,7 @@ def kl_terms_batch_property(ctx: Context, case: tuple) -> None:
     assert_close(gradient, expected_gradient, bound, "the penalty's gradient with respect to the logits")
 
 
-# ----------------------------- what a cut at max_tokens does to the objective
+# ----------------------------------------------------------------------- what a cut at max_tokens does to the objective
 
 
 # The policy is tabular and autoregressive over {EOS, a, b}: one categorical distribution per prefix, its

@@ -45,7 +45,7 @@ from verifiers._numeric import (
 from verifiers._params import Distribution, PositiveDistribution
 from verifiers._reach import reach_bandit, reach_mdp
 
-# ----------------------------------------------- 4.4.1: the gradient at θ_old
+# --------------------------------------------------------------------------- 4.4.1: the gradient at θ_old
 
 
 @verifier(kind="symbolic")
@@ -257,7 +257,7 @@ def surrogate_differs_away_from_old(ctx: Context) -> dict[str, object]:
     return observed
 
 
-# -------------------------------------------------- 4.4.2: TRPO's lower bound
+# --------------------------------------------------------------------------- 4.4.2: TRPO's lower bound
 
 
 class _Evaluation(NamedTuple):
@@ -404,7 +404,7 @@ def trpo_penalty_dropped_counterexample(ctx: Context) -> dict[str, object]:
             "penalised_gain": penalised_gain, "bound_holds": penalised_gain <= float(bound.true_gain)}
 
 
-# ----------------------- 4.4.1 and 4.4.4: after several epochs, and for γ < 1
+# ----------------------------------------------------------------- 4.4.1 and 4.4.4: after several epochs, and for γ < 1
 
 
 class SurrogateAscent(NoParams):
@@ -702,7 +702,7 @@ def time_uniform_surrogate_misses_discounted_gradient(ctx: Context) -> dict[str,
             "discounted_gap_vanishes_for_every_discount": all(c == 0 for row in discounted_gap for c in row)}
 
 
-# -------------- week 16 step 3: importance weighting on the syllabus's bandit
+# -------------------------------------------------------- week 16 step 3: importance weighting on the syllabus's bandit
 
 
 def _policy_gradient(pi: list[Fraction], weights: list[Fraction]) -> np.ndarray:

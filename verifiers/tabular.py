@@ -319,7 +319,7 @@ def reach_tabular(mdp: dict, **more: object) -> None:
         reach_mdp(mdp["P"], gamma=mdp["gamma"], horizon=math.inf, **more)
 
 
-# --------------------------------------------------- value iteration: synchronous, and from any start
+# --------------------------------------------------------------------- value iteration: synchronous, and from any start
 
 
 def synchronous_backups(P: np.ndarray, R: np.ndarray, gamma: Fraction, v_0: np.ndarray, n: int) -> np.ndarray:
@@ -512,7 +512,7 @@ def value_iteration_convergence_property(ctx: Context, mdp: dict, n: int) -> Non
     assert error <= gamma**n * _max_norm(v_0 - optimal), (n, error, gamma**n * _max_norm(v_0 - optimal))
 
 
-# ----------------------------------------------------- episodic MDPs: V = E[G], and G_t - V(s_t) estimates A
+# ---------------------------------------------------------------- episodic MDPs: V = E[G], and G_t - V(s_t) estimates A
 
 
 @functools.cache
@@ -704,7 +704,7 @@ def total_return_minus_value_exact(ctx: Context) -> dict[str, object]:
             "total_return_minus_value": [total[(1, 1, a)] for a in range(n_actions)]}
 
 
-# ------------------------------------- 4.2.1-4.2.2: V as the expectation of Q
+# --------------------------------------------------------------------------- 4.2.1-4.2.2: V as the expectation of Q
 
 
 _values = st.fractions(min_value=-5, max_value=5, max_denominator=20)

@@ -46,15 +46,17 @@ def validate(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[s
         errors.append(f"id '{new.id}' exists already")
     if new.kind not in KINDS:
         errors.append(f"kind '{new.kind}' is not one of {', '.join(KINDS)}")
+    bound, unreadable = set(), ""
     if not _MODULE.fullmatch(new.module) or keyword.iskeyword(new.module):
         errors.append(f"verifier module {new.module!r} is not a Python module name (lower case, a letter first, "
                       "not a keyword)")
+    else:
+        bound, unreadable = _read_module(verifiers_dir / f"{new.module}.py")
     if new.verifier in catalogue.verifiers:
         errors.append(f"verifier '{new.verifier}' exists already")
-    elif _MODULE.fullmatch(new.module) and _unreadable(verifiers_dir / f"{new.module}.py"):
-        errors.append(f"{new.module}.py does not parse ({_unreadable(verifiers_dir / f'{new.module}.py')}): mend it "
-                      "first, or choose another module")
-    elif _MODULE.fullmatch(new.module) and new.function in _defined_in(verifiers_dir / f"{new.module}.py"):
+    elif unreadable:
+        errors.append(f"{new.module}.py does not parse ({unreadable}): mend it first, or choose another module")
+    elif new.function in bound:
         errors.append(f"{new.module}.py defines {new.function!r} already (a helper, say): the stub would replace "
                       "it; choose another id")
     if not lesson_file(new.step, catalogue):
@@ -63,23 +65,15 @@ def validate(new: NewClaim, catalogue: Catalogue, verifiers_dir: Path) -> list[s
     return errors
 
 
-def _defined_in(module: Path) -> set[str]:
-    """The names a verifier module binds at its top level (none when it does not exist or does not parse)."""
+def _read_module(module: Path) -> tuple[set[str], str]:
+    """The names an existing verifier module binds at its top level, and why it cannot be read as Python (empty
+    when it can); no names and no reason when it does not exist yet."""
     try:
-        return _names_bound(module.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return set()
-
-
-def _unreadable(module: Path) -> str:
-    """Why an existing verifier module cannot be read as Python; empty when it can (or does not exist)."""
-    try:
-        ast.parse(module.read_bytes())
+        return _names_bound(module.read_bytes()), ""
     except FileNotFoundError:
-        return ""
+        return set(), ""
     except (OSError, SyntaxError, ValueError) as error:
-        return str(error)
-    return ""
+        return set(), str(error)
 
 
 def _names_bound(source: str | bytes) -> set[str]:

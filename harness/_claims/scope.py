@@ -266,13 +266,6 @@ def unreached(claimed: Mapping[str, Iterable[str]], reached: Mapping[str, Mappin
     return {name: values for name, values in missing.items() if values}
 
 
-def describe_unreached(missing: Mapping[str, Iterable[str]], dimensions: Iterable[Dimension]) -> str:
-    """``γ < 1; actions ≥ 3``, as the report names what no check reached."""
-    declared = {dimension.name: dimension for dimension in dimensions}
-    return "; ".join(declared[name].shown(value) if name in declared else f"{name}: {value}"
-                     for name, values in missing.items() for value in values)
-
-
 def _compare(number: Number, operator: str, bound: Number) -> bool:
     return {"exact": number == bound, "less_than": number < bound, "greater_than": number > bound,
             "at_least": number >= bound, "at_most": number <= bound}[operator]
