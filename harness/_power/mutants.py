@@ -68,6 +68,8 @@ from claims_harness.errors import ClaimsError
 
 # The mutated copy of the reference is a package of this name plus the suffix, beside the reference.
 PACKAGE_SUFFIX = "_mutants"
+# Mutants are judged by the smoke profile's checks: a mutant a quick run lets through is what a student would meet.
+MUTATION_PROFILE = "smoke"
 # The supervisor's limit on one mutant: this many times its checks' recorded seconds, plus the constant.
 TIME_FACTOR, TIME_CONSTANT = 10.0, 5.0
 
@@ -249,7 +251,7 @@ def check_keys(parts: Sequence[Part], catalogue: Catalogue, reference: str, modu
         assert part.entry is not None and part.entry.claim is not None and part.index is not None
         check = part.entry.claim.checks[part.index]
         observation = cache_key(part.entry, part.index, catalogue.verifiers[check.verifier], impl=reference,
-                                profile="smoke", seed=0, alpha=alpha_per_comparison(check))
+                                profile=MUTATION_PROFILE, seed=0, alpha=alpha_per_comparison(check))
         keys[check_label(part)] = _digest(observation, mutmut_version, sorted(modules))
     return keys
 
@@ -379,8 +381,8 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
                    if mutant.module in modules]
         sys.path.insert(0, scratch)
         try:
-            options = RunOptions(impl=package.name, profile="smoke", isolation=False, cache_dir=None, workers=1,
-                                 in_process=True)
+            options = RunOptions(impl=package.name, profile=MUTATION_PROFILE, isolation=False, cache_dir=None,
+                                 workers=1, in_process=True)
             parts = [part for part in every_part(catalogue) if _smoke_check_of_impl(part, catalogue)]
             keys = check_keys(parts, catalogue, course.implementation, trampolined)
             cache = ResultCache(cache_dir)
@@ -396,7 +398,7 @@ def measure(course: Course, catalogue: Catalogue, modules: Sequence[str], worker
                 del sys.modules[name]
     return reviewed_again({
         "digest": inputs,
-        "profile": "smoke",
+        "profile": MUTATION_PROFILE,
         "workers": workers,
         "seconds": round(time.time() - started, 1),
         "checks": len(parts),
@@ -413,4 +415,4 @@ def _smoke_check_of_impl(part: Part, catalogue: Catalogue) -> bool:
     if part.index is None or part.entry is None or part.entry.claim is None:
         return False
     check = part.entry.claim.checks[part.index]
-    return "smoke" in check.profiles and bool(catalogue.verifiers[check.verifier].uses)
+    return MUTATION_PROFILE in check.profiles and bool(catalogue.verifiers[check.verifier].uses)

@@ -47,7 +47,7 @@ class RunOptions:
     """
 
     impl: str = field(default_factory=reference_implementation)
-    profile: str = "smoke"
+    profile: str = DEFAULT_PROFILE
     seed: int = 0
     report_dir: str | None = None
     cache_dir: str | None = None
