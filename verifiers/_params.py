@@ -1,4 +1,5 @@
-"""Field types the verifiers' parameter models share: the probability distributions a claim file writes.
+"""What the verifiers' parameter models share: the probability distributions a claim file writes, and lists that
+give one entry each per the same thing (:func:`one_entry_each`).
 
 A claim writes a probability as a decimal (a float that stands for the rational it spells, 0.35 for 7/20) or
 as a fraction string such as '1/3'; either is read exactly (:func:`verifiers._exact.as_fraction`), so a
@@ -9,9 +10,9 @@ field, and a violation is reported at its place in the parameters (``P.0.1``, ``
 from __future__ import annotations
 
 import functools
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, model_validator
 
 from verifiers._exact import as_fraction
 
@@ -29,3 +30,14 @@ Distribution = Annotated[list[float], AfterValidator(functools.partial(_summing_
 PositiveDistribution = Annotated[list[float], AfterValidator(functools.partial(_summing_to_one, positive=True))]
 # Positive fraction strings ('1/3') summing to one: a softmax policy whose probabilities no decimal writes.
 PositiveFractions = Annotated[list[str], AfterValidator(functools.partial(_summing_to_one, positive=True))]
+
+
+def one_entry_each(first: str, second: str, *, per: str) -> Any:
+    """A model validator: the list fields ``first`` and ``second`` have as many entries, one per ``per``.
+
+    Assign it in the model's body (``_lengths = one_entry_each("pi", "q", per="action")``)."""
+    def check(model: Any) -> Any:
+        if len(getattr(model, first)) != len(getattr(model, second)):
+            raise ValueError(f"{first} and {second} need one entry per {per}")
+        return model
+    return model_validator(mode="after")(check)

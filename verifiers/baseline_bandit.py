@@ -21,6 +21,7 @@ from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_scores
 from verifiers._numeric import as_written
+from verifiers._params import one_entry_each
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 from verifiers.baseline_state import softmax_score_agrees
@@ -247,11 +248,7 @@ class ActionBaselines(NoParams):
     rewards: list[float] = Field(min_length=2, description="R(a) per arm")
     action_baselines: list[float] = Field(min_length=2, description="b(a) per arm, subtracted from that arm's reward")
 
-    @model_validator(mode="after")
-    def _one_baseline_per_arm(self) -> ActionBaselines:
-        if len(self.rewards) != len(self.action_baselines):
-            raise ValueError("rewards and action_baselines need one entry per arm")
-        return self
+    _lengths = one_entry_each("rewards", "action_baselines", per="arm")
 
 
 @verifier(kind="counterexample", params=ActionBaselines,

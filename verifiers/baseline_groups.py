@@ -23,7 +23,7 @@ from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, over, probability_rows, softmax_score, softmax_scores
 from verifiers._numeric import assert_close, rounding_bound
-from verifiers._params import PositiveDistribution, PositiveFractions
+from verifiers._params import PositiveDistribution, PositiveFractions, one_entry_each
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 from verifiers.baseline_state import softmax_score_agrees
@@ -89,11 +89,7 @@ class CategoricalGroup(NoParams):
     rewards: list[float] = Field(min_length=2, max_length=6, description="reward of each action")
     group_size: int = Field(ge=2, le=5, description="answers per group, G")
 
-    @model_validator(mode="after")
-    def _one_reward_per_action(self) -> CategoricalGroup:
-        if len(self.pi) != len(self.rewards):
-            raise ValueError("pi and rewards need one entry per action")
-        return self
+    _lengths = one_entry_each("pi", "rewards", per="action")
 
 
 def _group_estimates(ctx: Context, rewards: np.ndarray, scores: np.ndarray) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
 from verifiers._exact import as_fractions, probability_rows, softmax_scores
-from verifiers._params import PositiveFractions
+from verifiers._params import PositiveFractions, one_entry_each
 from verifiers.baseline_state import softmax_score_agrees
 
 
@@ -212,11 +212,7 @@ class ExactSoftmaxState(NoParams):
     pi: PositiveFractions = Field(min_length=2, description="π(a|s) per action, exact fractions summing to 1")
     q: list[str] = Field(min_length=2, description="Q(s, a) per action, exact")
 
-    @model_validator(mode="after")
-    def _one_value_per_action(self) -> ExactSoftmaxState:
-        if len(self.pi) != len(self.q):
-            raise ValueError("pi and q need one entry per action")
-        return self
+    _lengths = one_entry_each("pi", "q", per="action")
 
 
 @verifier(kind="exact", params=ExactSoftmaxState,

@@ -39,7 +39,7 @@ from verifiers._numeric import (
     rounding_bound,
     softmax,
 )
-from verifiers._params import Distribution
+from verifiers._params import Distribution, one_entry_each
 from verifiers._reach import reach_bandit, reach_mdp, transitions_of
 
 # --------------------------------------------------------------------------- references
@@ -1097,11 +1097,7 @@ class ExpectedStepExample(NoParams):
     policy: Distribution = Field(min_length=2, description="π(a); sums to exactly one")
     q: list[float] = Field(min_length=2, description="Q(s, a) of each action")
 
-    @model_validator(mode="after")
-    def _one_value_per_action(self) -> ExpectedStepExample:
-        if len(self.q) != len(self.policy):
-            raise ValueError("q needs one value per action of the policy")
-        return self
+    _lengths = one_entry_each("policy", "q", per="action")
 
 
 @verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=ExpectedStepExample)

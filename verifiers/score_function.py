@@ -32,7 +32,7 @@ from verifiers._numeric import (
     rounding_bound,
     softmax,
 )
-from verifiers._params import PositiveDistribution
+from verifiers._params import PositiveDistribution, one_entry_each
 from verifiers._reach import reach_bandit
 from verifiers._sampling import categorical
 
@@ -102,11 +102,7 @@ class Categorical(NoParams):
     logits: list[float] = Field(min_length=2, max_length=16)
     values: list[float] = Field(min_length=2, max_length=16)
 
-    @model_validator(mode="after")
-    def _same_length(self) -> Categorical:
-        if len(self.logits) != len(self.values):
-            raise ValueError("logits and values need one entry per outcome")
-        return self
+    _lengths = one_entry_each("logits", "values", per="outcome")
 
 
 @verifier(kind="montecarlo", uses=("softmax_score", "score_function_gradient"), params=Categorical)
@@ -146,11 +142,7 @@ class ExactCategorical(NoParams):
     values: list[float] = Field(min_length=2, max_length=6)
     max_samples: int = Field(ge=1, le=5)
 
-    @model_validator(mode="after")
-    def _valid(self) -> ExactCategorical:
-        if len(self.probabilities) != len(self.values):
-            raise ValueError("probabilities and values need one entry per outcome")
-        return self
+    _lengths = one_entry_each("probabilities", "values", per="outcome")
 
 
 @verifier(kind="exact", uses=("score_function_gradient",), params=ExactCategorical)
