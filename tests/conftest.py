@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,53 @@ def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: 
     from claims_harness.engine import in_process
 
     return ImplementationView(in_process(module), uses, verifier, claim, **options)
+
+
+
+@functools.cache
+def _catalogue() -> Any:
+    from claims_harness.engine import load_catalogue
+
+    return load_catalogue(PROJECT / "claims")
+
+
+def _course_checks() -> list[tuple[str, str, Any]]:
+    """(node id, claim id, check) of every check of this course, in file order."""
+    from claims_harness.engine import every_part
+
+    return [(part.key, part.entry.id, part.entry.claim.checks[part.index])
+            for part in every_part(_catalogue()) if part.index is not None]
+
+
+def checks_using(functions: Iterable[str], *, kinds_left_out: tuple[str, ...] = ()) -> list[str]:
+    """Node ids (``claims/<file>::<claim>::<check>``) of this course's checks whose verifier calls any of
+    ``functions``, but those of ``kinds_left_out``: what ``-k "f1 or f2"`` selects, without its substring matches."""
+    verifiers, wanted = _catalogue().verifiers, set(functions)
+    return [node for node, _, check in _course_checks()
+            if check.kind not in kinds_left_out and not wanted.isdisjoint(verifiers[check.verifier].uses)]
+
+
+def checks_of(claim: str, kind: str) -> list[str]:
+    """Node ids of the checks of one kind of one claim of this course (``-k "<claim> and <kind>"``)."""
+    return [node for node, claim_id, check in _course_checks() if claim_id == claim and check.kind == kind]
+
+
+def outcomes_against(implementation: str, node_ids: Iterable[str], directory: Path | None = None) -> dict[str, Any]:
+    """Each of this course's checks ``node_ids`` evaluated against ``implementation`` (looked for in ``directory``
+    first), smoke profile, seed 0: node id -> its outcome (``status``, ``evidence``, ``message``).
+
+    Through the engine API, where a pytest session is not what the test is about: the implementation runs in its own
+    process as in any run, but no session starts and a failing check's functions are not blamed one by one.
+    """
+    from claims_harness.engine import RunOptions, close_hosts, evaluate, every_part
+
+    catalogue = _catalogue()
+    parts = {part.key: part for part in every_part(catalogue)}
+    node_ids = list(node_ids)
+    unknown = sorted(set(node_ids) - set(parts))
+    assert not unknown, f"no such check in claims/: {unknown}"
+    options = RunOptions(impl=implementation, profile="smoke", directory=str(directory or os.getcwd()))
+    try:
+        return {node_id: evaluate(parts[node_id], catalogue, options) for node_id in node_ids}
+    finally:
+        close_hosts()  # as a run ends: the implementation's process is not kept for the next test

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import checks_using, outcomes_against
 
 import impl
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
 from zoo import VARIANTS
-from zoo._run import _claims_by_function, failing_claims
+from zoo._run import _claims_by_function
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -32,7 +33,7 @@ CLAIMS = ROOT / "claims"
 CLEANRL = "zoo.zeroed_truncation_bootstrap"
 GAE_CLAIMS = _claims_by_function()["gae_advantages"]
 TRUNCATION_CLAIMS = ("gae-four-events-table", "single-done-flag-biases-targets", "closing-map-termination-truncation")
-# The training runs (PPO's loop builds its buffers the same way) are left to the SB3 test, which runs them once.
+# The training runs (PPO's loop builds its buffers the same way) are left to the slow SB3 test, which runs them once.
 FAST_GAE_CLAIMS = tuple(entry.id for entry in load_catalogue(CLAIMS).entries
                         if entry.id in GAE_CLAIMS and all(check.kind != "experiment" for check in entry.claim.checks))
 ORDINARY, TERMINATED, CUT = 0, 1, 2  # a cut that is not a termination: a truncation or a buffer edge
@@ -67,14 +68,28 @@ def test_sb3_style_gae_equals_impl_exactly_on_rollouts_and_differs_off_them():
                               impl.gae_advantages(r, v, v_next, terminated, not_cut, gamma, lambda_))
 
 
-def test_sb3_style_gae_passes_every_claim_that_calls_gae_advantages():
+def _failing(outcomes: dict) -> dict[str, str]:
+    return {node: outcome.message for node, outcome in outcomes.items() if outcome.status in ("failed", "error")}
+
+
+def test_sb3_style_gae_passes_every_check_that_calls_gae_advantages():
     assert set(TRUNCATION_CLAIMS) <= set(GAE_CLAIMS)
-    assert failing_claims(SB3, GAE_CLAIMS) == []
+    assert _failing(outcomes_against(SB3, checks_using(["gae_advantages"], kinds_left_out=("experiment",)))) == {}
+
+
+@pytest.mark.slow
+def test_sb3_style_gae_passes_the_training_runs_whose_loop_calls_it():
+    """PPO's loop estimates every rollout's advantages with it (about 40 s of training, hence slow)."""
+    others = checks_using(["gae_advantages"], kinds_left_out=("experiment",))
+    experiments = [node for node in checks_using(["gae_advantages"]) if node not in others]
+    outcomes = outcomes_against(SB3, experiments)
+    assert _failing(outcomes) == {} and sum(outcome.status == "passed" for outcome in outcomes.values()) >= 10
 
 
 def test_cleanrl_style_gae_fails_the_truncation_claims():
     assert set(TRUNCATION_CLAIMS) <= set(VARIANTS["zeroed_truncation_bootstrap"].caught_by)
-    assert sorted(failing_claims(CLEANRL, TRUNCATION_CLAIMS)) == sorted(TRUNCATION_CLAIMS)
+    checks = [node for node in checks_using(["gae_advantages"]) if node.split("::")[1] in TRUNCATION_CLAIMS]
+    assert {node.split("::")[1] for node in _failing(outcomes_against(CLEANRL, checks))} == set(TRUNCATION_CLAIMS)
 
 
 def _cleanrl_loop(rewards, values, dones, next_value, next_done, gamma, lambda_):

@@ -213,10 +213,8 @@ def test_the_reference_and_the_repositorys_variants_pass_the_check(monkeypatch):
 # --------------------------------------------------------------------------- an implementation that does not import
 
 
-def test_an_unimportable_implementation_is_one_error_and_the_checks_that_need_none_still_run(pytester):
-    project = Project(pytester)
-    project.copy_real()
-    run = project.run("--claims-impl", "no_such_impl_module", "--claims-report", "out")
+def test_an_unimportable_implementation_is_one_error_and_the_checks_that_need_none_still_run(gae_project, pytester):
+    run = gae_project.run("--claims-impl", "no_such_impl_module", "--claims-report", "out")
     assert run.result.ret == pytest.ExitCode.TESTS_FAILED
     (error,) = run.errors()
     assert error.nodeid == "::claims-implementation"

@@ -7,13 +7,11 @@ Skipped without PyTorch (the optional extra ``.[torch]``); ``.ci/run`` installs 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import checks_using, outcomes_against
 
 from claims_harness._running.implementation import _cause
 from zoo.pytorch import TORCH_VARIANTS
@@ -23,15 +21,10 @@ SYLLABUS = ("reinforce_loss", "surrogate_loss", "ppo_clip_loss", "clip_diagnosti
             "value_iteration")
 
 
-def _claims_against(impl: str, selection: str) -> list[dict]:
-    """The claim rows of a smoke run of ``-k selection`` against ``impl``, in a pytest subprocess."""
-    with tempfile.TemporaryDirectory(prefix="claims-torch-") as report:
-        command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider", "--claims-impl", impl,
-                   "--claims-profile", "smoke", "--claims-workers", "1", "--claims-report", report, "-k", selection]
-        finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-        results = Path(report) / "claims.json"
-        assert results.is_file(), finished.stdout[-3000:] + finished.stderr[-3000:]
-        return json.loads(results.read_text(encoding="utf-8"))["claims"]
+def _checks_against(impl: str, functions: tuple[str, ...]) -> dict[str, dict]:
+    """Node id -> evidence of every check that calls one of ``functions``, run against ``impl`` (smoke profile)."""
+    return {node: outcome.evidence["check"]
+            for node, outcome in outcomes_against(impl, checks_using(functions)).items()}
 
 
 def test_without_pytorch_an_implementation_in_it_is_told_what_to_install():
@@ -44,11 +37,10 @@ torch = pytest.importorskip("torch")
 
 def test_the_pytorch_loss_module_is_judged_on_every_check_of_its_functions_and_passes():
     """Its checks that hand value_iteration fractions run their float twins: none is left not judged."""
-    rows = _claims_against("examples.torch_rl", " or ".join(SYLLABUS))
-    checks = [check for row in rows for check in row["checks"]]
+    checks = list(_checks_against("examples.torch_rl", SYLLABUS).values())
     assert [check for check in checks if check["status"] in ("failed", "error")] == []
     assert sum(check["status"] == "passed" for check in checks) >= 12
-    assert [check for check in checks if check["status"] == "not judged"] == []
+    assert [check for check in checks if check["not_judged"]] == []
     assert sum(check["in_floats"] == "twin" for check in checks) >= 4, checks
 
 
@@ -62,11 +54,11 @@ def test_each_pytorch_variant_fails_the_claims_named_for_it_naming_the_function(
         return function
 
     def failed(name: str) -> dict[str, str]:
-        rows = _claims_against(f"zoo.pytorch.{name}", replaced(name))
-        return {row["id"]: json.dumps(row) for row in rows if row["status"] in ("failed", "error")}
+        checks = _checks_against(f"zoo.pytorch.{name}", (replaced(name),))
+        return {node.split("::")[1]: json.dumps(check) for node, check in checks.items()
+                if check["status"] in ("failed", "error")}
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        found = dict(zip(TORCH_VARIANTS, pool.map(failed, TORCH_VARIANTS), strict=True))
+    found = {name: failed(name) for name in TORCH_VARIANTS}
     for name, variant in TORCH_VARIANTS.items():
         assert set(found[name]) == set(variant.caught_by), (name, sorted(found[name]))
         assert all(replaced(name) in text for text in found[name].values()), (name, replaced(name))
