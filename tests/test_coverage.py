@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from test_plugin import MODELINE, Project
+from conftest import write_course
+from test_plugin import MODELINE, SOURCES, Project
 
 from claims_harness import RunOptions, load_catalogue, run_check
 from claims_harness.cli import main as claims_main
@@ -140,11 +143,20 @@ def statuses(results: dict) -> dict[str, str]:
             for statement in step["statements"]}
 
 
-@pytest.fixture
-def reports(ledger_project: Project) -> tuple[dict, str, str]:
-    """The three reports of one pytest run of the fixture (smoke profile): JSON, Markdown, HTML."""
-    ledger_project.run("--claims-report", "out").result.assert_outcomes(passed=3, failed=1, skipped=1)
-    out = ledger_project.root / "out"
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
+    """The three reports of one pytest run of the fixture (smoke profile): JSON, Markdown, HTML. One run serves
+    every test of the module: they only read what it wrote (a test that changes a report changes a copy)."""
+    root = tmp_path_factory.mktemp("ledger")
+    write_course(root)
+    (root / "claims").mkdir()
+    (root / "claims" / "lesson.yaml").write_text(LESSON, encoding="utf-8")
+    (root / "claims" / "schema.json").write_text(json_schema_text(), encoding="utf-8")
+    (root / "Module_4_Sources.md").write_text(SOURCES, encoding="utf-8")
+    finished = subprocess.run([sys.executable, "-m", "pytest", "claims", "-p", "no:cacheprovider", "--claims-report",
+                               "out"], cwd=root, capture_output=True, text=True, check=False)
+    assert "1 failed, 3 passed, 1 skipped in" in finished.stdout, finished.stdout[-3000:] + finished.stderr[-3000:]
+    out = root / "out"
     return (json.loads((out / "claims.json").read_text(encoding="utf-8")),
             (out / "claims_report.md").read_text(encoding="utf-8"),
             (out / "claims_report.html").read_text(encoding="utf-8"))
