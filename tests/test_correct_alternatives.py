@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import checks_using
 from test_plugin import Project
 
 import impl
-from claims_harness import RunOptions, check_names, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, load_catalogue, lookup, run_check
 from verifiers._numeric import rounding_bound
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,15 +92,7 @@ def replaced(alternative: Alternative) -> tuple[str, ...]:
 
 def selected(alternative: Alternative) -> list[str]:
     """Node ids of every check whose verifier uses a function the module replaces (but the kinds left out)."""
-    functions = set(replaced(alternative))
-
-    def runs(check) -> bool:
-        return check.kind not in alternative.kinds_left_out and not functions.isdisjoint(
-            CATALOGUE.verifiers[check.verifier].uses)
-
-    return [f"claims/{Path(entry.file).name}::{entry.id}::{name}"
-            for entry in CATALOGUE.entries if not entry.broken
-            for check, name in zip(entry.claim.checks, check_names(entry), strict=True) if runs(check)]
+    return checks_using(replaced(alternative), kinds_left_out=alternative.kinds_left_out)
 
 
 def test_every_module_of_the_directory_is_tested_and_says_which_idiom_it_follows():

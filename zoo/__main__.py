@@ -16,7 +16,7 @@ from zoo._run import run_zoo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zoo", description=__doc__.splitlines()[0])
     parser.add_argument("variants", nargs="*", help="variants to run (default: all)")
-    parser.add_argument("--workers", type=int, help="variants run at once (default: the number of CPUs)")
+    parser.add_argument("--workers", type=int, help="checks run at once (default: the number of CPUs)")
     args = parser.parse_args(argv)
     try:
         caught = run_zoo(args.variants or None, workers=args.workers)

@@ -1,19 +1,16 @@
-"""Running the claims against the bug zoo: one pytest subprocess per variant, read back from claims.json.
+"""Running the claims against the bug zoo, through the engine's API (``claims_harness.engine``).
 
-Each subprocess is ``python -m pytest claims --claims-impl zoo.<variant> -k <claims> ...`` in the smoke
-profile, where a falsifying example is reported as found, without shrinking.
+Each variant is judged as ``claims verify --claims-impl zoo.<variant>`` would judge it (smoke profile, seed 0: a
+falsifying example is reported as found, without shrinking; each implementation in a process of its own), on
+every check of the claims that could catch it, those checks on as many lanes as there are CPUs. Only verdicts are
+wanted, so a failing check's functions are not blamed one by one and nothing is cached or reported.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -56,35 +53,45 @@ def claims_to_run(variant: str) -> list[str]:
     return list(dict.fromkeys([*VARIANTS[variant].caught_by, *using, *CONTROLS]))
 
 
-def failing_claims(impl: str, claim_ids: Iterable[str]) -> list[str]:
-    """Run the claims ``claim_ids`` (smoke profile, seed 0) against ``impl``; the ids that failed or errored.
+def failing_claims(impl: str, claim_ids: Iterable[str], *, lanes: int | None = None) -> list[str]:
+    """Run every check of the claims ``claim_ids`` against ``impl`` (smoke profile, seed 0) on ``lanes`` processes
+    (default: the number of CPUs); the ids of the claims of which a check failed, erred or never reported.
 
     Raises:
-      RuntimeError: when pytest wrote no report (it could not collect or start).
+      KeyError: for an id that is no claim of the course.
+      claims_harness.errors.ImplementationError: ``impl`` cannot be imported, or offers functions it does not define
+        without saying so, as ``claims verify`` refuses it.
     """
-    selected = " or ".join(claim_ids)
-    with tempfile.TemporaryDirectory(prefix="claims-zoo-") as report:
-        # Variants already run side by side, one per core: a pool for each one's seeds would only contend.
-        command = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider",
-                   "-p", "no:benchmark", "--claims-impl", impl, "--claims-profile", "smoke", "--claims-seed", "0",
-                   "--claims-workers", "1", "--claims-report", report, "-k", selected]
-        finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-        results_file = Path(report) / "claims.json"
-        if not results_file.is_file():
-            raise RuntimeError(f"pytest wrote no report for --claims-impl {impl} (exit {finished.returncode}):\n"
-                               f"{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
-        results = json.loads(results_file.read_text(encoding="utf-8"))
-    return [row["id"] for row in results["claims"] if row["status"] in ("failed", "error")]
+    from claims_harness.engine import RunOptions, check_implementation, close_hosts, drive, every_part, load_catalogue
+
+    wanted = set(claim_ids)
+    catalogue = load_catalogue(ROOT / "claims")
+    parts = [part for part in every_part(catalogue) if part.entry is not None and part.entry.id in wanted]
+    unknown = sorted(wanted - {part.entry.id for part in parts})
+    if unknown:
+        raise KeyError(f"no such claim in {ROOT / 'claims'}: {', '.join(unknown)}")
+    options = RunOptions(impl=impl, profile="smoke", seed=0, directory=str(ROOT))
+    try:
+        check_implementation(impl, str(ROOT))
+        run = drive(parts, catalogue, options, lanes or os.cpu_count() or 1, {}, lambda line: None)
+    finally:
+        close_hosts()
+    if run.interrupted:
+        raise KeyboardInterrupt
+    judged = {part.key: run.outcomes[part.key] for part in parts}
+    return list(dict.fromkeys(part.entry.id for part in parts
+                              if judged[part.key] is None or judged[part.key].status in ("failed", "error")))
 
 
 def run_zoo(variants: Iterable[str] | None = None, *, workers: int | None = None) -> dict[str, list[str]]:
     """Run each variant of the zoo against the claims that could catch it; variant -> ids of failed claims.
 
-    Each variant runs in its own pytest subprocess, on the claims of :func:`claims_to_run`.
+    The variants run one after the other, each on the claims of :func:`claims_to_run`, their checks on ``workers``
+    lanes.
 
     Args:
       variants: names of ``zoo.VARIANTS`` (default: all of them, in their order).
-      workers: how many subprocesses run at once (default: the number of CPUs).
+      workers: how many checks run at once (default: the number of CPUs).
 
     Raises:
       KeyError: for a name that is not a variant.
@@ -93,8 +100,4 @@ def run_zoo(variants: Iterable[str] | None = None, *, workers: int | None = None
     unknown = [name for name in names if name not in VARIANTS]
     if unknown:
         raise KeyError(f"no such variant in the zoo: {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    selections = {name: claims_to_run(name) for name in names}
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
-        failed = pool.map(lambda name: failing_claims(f"zoo.{name}", selections[name]), names)
-        return dict(zip(names, failed, strict=True))
-
+    return {name: failing_claims(f"zoo.{name}", claims_to_run(name), lanes=workers) for name in names}
