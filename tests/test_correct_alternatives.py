@@ -1,7 +1,7 @@
 """Correct code written the way popular libraries write it passes every claim that calls it.
 
 Each module of ``examples/alternatives`` replaces a few of ``impl``'s functions with one library's
-idiom (its docstring says which). Each is run, in-process, on every check whose verifier calls a
+idiom (its docstring says which). Each is judged, through the engine, on every check whose verifier calls a
 function it replaces (what ``pytest claims/ --claims-impl examples.alternatives.X -k "f1 or f2"``
 selects, without the substring matches of ``-k``), in the smoke profile, and every one must pass;
 only the full profile's checks may skip. A check that fails correct code is a false failure to fix
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import checks_using
-from test_plugin import Project
+from conftest import checks_using, outcomes_against
 
 import impl
 from claims_harness import RunOptions, load_catalogue, lookup, run_check
@@ -106,26 +105,19 @@ def test_every_module_of_the_directory_is_tested_and_says_which_idiom_it_follows
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALTERNATIVES)
-def test_the_alternative_passes_every_check_of_the_functions_it_replaces(pytester, name):
+def test_the_alternative_passes_every_check_of_the_functions_it_replaces(name):
     alternative = ALTERNATIVES[name]
     node_ids = selected(alternative)
     assert set(alternative.needs_exact) <= set(node_ids)
-    Project(pytester).copy_real()
-    result = pytester.runpytest_inprocess(
-        *node_ids, "-p", "no:cacheprovider", "--claims-impl", alternative.module, "--claims-profile", "smoke",
-        "--claims-seed", "0", "--claims-workers", "1")
-    reports = [report for report in result.reprec.getreports("pytest_runtest_logreport")
-               if report.when == "call" or report.outcome != "passed"]
-    outcomes = {report.nodeid: report for report in reports}
-    assert sorted(outcomes) == sorted(node_ids), "every selected check ran once, and nothing else"
+    outcomes = outcomes_against(alternative.module, node_ids)
 
-    def as_required(node: str, report: pytest.TestReport) -> bool:
+    def as_required(node: str, outcome) -> bool:
         if node in alternative.needs_exact:
-            return report.failed
-        return report.passed or (report.skipped and FULL_PROFILE_ONLY in str(report.longrepr))
+            return outcome.status == "failed"
+        return outcome.status == "passed" or (outcome.status == "skipped" and FULL_PROFILE_ONLY in outcome.message)
 
-    wrong = [node for node, report in outcomes.items() if not as_required(node, report)]
-    assert wrong == [], "\n\n".join(f"{node}: {outcomes[node].outcome}\n{str(outcomes[node].longrepr)[:3000]}"
+    wrong = [node for node, outcome in outcomes.items() if not as_required(node, outcome)]
+    assert wrong == [], "\n\n".join(f"{node}: {outcomes[node].status}\n{outcomes[node].message[:3000]}"
                                     for node in wrong)
 
 
