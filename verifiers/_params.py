@@ -32,12 +32,14 @@ PositiveDistribution = Annotated[list[float], AfterValidator(functools.partial(_
 PositiveFractions = Annotated[list[str], AfterValidator(functools.partial(_summing_to_one, positive=True))]
 
 
-def one_entry_each(first: str, second: str, *, per: str) -> Any:
-    """A model validator: the list fields ``first`` and ``second`` have as many entries, one per ``per``.
+def one_entry_each(*fields: str, per: str) -> Any:
+    """A model validator: the list ``fields`` have as many entries each, one per ``per``.
 
     Assign it in the model's body (``_lengths = one_entry_each("pi", "q", per="action")``)."""
+    names = f"{', '.join(fields[:-1])} and {fields[-1]}"
+
     def check(model: Any) -> Any:
-        if len(getattr(model, first)) != len(getattr(model, second)):
-            raise ValueError(f"{first} and {second} need one entry per {per}")
+        if len({len(getattr(model, field)) for field in fields}) > 1:
+            raise ValueError(f"{names} need one entry per {per}")
         return model
     return model_validator(mode="after")(check)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 import sympy as sp
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from claims_harness import Context, NoParams, given, reach, verifier
 from claims_harness import strategies as st
@@ -331,12 +331,7 @@ class SampledCategorical(NoParams):
     sampling: PositiveDistribution = Field(min_length=2, max_length=6,
                                            description="q, the distribution of the other draws")
     max_samples: int = Field(ge=1, le=4)
-
-    @model_validator(mode="after")
-    def _distributions(self) -> SampledCategorical:
-        if not len(self.probabilities) == len(self.values) == len(self.sampling):
-            raise ValueError("probabilities, values and sampling need one entry per outcome")
-        return self
+    _lengths = one_entry_each("probabilities", "values", "sampling", per="outcome")
 
 
 @verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=SampledCategorical)
@@ -401,12 +396,7 @@ class CheckedAnswers(NoParams):
     probabilities: PositiveDistribution = Field(min_length=2, max_length=6)
     true_rewards: list[float] = Field(min_length=2, max_length=6)
     checker_rewards: list[float] = Field(min_length=2, max_length=6)
-
-    @model_validator(mode="after")
-    def _shapes(self) -> CheckedAnswers:
-        if not len(self.probabilities) == len(self.true_rewards) == len(self.checker_rewards):
-            raise ValueError("one probability and two rewards per answer")
-        return self
+    _lengths = one_entry_each("probabilities", "true_rewards", "checker_rewards", per="answer")
 
 
 @verifier(kind=("exact", "counterexample"), uses=("score_function_gradient",), params=CheckedAnswers)
