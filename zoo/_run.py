@@ -78,9 +78,9 @@ def failing_claims(impl: str, claim_ids: Iterable[str], *, lanes: int | None = N
         close_hosts()
     if run.interrupted:
         raise KeyboardInterrupt
-    judged = {part.key: run.outcomes[part.key] for part in parts}
-    return list(dict.fromkeys(part.entry.id for part in parts
-                              if judged[part.key] is None or judged[part.key].status in ("failed", "error")))
+    not_passed = [part.entry.id for part in parts
+                  if (outcome := run.outcomes[part.key]) is None or outcome.status in ("failed", "error")]
+    return list(dict.fromkeys(not_passed))
 
 
 def run_zoo(variants: Iterable[str] | None = None, *, workers: int | None = None) -> dict[str, list[str]]:
