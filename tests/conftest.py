@@ -131,7 +131,6 @@ def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: 
     return ImplementationView(in_process(module), uses, verifier, claim, **options)
 
 
-
 @functools.cache
 def _catalogue() -> Any:
     from claims_harness.engine import load_catalogue
@@ -139,12 +138,18 @@ def _catalogue() -> Any:
     return load_catalogue(PROJECT / "claims")
 
 
-def _course_checks() -> list[tuple[str, str, Any]]:
-    """(node id, claim id, check) of every check of this course, in file order."""
+@functools.cache
+def _parts() -> dict[str, Any]:
+    """Node id -> part of every check of this course (and of any claim or file it cannot use), in file order."""
     from claims_harness.engine import every_part
 
-    return [(part.key, part.entry.id, part.entry.claim.checks[part.index])
-            for part in every_part(_catalogue()) if part.index is not None]
+    return {part.key: part for part in every_part(_catalogue())}
+
+
+def _course_checks() -> list[tuple[str, str, Any]]:
+    """(node id, claim id, check) of every check of this course, in file order."""
+    return [(node, part.entry.id, part.entry.claim.checks[part.index])
+            for node, part in _parts().items() if part.index is not None]
 
 
 def checks_using(functions: Iterable[str], *, kinds_left_out: tuple[str, ...] = ()) -> list[str]:
@@ -167,10 +172,9 @@ def outcomes_against(implementation: str, node_ids: Iterable[str], directory: Pa
     Through the engine API, where a pytest session is not what the test is about: the implementation runs in its own
     process as in any run, but no session starts and a failing check's functions are not blamed one by one.
     """
-    from claims_harness.engine import RunOptions, close_hosts, evaluate, every_part
+    from claims_harness.engine import RunOptions, close_hosts, evaluate
 
-    catalogue = _catalogue()
-    parts = {part.key: part for part in every_part(catalogue)}
+    catalogue, parts = _catalogue(), _parts()
     node_ids = list(node_ids)
     unknown = sorted(set(node_ids) - set(parts))
     assert not unknown, f"no such check in claims/: {unknown}"
