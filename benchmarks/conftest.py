@@ -1,4 +1,4 @@
-"""Speed ratios, printed at the end of ``tox -e bench`` (``pytest benchmarks --benchmark-only``).
+"""Speed ratios and the engine's shape, printed at the end of ``tox -e bench`` (``pytest benchmarks --benchmark-only``).
 
 Each benchmark stores its median time under (case, contender); the summary divides every
 contender's median by the case's reference contender's (impl's GAE, the serial run, the raw
@@ -23,6 +23,8 @@ MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 REFERENCES: dict[str, str] = {}
 # The one-minute load average after each timed run, so that a ratio can be read against the load it had.
 LOADS: dict[str, dict[str, float]] = defaultdict(dict)
+# Counts of the code's shape, by side ("baseline", "this tree"): benchmarks/test_engine_shape.py.
+SHAPES: dict[str, dict[str, object]] = {}
 
 
 @pytest.fixture
@@ -40,6 +42,11 @@ def record_median():
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if SHAPES:
+        terminalreporter.section("Engine shape (counts of this run)")
+        for measure in next(iter(SHAPES.values())):
+            terminalreporter.write_line(f"{measure}: " + "; ".join(f"{side} {shape[measure]}"
+                                                                   for side, shape in SHAPES.items()))
     if not MEDIANS:
         return
     terminalreporter.section("Speed ratios (medians of this run)")
