@@ -132,10 +132,20 @@ def view_of(module: Any, uses: tuple[str, ...], verifier: str = "tests", claim: 
 
 
 @functools.cache
-def _catalogue() -> Any:
+def course_catalogue() -> Any:
+    """This course's claims (``claims/``), loaded once per test process: read it, never change it.
+
+    Parsing the claim files takes about 0.4 s; the tests read them a hundred times and more.
+    """
     from claims_harness.engine import load_catalogue
 
     return load_catalogue(PROJECT / "claims")
+
+
+def course_entry(claim_id: str) -> Any:
+    """The catalogue entry of one claim of this course."""
+    (entry,) = [entry for entry in course_catalogue().entries if entry.id == claim_id]
+    return entry
 
 
 @functools.cache
@@ -143,7 +153,7 @@ def _parts() -> dict[str, Any]:
     """Node id -> part of every check of this course (and of any claim or file it cannot use), in file order."""
     from claims_harness.engine import every_part
 
-    return {part.key: part for part in every_part(_catalogue())}
+    return {part.key: part for part in every_part(course_catalogue())}
 
 
 def _course_checks() -> list[tuple[str, str, Any]]:
@@ -155,7 +165,7 @@ def _course_checks() -> list[tuple[str, str, Any]]:
 def checks_using(functions: Iterable[str], *, kinds_left_out: tuple[str, ...] = ()) -> list[str]:
     """Node ids (``claims/<file>::<claim>::<check>``) of this course's checks whose verifier calls any of
     ``functions``, but those of ``kinds_left_out``: what ``-k "f1 or f2"`` selects, without its substring matches."""
-    verifiers, wanted = _catalogue().verifiers, set(functions)
+    verifiers, wanted = course_catalogue().verifiers, set(functions)
     return [node for node, _, check in _course_checks()
             if check.kind not in kinds_left_out and not wanted.isdisjoint(verifiers[check.verifier].uses)]
 
@@ -174,7 +184,7 @@ def outcomes_against(implementation: str, node_ids: Iterable[str], directory: Pa
     """
     from claims_harness.engine import RunOptions, close_hosts, evaluate
 
-    catalogue, parts = _catalogue(), _parts()
+    catalogue, parts = course_catalogue(), _parts()
     node_ids = list(node_ids)
     unknown = sorted(set(node_ids) - set(parts))
     assert not unknown, f"no such check in claims/: {unknown}"

@@ -14,25 +14,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue, course_entry
 
 import impl
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 STOP_GRADIENT = "actor-treats-advantages-as-constants"
 WRONG_ITERATIONS = ("actor_advantages_after_critic_step", "normalised_critic_targets")
 
 
 def _run_claim(claim_id: str, implementation: str) -> list[str]:
-    catalogue = load_catalogue(CLAIMS)
+    catalogue = course_catalogue()
     (entry,) = [e for e in catalogue.entries if e.id == claim_id]
     return [run_check(entry, i, lookup(check.verifier), RunOptions(impl=implementation)).status
             for i, check in enumerate(entry.claim.checks)]
 
 
 def _verifiers(claim_id: str) -> list[str]:
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     return [check.verifier for check in entry.claim.checks]
 
 

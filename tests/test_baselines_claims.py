@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
+from conftest import course_catalogue
 
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from claims_harness.engine import rejects_text
 from verifiers import baseline_optimal, baseline_state, bernoulli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 
 
 @pytest.fixture(scope="module")
 def claims():
-    catalogue = load_catalogue(CLAIMS)
+    catalogue = course_catalogue()
     return {entry.id: entry for entry in catalogue.entries if entry.file == "claims/4.2-baselines.yaml"}
 
 

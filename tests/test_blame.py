@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
-from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness import RunOptions, run_check
 from claims_harness._claims.formats import culprits, hint
 from claims_harness._reporting.rows import blame_experiments_as_the_run, check_row
 from claims_harness.engine import USED_BY_FAILING, function_scoreboard
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # Only leave_one_out_advantages is wrong (it divides by G, not G - 1); group_centered_advantages is the student's own
 # and right.
@@ -62,7 +61,7 @@ def ppo_clip_loss(logp, logp_old, adv, eps=0.2, mask=None):
 
 
 def _run(directory: Path, impl: str, claim_id: str, verifier: str) -> dict:
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
     index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
     sys.path.insert(0, str(directory))

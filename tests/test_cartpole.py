@@ -5,18 +5,17 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_entry
 
 import impl
 import impl.cartpole
-from claims_harness import load_catalogue, lookup
+from claims_harness import lookup
 from claims_harness.engine import RunOptions, close_hosts, run_check
 from impl.cartpole import MAX_EPISODE_STEPS, RESET_BOUND, THETA_THRESHOLD, X_THRESHOLD
 
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 TIME_LIMIT_CLAIM = "cartpole-time-limit-is-truncation"
 DETAIL_CLAIM = "implementation-details-change-results"
 # The checks of cartpole-time-limit-is-truncation, in the claim file's order.
@@ -124,7 +123,7 @@ def test_reset_is_uniform_in_the_reset_range(rng):
 
 
 def _statuses(claim_id: str, implementation: str, checks: list[int], profile: str = "smoke") -> list[str]:
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     options = RunOptions(impl=implementation, profile=profile)
     close_hosts()  # the implementation runs in a host forked from this process: fork it anew, as the test patched it
     return [run_check(entry, i, lookup(entry.claim.checks[i].verifier), options).status for i in checks]
@@ -225,7 +224,7 @@ def test_a_wrong_time_limit_fails_the_comparison_with_gymnasium(wrong, monkeypat
 
 def test_without_gymnasium_the_full_profile_comparison_is_an_error_that_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # import gymnasium now raises ImportError
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == TIME_LIMIT_CLAIM]
+    entry = course_entry(TIME_LIMIT_CLAIM)
     check = entry.claim.checks[GYMNASIUM]
     assert check.profiles == ["full"]
     result = run_check(entry, GYMNASIUM, lookup(check.verifier), RunOptions(profile="full"))
@@ -244,7 +243,7 @@ class _AlwaysRecomputingConfig(impl.PPOConfig):
 
 
 def test_the_detail_experiment_passes_for_the_reference_and_fails_when_the_detail_is_already_wrong(monkeypatch):
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == DETAIL_CLAIM]
+    entry = course_entry(DETAIL_CLAIM)
     smoke = [i for i, check in enumerate(entry.claim.checks) if "smoke" in check.profiles]
     assert _statuses(DETAIL_CLAIM, "impl", smoke) == ["passed"]
     implementation = _variant(monkeypatch, "ppo_always_recomputing", PPOConfig=_AlwaysRecomputingConfig)

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
 import impl
 from claims_harness.cli import main as claims_main
-from claims_harness.engine import load_catalogue, registered
+from claims_harness.engine import registered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "implementation-contract.md"
@@ -42,7 +43,7 @@ def test_the_committed_page_is_what_claims_contract_writes(monkeypatch, capsys):
 def test_the_page_lists_each_function_once_with_impls_signature_and_the_claims_that_call_it():
     documented = {match.group(1): match.group(2) for match in ENTRY.finditer(CONTRACT.read_text(encoding="utf-8"))}
     assert set(documented) == set(_used())
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     needed: dict[str, set[str]] = {}
     for entry in catalogue.entries:
         for check in entry.claim.checks if entry.claim else ():

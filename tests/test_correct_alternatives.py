@@ -29,16 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import checks_using, outcomes_against
+from conftest import checks_using, course_catalogue, outcomes_against
 
 import impl
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from verifiers._numeric import rounding_bound
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # examples/ is not installed with harness, verifiers, impl and zoo
-CATALOGUE = load_catalogue(ROOT / "claims")
+CATALOGUE = course_catalogue()
 FULL_PROFILE_ONLY = "runs only in the full profile"
 EXACT_ARITHMETIC = "Needs the contract's exact arithmetic"
 

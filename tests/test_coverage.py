@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_course
+from conftest import course_catalogue, write_course
 from test_plugin import MODELINE, SOURCES, Project
 
 from claims_harness import RunOptions, load_catalogue, run_check
@@ -425,7 +425,7 @@ PROJECT = Path(__file__).resolve().parents[1]
     ("corridor", "actor_critic", "defines 'corridor' already"),  # a helper the stub would replace
 ])
 def test_claims_new_refuses_what_would_write_invalid_python_or_shadow_a_helper(claim_id, module, refused):
-    catalogue = load_catalogue(PROJECT / "claims")
+    catalogue = course_catalogue()
     errors = validate(NewClaim("4.2.4", "exact", claim_id, module), catalogue, PROJECT / "verifiers")
     assert any(refused in error for error in errors), errors
     fine = NewClaim("4.2.4", "exact", "loo-identity-again", "baseline_groups")

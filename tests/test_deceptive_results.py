@@ -15,21 +15,18 @@ experiments (whose training loops are the implementation's own), such a change i
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import sys
 from collections import namedtuple
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import view_of
+from conftest import course_catalogue, course_entry, view_of
 
-from claims_harness import ImplementationError, RunOptions, load_catalogue, run_check
+from claims_harness import ImplementationError, RunOptions, lookup, run_check
 from claims_harness.engine import plain
 
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 LAMBDA_ZERO = ("gae-lambda-zero-is-td-error", "gae.lambda_zero_property")
 
 # An array whose differences are zero and whose comparisons all hold; `agrees` is what it returns.
@@ -118,11 +115,6 @@ def test_containers_are_converted_inside_and_keep_their_kind():
     assert type(plain({"advantages": lying})["advantages"]) is np.ndarray
 
 
-@functools.cache
-def _catalogue():
-    return load_catalogue(CLAIMS)
-
-
 @pytest.fixture
 def liar(module):
     count = iter(range(100))
@@ -130,9 +122,9 @@ def liar(module):
 
 
 def _run_lambda_zero(implementation: str):
-    (entry,) = [e for e in _catalogue().entries if e.id == LAMBDA_ZERO[0]]
+    entry = course_entry(LAMBDA_ZERO[0])
     (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == LAMBDA_ZERO[1]]
-    return run_check(entry, index, _catalogue().verifiers[LAMBDA_ZERO[1]], RunOptions(impl=implementation))
+    return run_check(entry, index, course_catalogue().verifiers[LAMBDA_ZERO[1]], RunOptions(impl=implementation))
 
 
 def test_wrong_advantages_in_an_agreeable_array_fail_the_claim(liar):
@@ -309,7 +301,7 @@ def bellman_optimality_operator(P, R, v, gamma):
 def test_a_nan_anywhere_in_a_result_fails_a_check_that_takes_its_largest_entry(module):
     """Python's max keeps a NaN only when it comes first; the verifiers' reductions keep it wherever it is."""
     name = module("nan_in_its_last_entry", NAN_LAST)
-    (entry,) = [e for e in _catalogue().entries if e.id == "bellman-operator-contracts"]
+    entry = course_entry("bellman-operator-contracts")
     (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == "tabular.contraction_property"]
-    result = run_check(entry, index, _catalogue().verifiers["tabular.contraction_property"], RunOptions(impl=name))
+    result = run_check(entry, index, lookup("tabular.contraction_property"), RunOptions(impl=name))
     assert result.status == "failed", (result.status, result.error)

@@ -9,7 +9,6 @@ the strategies are the harness's descriptions, built as Hypothesis' through its 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import re
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import view_of
+from conftest import course_catalogue, view_of
 from hypothesis import strategies as hst
 
 import impl
@@ -33,20 +32,12 @@ from claims_harness import (
     VerifierError,
     assume,
     check_property,
-    load_catalogue,
     run_check,
 )
 from claims_harness import strategies as st
 from claims_harness._running import property as _property
 from claims_harness._running.draws import CannotDraw, Rejected, draw
 from claims_harness.engine import Profile
-
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
-
-
-@functools.cache
-def _catalogue():
-    return load_catalogue(CLAIMS)
 
 
 def _context(profile: str = "smoke", shrink: bool = False) -> Context:
@@ -62,7 +53,7 @@ def _draws(strategy, n=2000, seed=0):
 
 def _every_smoke_property_holds() -> int:
     """Run every property check of the smoke profile against the reference; assert each holds; how many ran."""
-    catalogue = _catalogue()
+    catalogue = course_catalogue()
     checked = 0
     for entry in catalogue.entries:
         for index, check in enumerate(entry.claim.checks):

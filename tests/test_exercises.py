@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
 from claims_harness import Catalogue, ClaimsError, load_catalogue
 from claims_harness._authoring.exercises import Exercised, Exercises, stub_source
@@ -52,7 +53,7 @@ def first_line(node: ast.stmt) -> int:
 
 @pytest.fixture(scope="module")
 def catalogue() -> Catalogue:
-    return load_catalogue(PROJECT / "claims")
+    return course_catalogue()
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
-from claims_harness import Rounded, RunOptions, load_catalogue, run_check
+from claims_harness import Rounded, RunOptions, run_check
 from claims_harness.engine import Condition, compare_condition, decode, encode, judge_records
 
-ROOT = Path(__file__).resolve().parents[1]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
 
 GAUSS_SEIDEL_IN_TORCH = """
@@ -84,7 +84,7 @@ CHECKS = [("value-iteration-two-states", "tabular.value_iteration_two_states"),
 
 
 def _results(directory: Path, impl: str, checks: list[tuple[str, str]] = CHECKS) -> dict[str, object]:
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     found = {}
     sys.path.insert(0, str(directory))
     try:

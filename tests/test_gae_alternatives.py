@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import checks_using, outcomes_against
+from conftest import checks_using, course_catalogue, course_entry, outcomes_against
 
 import impl
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from zoo import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,12 +28,11 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # examples/ is not installed with harness, verifiers, impl and zoo
 SB3 = "examples.alternatives.sb3_gae"
 sb3_gae = importlib.import_module(SB3)
-CLAIMS = ROOT / "claims"
 CLEANRL = "zoo.zeroed_truncation_bootstrap"
 GAE_CLAIMS = {node.split("::")[1] for node in checks_using(["gae_advantages"])}
 TRUNCATION_CLAIMS = ("gae-four-events-table", "single-done-flag-biases-targets", "closing-map-termination-truncation")
 # The training runs (PPO's loop builds its buffers the same way) are left to the slow SB3 test, which runs them once.
-FAST_GAE_CLAIMS = tuple(entry.id for entry in load_catalogue(CLAIMS).entries
+FAST_GAE_CLAIMS = tuple(entry.id for entry in course_catalogue().entries
                         if entry.id in GAE_CLAIMS and all(check.kind != "experiment" for check in entry.claim.checks))
 ORDINARY, TERMINATED, CUT = 0, 1, 2  # a cut that is not a termination: a truncation or a buffer edge
 
@@ -129,7 +128,7 @@ def _with_gae(monkeypatch: pytest.MonkeyPatch, name: str, gae_advantages) -> str
 
 def _results(claim_id: str, implementation: str) -> list[tuple[str, str, list[str]]]:
     """Each check of the claim run in this process: its kind, its status and the keys it got wrong."""
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     results = [run_check(entry, i, lookup(check.verifier), RunOptions(impl=implementation))
                for i, check in enumerate(entry.claim.checks)]
     return [(result.kind, result.status, [c["key"] for c in result.comparisons if not c["passed"]])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_catalogue
 from test_hostile import CORPUS, MANIFEST, PLUGINS_OFF, corpus_bytes, make_claims_dir, valid_claim_file
 
 from claims_harness import ClaimsError, Context, RegistryError, load_catalogue, stats, verifier
@@ -204,7 +205,7 @@ def test_an_outward_symlink_does_not_stop_collection(pytester):
 def test_every_verifier_declares_kinds_its_checks_use():
     verifiers = registered()
     assert all(verifier.kinds and set(verifier.kinds) <= set(KINDS) for verifier in verifiers.values())
-    catalogue = load_catalogue(PROJECT / "claims")
+    catalogue = course_catalogue()
     assert not [problem for problem in catalogue.problems() if problem.field == "kind"]
     used = {(check.verifier, check.kind) for entry in catalogue.entries if entry.claim for check in entry.claim.checks}
     assert all(kind in verifiers[name].kinds for name, kind in used)

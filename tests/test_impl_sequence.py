@@ -7,20 +7,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_catalogue
 
 import impl
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from verifiers._numeric import central_difference
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 EOS, PAD = 0, 5
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(45)
-
 
 
 def _batch():
@@ -140,7 +139,7 @@ def test_kl_penalized_rewards_subtract_the_masked_log_ratio():
 
 
 def _run_claim(claim_id: str, implementation: str) -> list[str]:
-    catalogue = load_catalogue(CLAIMS)
+    catalogue = course_catalogue()
     (entry,) = [e for e in catalogue.entries if e.id == claim_id]
     return [run_check(entry, i, lookup(check.verifier), RunOptions(impl=implementation)).status
             for i, check in enumerate(entry.claim.checks)]

@@ -6,30 +6,22 @@ Skipped without JAX (``pip install jax``); ``tox -e libraries`` installs it.
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
 import pytest
+from conftest import course_catalogue, course_entry
 
-from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness import RunOptions, run_check
 
 pytest.importorskip("jax")
 
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 KEY_TEST = ("surrogate-gradient-equals-policy-gradient-at-old", "losses.key_test_property")
 EXACT_VALUE_ITERATION = ("value-iteration-two-states", "tabular.value_iteration_two_states")
 
 
-@functools.cache
-def _catalogue():
-    return load_catalogue(CLAIMS)
-
-
 def _run(check: tuple[str, str], implementation: str):
     claim_id, verifier = check
-    (entry,) = [e for e in _catalogue().entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     (index,) = [i for i, c in enumerate(entry.claim.checks) if c.verifier == verifier]
-    return run_check(entry, index, _catalogue().verifiers[verifier], RunOptions(impl=implementation))
+    return run_check(entry, index, course_catalogue().verifiers[verifier], RunOptions(impl=implementation))
 
 
 def test_the_jax_loss_module_passes_the_key_test_by_central_differences():

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
 import impl
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 HEADER = ("from __future__ import annotations\nimport numpy as np\nimport impl\nfrom impl import *  # noqa: F403\n"
           "from impl import __all__  # noqa: F401\n")
 
@@ -203,7 +202,7 @@ ZOO: dict[str, list[str]] = {
 def _labelled_checks() -> dict[str, tuple[object, int]]:
     """'claim::kind' (the second check of a kind is 'kind-2', as pytest names it) -> (entry, index)."""
     labelled = {}
-    for entry in load_catalogue(CLAIMS).entries:
+    for entry in course_catalogue().entries:
         if entry.claim is None or not entry.file.endswith("4.5-llm-bridge.yaml"):
             continue
         seen: dict[str, int] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_course
+from conftest import course_catalogue, write_course
 
 from claims_harness import RegistryError, load_catalogue, lookup, verifier
 from claims_harness._claims.reading import ClaimLoader
@@ -81,7 +81,7 @@ def test_schema_file_is_current():
 
 @pytest.fixture(scope="module")
 def real_catalogue():
-    return load_catalogue(REAL_CLAIMS)
+    return course_catalogue()
 
 
 @pytest.mark.parametrize("name", REAL_FILES)

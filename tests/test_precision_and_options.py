@@ -9,13 +9,10 @@ reported as not checked, and everything else in the same check is still judged.
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+from conftest import course_catalogue, course_entry
 
-from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness import RunOptions, run_check
 from claims_harness.engine import function_scoreboard
-
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 
 HEADER = '''\
 import numpy as np
@@ -58,15 +55,10 @@ def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *
 JOINED = {"joined_buffer_edge_bootstraps", "joined_buffer_edge_continues_trace"}
 
 
-@functools.cache
-def _catalogue():
-    return load_catalogue(CLAIMS)
-
-
 def _run(claim_id: str, verifier: str, implementation: str):
-    (entry,) = [e for e in _catalogue().entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier]
-    return run_check(entry, index, _catalogue().verifiers[verifier], RunOptions(impl=implementation))
+    return run_check(entry, index, course_catalogue().verifiers[verifier], RunOptions(impl=implementation))
 
 
 def test_a_float32_result_is_one_error_naming_the_dtype_not_a_semantic_failure(module):

@@ -10,7 +10,6 @@ comparison names them), and a line of Python that makes the same calls.
 from __future__ import annotations
 
 import ast
-import functools
 import math
 import pickle
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import view_of
+from conftest import course_catalogue, course_entry, view_of
 
 import impl
 from claims_harness import (
@@ -31,7 +30,6 @@ from claims_harness import (
     VerifierError,
     check_property,
     given,
-    load_catalogue,
     run_check,
 )
 from claims_harness import strategies as st
@@ -40,7 +38,6 @@ from claims_harness._running.context import Call, record_calls
 from claims_harness._running.property import CALLS_KEPT, reproduction
 from claims_harness.engine import in_process
 
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 THIS = sys.modules[__name__]
 TELESCOPING = ("gae-lambda-one-telescopes", "gae.telescoping_property")
 # impl's GAE with the termination mask dropped from δ_t: it bootstraps from V(s_{K+1}) at a true terminal,
@@ -61,15 +58,10 @@ def gae_advantages(r_t, v_t, v_tp1, terminated_t, trace_cut_t, gamma, lambda_, *
 GAE_PARAMETERS = ("r_t", "v_t", "v_tp1", "terminated_t", "trace_cut_t", "gamma", "lambda_")
 
 
-@functools.cache
-def _catalogue():
-    return load_catalogue(CLAIMS)
-
-
 def _run_check(claim_id: str, verifier: str, implementation: str = "impl"):
-    (entry,) = [e for e in _catalogue().entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier]
-    return run_check(entry, index, _catalogue().verifiers[verifier], RunOptions(impl=implementation))
+    return run_check(entry, index, course_catalogue().verifiers[verifier], RunOptions(impl=implementation))
 
 
 def _run_snippet(snippet: str) -> object:
@@ -143,9 +135,9 @@ def test_an_implementation_that_rejects_every_example_is_an_error_not_a_pass(tmp
     (tmp_path / f"{name}.py").write_text(REJECTS_ITS_EXAMPLES, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        (entry,) = [e for e in _catalogue().entries if e.id == TELESCOPING[0]]
+        entry = course_entry(TELESCOPING[0])
         (index,) = [i for i, check in enumerate(entry.claim.checks) if check.verifier == TELESCOPING[1]]
-        result = run_check(entry, index, _catalogue().verifiers[TELESCOPING[1]],
+        result = run_check(entry, index, course_catalogue().verifiers[TELESCOPING[1]],
                            RunOptions(impl=name, profile=profile))
     finally:
         sys.modules.pop(name, None)

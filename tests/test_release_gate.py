@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import pythonpath
+from conftest import course_catalogue, pythonpath
 from test_loading import claim, claim_file, claims_dir
 
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from claims_harness.cli import main as claims_main
 from claims_harness.engine import (
     RESULTS_FILE,
@@ -114,7 +114,7 @@ def committed() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def claim_checks() -> dict[str, list[Check]]:
-    return {entry.id: entry.claim.checks for entry in load_catalogue(PROJECT / "claims").entries if entry.claim}
+    return {entry.id: entry.claim.checks for entry in course_catalogue().entries if entry.claim}
 
 
 def _ran(results: dict[str, Any], claim_checks: dict[str, list[Check]]):
@@ -253,7 +253,7 @@ def test_a_chaotic_seed_beyond_the_stated_slack_does_fail_the_gate(committed, cl
 def test_the_ratio_experiment_over_seeds_still_turns_red_for_clamped_ratios(monkeypatch):
     """Judging five seeds by a count and a median with slack keeps the check able to fail: the rejects it names."""
     monkeypatch.syspath_prepend(str(PROJECT / "tests" / "fixtures"))
-    entry = next(entry for entry in load_catalogue(PROJECT / "claims").entries
+    entry = next(entry for entry in course_catalogue().entries
                  if entry.id == "ppo-keeps-neither-ratios-nor-kl-bounded")
     [index] = [index for index, check in enumerate(entry.claim.checks) if check.kind == "experiment"]
     verifier = lookup(entry.claim.checks[index].verifier)

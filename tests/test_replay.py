@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
-from claims_harness import RunOptions, load_catalogue, run_check
+from claims_harness import RunOptions, run_check
 from claims_harness._running.replay import replayable, verdicts
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # The reference's functions as a module of the student's own that computes in float64 only.
 FLOAT_COPY = """
@@ -69,7 +68,7 @@ impl.leave_one_out_advantages = impl.baselines.leave_one_out_advantages = leave_
 
 def _run(directory: Path, source: str, claim_id: str, verifier: str) -> dict:
     (directory / "student_floats.py").write_text(source, encoding="utf-8")
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
     index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
     sys.path.insert(0, str(directory))

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import textwrap
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 FILE = "4.1-policy-gradient.yaml"
 ERRATUM = "reinforce-discounted-returns-fit-no-objective"
 HEADER = "import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"
@@ -25,7 +24,7 @@ HEADER = "import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfro
 
 @pytest.fixture(scope="module")
 def catalogue():
-    return load_catalogue(CLAIMS)
+    return course_catalogue()
 
 
 def _run(catalogue, claim_id: str, implementation: str = "impl", index: int = 0):

@@ -16,20 +16,19 @@ checks run in this process (``isolation=False``) so that a patched verifier help
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
-from claims_harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 HEADER = ("import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"
           "__claims_reference_fallback__ = True\n")
 
 
 @pytest.fixture(scope="module")
 def catalogue():
-    return load_catalogue(CLAIMS)
+    return course_catalogue()
 
 
 def _run(catalogue, claim_id: str, index: int, implementation: str = "impl") -> CheckResult:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue, course_entry
 
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parent.parent / "claims"
 HEADER = ("import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"
           "__claims_reference_fallback__ = True\n")
 
@@ -49,14 +48,9 @@ VARIANTS = {
 }
 
 
-def _entry(claim_id: str):
-    (entry,) = [e for e in load_catalogue(CLAIMS).entries if e.id == claim_id]
-    return entry
-
-
 def _run(claim_id: str, index: int, implementation: str | None = None):
-    entry = _entry(claim_id)
-    course = load_catalogue(CLAIMS).course
+    entry = course_entry(claim_id)
+    course = course_catalogue().course
     options = RunOptions(scope=course.scope) if implementation is None else RunOptions(impl=implementation,
                                                                                          scope=course.scope)
     return run_check(entry, index, lookup(entry.claim.checks[index].verifier), options)

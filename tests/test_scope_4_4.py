@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import textwrap
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
 import verifiers.surrogate as surrogate
-from claims_harness import CheckResult, RunOptions, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 ERRATUM = "time-uniform-surrogate-is-no-discounted-gradient"
 HEADER = ("import numpy as np\nimport impl\nfrom impl import *  # noqa: F403\nfrom impl import __all__  # noqa: F401\n"
           "__claims_reference_fallback__ = True\n")
 
 
 def _run_erratum(implementation: str = "impl") -> CheckResult:
-    catalogue = load_catalogue(CLAIMS)
+    catalogue = course_catalogue()
     entry = next(entry for entry in catalogue.entries if entry.id == ERRATUM)
     options = RunOptions(impl=implementation, isolation=False, scope=catalogue.course.scope)
     return run_check(entry, 0, lookup(entry.claim.checks[0].verifier), options)

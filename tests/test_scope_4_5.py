@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_entry
 
-from claims_harness import RunOptions, load_catalogue, lookup, run_check
+from claims_harness import RunOptions, lookup, run_check
 from claims_harness.engine import find_course
 from verifiers import kl
 
@@ -21,12 +22,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 CLAIM = "kl-in-loss-misses-prefix-score"
 
 
-def _entry(claim_id: str):
-    return next(entry for entry in load_catalogue(PROJECT / "claims").entries if entry.id == claim_id)
-
-
 def _run(claim_id: str, index: int = 0, **options):
-    entry = _entry(claim_id)
+    entry = course_entry(claim_id)
     return run_check(entry, index, lookup(entry.claim.checks[index].verifier), RunOptions(**options))
 
 
@@ -49,7 +46,7 @@ def test_a_loss_placement_with_the_prefix_score_term_turns_the_witness_red(monke
 
 
 def test_the_prefix_score_term_is_zero_for_one_token_answers():
-    params = _entry(CLAIM).claim.checks[0].params
+    params = course_entry(CLAIM).claim.checks[0].params
     witness = kl.PenaltyWitness(**params)
     assert all(term == 0 for term in kl._prefix_score_term(kl._AnswerPolicy(witness, 1)))
 
@@ -71,7 +68,7 @@ def test_the_widened_checks_reach_both_values(claim_id, index, dimension, values
 
 
 def test_the_witness_computes_in_exact_arithmetic():
-    params = _entry(CLAIM).claim.checks[0].params
+    params = course_entry(CLAIM).claim.checks[0].params
     policy = kl._AnswerPolicy(kl.PenaltyWitness(**params), 2)
     gaps = np.array(kl._in_loss_expected_gradient(policy), dtype=object) - np.array(
         kl._kl_gradient(policy), dtype=object)

@@ -16,16 +16,15 @@ import math
 import sys
 import types
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_catalogue
 
 import impl
 import verifiers.surrogate as surrogate
-from claims_harness import CheckResult, RunOptions, check_names, load_catalogue, lookup, run_check
+from claims_harness import CheckResult, RunOptions, check_names, lookup, run_check
 
-CLAIMS = Path(__file__).resolve().parents[1] / "claims"
 FILE = "claims/week16-syllabus.yaml"
 VARIANCE_ERRATUM = "baseline-can-raise-variance"
 CLIPPING_ERRATUM = "clipping-gives-up-unbiasedness"
@@ -33,7 +32,7 @@ CLIPPING_ERRATUM = "clipping-gives-up-unbiasedness"
 
 @pytest.fixture(scope="module")
 def catalogue():
-    return load_catalogue(CLAIMS)
+    return course_catalogue()
 
 
 def _run(catalogue, claim_id: str, check: str, implementation: str = "impl") -> CheckResult:

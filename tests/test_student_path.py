@@ -18,10 +18,11 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 from test_loading import claim, claim_file, claims_dir
 from test_plugin import Project, real_node_ids
 
-from claims_harness import ImplementationError, RunOptions, load_catalogue, run_check
+from claims_harness import ImplementationError, RunOptions, run_check
 from claims_harness.cli import main as claims_main
 from claims_harness.engine import FALLBACK_ATTRIBUTE, check_implementation, contract_functions, provenance
 
@@ -250,7 +251,7 @@ def test_an_implementation_that_raises_on_import_names_the_error_and_the_line(ga
 
 def test_a_check_that_uses_no_implementation_does_not_import_it():
     """A sympy proof runs whatever --claims-impl names; only the checks that call the implementation need it."""
-    catalogue = load_catalogue(PROJECT / "claims")
+    catalogue = course_catalogue()
     (entry,) = [entry for entry in catalogue.entries if entry.id == "gae-recursion-equals-sum"]
     statuses = {}
     for index, check in enumerate(entry.claim.checks):

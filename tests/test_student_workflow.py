@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import checks_using, outcomes_against
+from conftest import checks_using, course_catalogue, outcomes_against
 from test_plugin import Project, real_node_ids
 from test_student_path import PLANTED, PROJECT, copy_impl, plant
 
-from claims_harness import load_catalogue
 from claims_harness.engine import is_stub, load_course, run_isolated, write_exercises
 from claims_harness.errors import ClaimsError, NotImplementedYet
 
@@ -32,7 +31,7 @@ KEY_TEST = "test_surrogate_reduces_to_reinforce_at_theta_old"
 
 def exercises_in(project: Project, name: str = "exercises") -> Path:
     """``claims exercises <name>`` in the project, for the real course's claims."""
-    write_exercises(project.root / name, load_catalogue(PROJECT / "claims"))
+    write_exercises(project.root / name, course_catalogue())
     return project.root / name
 
 

@@ -13,18 +13,15 @@ import math
 import sys
 import types
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import course_catalogue
 
 import impl
-from claims_harness import Catalogue, RunOptions, check_names, load_catalogue, run_check
+from claims_harness import Catalogue, RunOptions, check_names, run_check
 from zoo import action_dependent_baseline, loss_mean_over_padding, surrogate_inverse_ratio
 from zoo import clip_on_log_ratio as log_ratio_clip_loss
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 # ------------------------------------------------------------------ wrong functions, one per pitfall
 
@@ -288,7 +285,7 @@ def catalogue() -> Iterator[Catalogue]:
         setattr(module, function, wrong)
         sys.modules[name] = module
         names.append(name)
-    yield load_catalogue(ROOT / "claims")
+    yield course_catalogue()
     for name in names:
         sys.modules.pop(name, None)
 
@@ -309,7 +306,7 @@ def test_check_passes_for_impl_and_rejects_the_wrong_function(catalogue, functio
 
 def test_every_rejects_of_the_syllabus_names_a_check_here_or_a_formula():
     """Each check of the syllabus that calls impl is tested above with the wrong function its rejects names."""
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     tested = {(claim, check) for _, _, claim, check in CASES}
     untested = []
     for entry in catalogue.in_file("claims/week16-syllabus.yaml"):

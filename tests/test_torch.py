@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import checks_using, outcomes_against
+from conftest import checks_using, course_catalogue, outcomes_against
 
 from claims_harness._running.implementation import _cause
 from zoo.pytorch import TORCH_VARIANTS
 
-ROOT = Path(__file__).resolve().parent.parent
 SYLLABUS = ("reinforce_loss", "surrogate_loss", "ppo_clip_loss", "clip_diagnostics", "mean_baseline", "rloo_baseline",
             "value_iteration")
 
@@ -85,9 +84,9 @@ def reinforce_loss(logp, adv, mask=None):
     adv = adv if adv.dim() == logp.dim() else adv.unsqueeze(-1)
     {MALFORMED[fault]}
 """)
-    from claims_harness import RunOptions, load_catalogue, run_check
+    from claims_harness import RunOptions, run_check
 
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     entry = next(entry for entry in catalogue.entries if entry.id == "reinforce-step-is-reward-scaled-sft-step")
     index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == "losses.reinforce_loss_property")
     sys.path.insert(0, str(pytester.path))
@@ -105,11 +104,10 @@ def reinforce_loss(logp, adv, mask=None):
 def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(tmp_path):
     import importlib
 
-    from claims_harness import load_catalogue
     from claims_harness.engine import library_of, write_exercises
     from claims_harness.errors import ClaimsError
 
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     with pytest.raises(ClaimsError, match="--torch nowhere: no such module"):
         write_exercises(tmp_path / "bad_exercises", catalogue, torch=("nowhere",))
     write_exercises(tmp_path / "torch_exercises", catalogue, torch=("losses",))
@@ -125,9 +123,9 @@ def test_exercises_write_the_named_modules_in_pytorch_and_refuse_an_unknown_one(
 
 def _one_check(directory: Path, impl: str, claim_id: str, verifier: str):
     """The result of ``claim_id``'s check by ``verifier`` against the module ``impl`` written in ``directory``."""
-    from claims_harness import RunOptions, load_catalogue, run_check
+    from claims_harness import RunOptions, run_check
 
-    catalogue = load_catalogue(ROOT / "claims")
+    catalogue = course_catalogue()
     entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
     index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == verifier)
     sys.path.insert(0, str(directory))

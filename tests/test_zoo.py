@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
+from conftest import course_catalogue
 
 import impl
-from claims_harness import load_catalogue
 from zoo import VARIANTS
 from zoo._run import CONTROLS, REFERENCE, ROOT, claims_to_run, failing_claims, replaced_functions
 
@@ -28,7 +27,7 @@ def test_variant_replaces_one_function_and_names_its_pitfall_and_step(name):
 
 
 def test_caught_by_and_controls_name_real_claims_the_replaced_function_reaches():
-    catalogue = load_catalogue(Path(ROOT / "claims"))
+    catalogue = course_catalogue()
     ids = {entry.id for entry in catalogue.entries}
     assert set(CONTROLS) <= ids
     for name, variant in VARIANTS.items():
