@@ -75,9 +75,13 @@ def write_project(root: Path, text: str) -> Path:
     return claims
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def dask_scheduler():
-    """A Dask cluster of one worker process: tasks really leave this process and are pickled."""
+    """A Dask cluster of one worker process: tasks really leave this process and are pickled.
+
+    One per test, closed at its end: a cluster's threads in this process while a later test forks a check's worker
+    from it make that fork unsafe (a worker died so once, under load, two tests later).
+    """
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None,
                                   silence_logs=logging.ERROR) as cluster:
@@ -226,4 +230,4 @@ def test_a_seed_past_the_time_limit_stops_the_check_and_frees_the_pool(tmp_path,
     # The spinning seeds stopped at the same deadline in the workers: the next check gets the pool
     # (were they still spinning, it would wait past its own time limit of 5 s).
     quick = run_check(entries["quick"], 0, catalogue.verifiers["test.quick"], options)
-    assert (quick.status, quick.error) == ("passed", None)
+    assert (quick.status, quick.error) == ("passed", None), quick.error
