@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import course_catalogue, course_entry
+from conftest import course_entry
 
 import impl
 from claims_harness import RunOptions, lookup, run_check
@@ -25,8 +25,7 @@ WRONG_ITERATIONS = ("actor_advantages_after_critic_step", "normalised_critic_tar
 
 
 def _run_claim(claim_id: str, implementation: str) -> list[str]:
-    catalogue = course_catalogue()
-    (entry,) = [e for e in catalogue.entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     return [run_check(entry, i, lookup(check.verifier), RunOptions(impl=implementation)).status
             for i, check in enumerate(entry.claim.checks)]
 

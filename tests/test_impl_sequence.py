@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import course_catalogue
+from conftest import course_entry
 
 import impl
 from claims_harness import RunOptions, lookup, run_check
@@ -139,8 +139,7 @@ def test_kl_penalized_rewards_subtract_the_masked_log_ratio():
 
 
 def _run_claim(claim_id: str, implementation: str) -> list[str]:
-    catalogue = course_catalogue()
-    (entry,) = [e for e in catalogue.entries if e.id == claim_id]
+    entry = course_entry(claim_id)
     return [run_check(entry, i, lookup(check.verifier), RunOptions(impl=implementation)).status
             for i, check in enumerate(entry.claim.checks)]
 

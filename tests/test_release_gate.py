@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import course_catalogue, pythonpath
+from conftest import course_catalogue, course_entry, pythonpath
 from test_loading import claim, claim_file, claims_dir
 
 from claims_harness import RunOptions, lookup, run_check
@@ -253,8 +253,7 @@ def test_a_chaotic_seed_beyond_the_stated_slack_does_fail_the_gate(committed, cl
 def test_the_ratio_experiment_over_seeds_still_turns_red_for_clamped_ratios(monkeypatch):
     """Judging five seeds by a count and a median with slack keeps the check able to fail: the rejects it names."""
     monkeypatch.syspath_prepend(str(PROJECT / "tests" / "fixtures"))
-    entry = next(entry for entry in course_catalogue().entries
-                 if entry.id == "ppo-keeps-neither-ratios-nor-kl-bounded")
+    entry = course_entry("ppo-keeps-neither-ratios-nor-kl-bounded")
     [index] = [index for index, check in enumerate(entry.claim.checks) if check.kind == "experiment"]
     verifier = lookup(entry.claim.checks[index].verifier)
     result = run_check(entry, index, verifier, RunOptions(impl="clamped_ratios", allow_reference=True))
