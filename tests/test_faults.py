@@ -171,6 +171,49 @@ def test_a_worker_is_killed_together_with_what_it_started(project):
     assert not alive(pid)
 
 
+# An at-fork callback of the judge's in which a Ctrl-C lands, as one may in logging's (it releases its lock there).
+_CTRL_C_IN_A_FORK_CALLBACK = False
+
+
+def _ctrl_c_in_a_fork_callback() -> None:
+    if _CTRL_C_IN_A_FORK_CALLBACK:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100):  # bytecodes, between which Python runs the signal's handler
+            pass
+
+
+os.register_at_fork(after_in_parent=_ctrl_c_in_a_fork_callback)
+
+
+def test_a_ctrl_c_while_the_judge_forks_a_worker_ends_the_run_and_the_worker(tmp_path):
+    """A KeyboardInterrupt raised inside an at-fork callback is reported as unraisable and dropped: the run went on
+    as if no one had pressed Ctrl-C. It is raised once the fork has returned, and the worker just started is
+    killed."""
+    from claims_harness.engine import run_isolated
+
+    global _CTRL_C_IN_A_FORK_CALLBACK
+    pid_file = tmp_path / "worker.pid"
+
+    def record_and_hang() -> None:
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(600)
+
+    # Ctrl-C as in a terminal: the process that started this one (pytest-xdist's) may have left SIGINT ignored or
+    # blocked.
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _CTRL_C_IN_A_FORK_CALLBACK = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_isolated(record_and_hang, 1, "the test's check")
+    finally:
+        _CTRL_C_IN_A_FORK_CALLBACK = False
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    # Killed before or after it wrote its pid (and reaped: nothing is written later).
+    assert not pid_file.is_file() or not alive(int(pid_file.read_text()))
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie nobody reaped yet, as in a container without init, has ended)."""
     try:

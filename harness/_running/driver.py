@@ -39,10 +39,10 @@ from claims_harness._running.processes import (
     TIMED_OUT,
     describe_exit,
     die_with_parent,
+    forking,
     interrupt_on_termination,
     kill_group,
     limit_memory,
-    quiet_stdio,
     redirect_output,
 )
 from claims_harness._running.remote import close_hosts
@@ -264,10 +264,11 @@ class _Lane:
         self.connection, theirs = multiprocessing.Pipe(duplex=True)
         self.number: int | None = None
         self.began = self.deadline = math.inf
-        with quiet_stdio():
+        with forking() as started:
             # Not a daemon: the checks it runs fork workers, whose seeds may run in a pool of their own.
             self.process = multiprocessing.get_context("fork").Process(target=_lane_main, args=(work, theirs, fresh))
             self.process.start()
+            started.append(self.process)
         theirs.close()
 
     def give(self, number: int, limit: float | None) -> bool:

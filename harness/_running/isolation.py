@@ -36,9 +36,9 @@ from claims_harness._running.processes import (
     Answer,
     Process,
     describe_exit,
+    forking,
     kill_group,
     open_descriptors,
-    quiet_stdio,
     serve,
 )
 from claims_harness.errors import CheckCrashed, ClaimsError, NotData
@@ -135,11 +135,12 @@ class _Worker:
                 connection, self.end_server = server(self.output.fileno())
                 call = partial(call, connection)
             keep = frozenset({connection.fileno()}) if connection is not None else frozenset()
-            with quiet_stdio():
+            with forking() as started:
                 # Not a daemon: a check's seeds may run in a process pool of the worker's own.
                 self.process: Process = multiprocessing.get_context("fork").Process(
                     target=serve, args=(call, writer, self.output.fileno(), open_descriptors(), keep))
                 self.process.start()
+                started.append(self.process)
         except BaseException:
             self.reader.close()
             self.output.close()

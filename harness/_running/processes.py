@@ -301,10 +301,58 @@ def describe_exit(code: int | None) -> str:
     return f"exit status {code}, e.g. os._exit({code}) in the implementation"
 
 
+# The signals that end a run (Ctrl-C, and SIGTERM once interrupt_on_termination has made it one), held while the
+# judge forks; the handlers they had, for the child to take back at once (None: not forking).
+_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_HANDLERS_BEFORE_THE_FORK: dict[int, Any] | None = None
+
+
 @contextlib.contextmanager
-def quiet_stdio() -> Iterator[None]:
-    """Flush this process's streams before forking, so the worker does not print them a second time."""
+def forking() -> Iterator[list[Process]]:
+    """Around a fork of the judge: its streams flushed first, so that the child does not print them a second time,
+    and a Ctrl-C or SIGTERM that arrives meanwhile delivered once the fork has returned. The caller adds the process
+    it started to the list it is given: a signal delivered so ends that process too (:func:`kill_group`).
+
+    ``os.fork`` runs other libraries' at-fork callbacks in this process (logging's releases its lock), and Python
+    runs a signal's handler in the main thread between any two bytecodes: a KeyboardInterrupt raised inside such a
+    callback is reported as unraisable and dropped, and the run went on as if no one had pressed Ctrl-C (seen on
+    Python 3.12, whose fork also warns about threads in that window). So the signals are only recorded here, and
+    raised again, with the judge's own handlers, when the fork is done; the child takes those handlers back as it
+    starts (:func:`_child_takes_back_the_handlers`). Outside the main thread no handler can be set: nothing is held.
+    """
+    global _HANDLERS_BEFORE_THE_FORK
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    yield
+    started: list[Process] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield started
+        return
+    arrived: list[int] = []
+    # A handler installed from C (None) cannot be put back: such a signal is left as it is.
+    before = {number: handler for number in _ENDING_SIGNALS if (handler := signal.getsignal(number)) is not None}
+    _HANDLERS_BEFORE_THE_FORK = before
+    for number in before:
+        signal.signal(number, lambda signum, frame: arrived.append(signum))
+    try:
+        yield started
+    finally:
+        _HANDLERS_BEFORE_THE_FORK = None
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        try:
+            for number in dict.fromkeys(arrived):
+                signal.raise_signal(number)
+        except BaseException:
+            for process in started:
+                kill_group(process)
+            raise
+
+
+def _child_takes_back_the_handlers() -> None:
+    if _HANDLERS_BEFORE_THE_FORK is not None and threading.current_thread() is threading.main_thread():
+        for number, handler in _HANDLERS_BEFORE_THE_FORK.items():
+            signal.signal(number, handler)
+
+
+os.register_at_fork(after_in_child=_child_takes_back_the_handlers)

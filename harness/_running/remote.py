@@ -29,7 +29,7 @@ from typing import Any
 from claims_harness._claims.course import find_root, load_course
 from claims_harness._claims.formats import PYTEST_FLAG
 from claims_harness._running.implementation import Provenance, contract_functions, reference_implementation
-from claims_harness._running.processes import ForkedProcess, describe_exit, kill_group, open_descriptors, quiet_stdio
+from claims_harness._running.processes import ForkedProcess, describe_exit, forking, kill_group, open_descriptors
 from claims_harness._running.protocol import rebuilt_error, signature_from
 from claims_harness._running.sandbox import Containment
 from claims_harness._running.server import ImplementationServer, host_main, readonly_paths
@@ -56,8 +56,9 @@ class ImplementationHost:
         readonly = readonly_paths(course.root) if course is not None else []
         hidden = [str(course.cache)] if course is not None else []
         self._connection, theirs = multiprocessing.Pipe(duplex=True)
-        with quiet_stdio():
+        with forking() as started:
             self.process = ForkedProcess(host_main, impl, directory, theirs, open_descriptors(), readonly, hidden)
+            started.append(self.process)
         theirs.close()
         kind, value = self._receive(limit)
         if kind == "raised":
