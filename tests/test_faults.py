@@ -214,6 +214,24 @@ def test_a_ctrl_c_while_the_judge_forks_a_worker_ends_the_run_and_the_worker(tmp
     assert not pid_file.is_file() or not alive(int(pid_file.read_text()))
 
 
+def test_what_a_worker_forks_keeps_the_workers_handlers_not_the_judges():
+    """The worker takes the judge's handlers back as it starts, then sets its own (SIGTERM's default action); a
+    process it forks in turn (a seed pool's) has the worker's."""
+    from claims_harness.engine import run_isolated
+
+    def sigterm_in_a_child_of_the_worker() -> bool:
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else 1)
+        return os.waitpid(child, 0)[1] == 0
+
+    judges = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        assert run_isolated(sigterm_in_a_child_of_the_worker, 10, "the test's check") is True
+    finally:
+        signal.signal(signal.SIGTERM, judges)
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie nobody reaped yet, as in a container without init, has ended)."""
     try:

@@ -350,9 +350,12 @@ def forking() -> Iterator[list[Process]]:
 
 
 def _child_takes_back_the_handlers() -> None:
+    global _HANDLERS_BEFORE_THE_FORK
     if _HANDLERS_BEFORE_THE_FORK is not None and threading.current_thread() is threading.main_thread():
         for number, handler in _HANDLERS_BEFORE_THE_FORK.items():
             signal.signal(number, handler)
+    # The child never leaves the fork's ``with``: its own forks (a seed pool) keep the handlers it sets itself.
+    _HANDLERS_BEFORE_THE_FORK = None
 
 
 os.register_at_fork(after_in_child=_child_takes_back_the_handlers)
