@@ -22,9 +22,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SHAPES, baseline_and_current
+from conftest import ROOT, SHAPES, baseline_and_current
 
-ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "2404c84"
 # The package is imported as claims_harness; at the baseline the tests imported it as harness.
 PRIVATE_PREFIXES = ("claims_harness._", "harness._")
