@@ -23,6 +23,7 @@ tests) uses the names here, grouped as a run flows:
   supervised worker (:func:`run_isolated`), and what crosses between them (:func:`encode`, :func:`decode`);
 * the cache: :class:`ObservationCache`, :func:`code_digest`, :func:`forget_sources`;
 * the results and reports: :func:`read_results`, :func:`build_results`, :func:`write_reports`,
+  :func:`report_directory_problem`,
   :func:`render_markdown`, :func:`render_html`, :func:`normalized`, :func:`function_scoreboard`, how a result's
   parts read (:func:`is_interval`, :func:`rejects_text`, :func:`library_versions`, :func:`library_of`), and the release
   gate's :func:`snapshot`, :func:`compare_snapshots`, :func:`gate_findings`;
@@ -80,7 +81,7 @@ from claims_harness._reporting.gate import (
 )
 from claims_harness._reporting.html import render_html
 from claims_harness._reporting.markdown import render_markdown
-from claims_harness._reporting.report import MARKDOWN_FILE, write_reports
+from claims_harness._reporting.report import MARKDOWN_FILE, report_directory_problem, write_reports
 from claims_harness._reporting.results import (
     STATEMENT_STATUSES,
     build_results,
@@ -203,5 +204,6 @@ __all__ = [
     "validate",
     "with_sources_table",
     "write_exercises",
+    "report_directory_problem",
     "write_reports",
 ]

@@ -28,7 +28,7 @@ from conftest import pythonpath
 from claims_harness._reporting.phrases import judgement_line, not_judged_line, scoreboard_line
 from claims_harness._reporting.results import _claim_status, _summary, checks_summary
 from claims_harness._reporting.rows import check_row
-from claims_harness.engine import NOT_JUDGED, function_scoreboard, render_markdown
+from claims_harness.engine import NOT_JUDGED, function_scoreboard, render_markdown, report_directory_problem
 
 HERE = Path(__file__).resolve().parent
 
@@ -341,6 +341,14 @@ def test_a_function_raising_not_implemented_error_in_one_check_is_not_implemente
 # --------------------------------------------------------------------------- report directories that cannot be one
 
 
+def _a_course_with_every_kind_of_folder(toy: Path) -> None:
+    implementation(toy, "toy_student", STUBS)
+    for folder in ("tests", "docs", ".claims-cache", "other-course", "more-claims"):
+        (toy / folder).mkdir(exist_ok=True)
+    (toy / "other-course" / "pyproject.toml").write_text("[tool.claims]\ntitle = 'x'\n", encoding="utf-8")
+    (toy / "more-claims" / "extra.yaml").write_text("title: x\nclaims: []\n", encoding="utf-8")
+
+
 @pytest.mark.parametrize(("given", "said"), [
     ("", "it is the project's root"),
     (".", "it is the project's root"),
@@ -356,22 +364,28 @@ def test_a_function_raising_not_implemented_error_in_one_check_is_not_implemente
     ("other-course", "it is a course's root"),
     ("more-claims", "it is a directory of claim files (extra.yaml)"),
 ])
-def test_a_report_directory_that_is_part_of_the_project_is_refused_before_anything_runs(toy, given, said):
-    implementation(toy, "toy_student", STUBS)
-    for folder in ("tests", "docs", ".claims-cache", "other-course", "more-claims"):
-        (toy / folder).mkdir(exist_ok=True)
-    (toy / "other-course" / "pyproject.toml").write_text("[tool.claims]\ntitle = 'x'\n", encoding="utf-8")
-    (toy / "more-claims" / "extra.yaml").write_text("title: x\nclaims: []\n", encoding="utf-8")
+def test_a_report_directory_that_is_part_of_the_project_cannot_hold_a_report(toy, monkeypatch, given, said):
+    _a_course_with_every_kind_of_folder(toy)
+    monkeypatch.chdir(toy)
+    problem = report_directory_problem(Path(given), toy, "toy_student")
+    assert problem.startswith(f"{Path(given)} cannot hold a report: {said}"), problem
+    assert problem.endswith("a run replaces its report directory whole; give --claims-report a directory of its own, "
+                            "e.g. my-report (made if it does not exist)"), problem
+
+
+@pytest.mark.parametrize(("given", "said"), [("", "it is the project's root"),
+                                             ("claims", "it is the course's claims directory")])
+def test_a_report_directory_that_cannot_hold_a_report_is_refused_before_anything_runs(toy, given, said):
+    """The command and the plugin ask the question above before any check runs, and write nothing."""
+    _a_course_with_every_kind_of_folder(toy)
     before = sorted(path.relative_to(toy) for path in toy.rglob("*"))
     done = run(toy, "verify", "--claims-impl", "toy_student", "--claims-report", given, "--claims-partial")
     assert done.returncode == 2, done.stdout + done.stderr
     first, second = done.stderr.splitlines()
     assert first.startswith("claims verify: ") and f" cannot hold a report: {said}" in first, first
-    assert first.endswith("a run replaces its report directory whole; give --claims-report a directory of its own, "
-                          "e.g. my-report (made if it does not exist)"), first
     assert second == "claims verify: no check run, no report written"
     assert sorted(path.relative_to(toy) for path in toy.rglob("*")) == before  # nothing swapped, nothing written
-    if given not in ("", ".", ".."):  # the plugin refuses them too, before any check runs
+    if given:  # pytest reads an empty --claims-report as no report
         plugin = run(toy, "claims", "-p", "no:cacheprovider", "--claims-impl", "toy_student", "--claims-report", given,
                      module="pytest")
         assert plugin.returncode == pytest.ExitCode.USAGE_ERROR and said in plugin.stderr, plugin.stderr

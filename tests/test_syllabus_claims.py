@@ -2,7 +2,9 @@
 
 Each variant is the reference implementation with one function replaced, as in the zoo; it is
 registered as a module so that the harness imports it by name, exactly as with ``--impl``. Every
-named check must pass against ``impl`` and fail (or error) against its variant. Checks whose
+named check must fail against its variant: compare and find the difference, or (a Monte Carlo check)
+refuse samples out of the support the reference keeps to. That it passes against ``impl`` is its own item,
+``claims/week16-syllabus.yaml::<claim>::<check>``, in the same run; it is not run again here. Checks whose
 ``rejects`` names a wrong formula rather than a wrong implementation (pure sympy proofs and the
 text's own readings) have no implementation to replace and are not listed here.
 """
@@ -19,7 +21,7 @@ import pytest
 from conftest import course_catalogue
 
 import impl
-from claims_harness import Catalogue, RunOptions, check_names, run_check
+from claims_harness import Catalogue, CheckResult, RunOptions, check_names, run_check
 from zoo import action_dependent_baseline, loss_mean_over_padding, surrogate_inverse_ratio
 from zoo import clip_on_log_ratio as log_ratio_clip_loss
 
@@ -290,18 +292,19 @@ def catalogue() -> Iterator[Catalogue]:
         sys.modules.pop(name, None)
 
 
-def _status(catalogue: Catalogue, claim_id: str, check: str, implementation: str) -> str:
+def _result(catalogue: Catalogue, claim_id: str, check: str, implementation: str) -> CheckResult:
     entry = next(entry for entry in catalogue.entries if entry.id == claim_id)
     index = check_names(entry).index(check)
     verifier = catalogue.verifiers[entry.claim.checks[index].verifier]
-    return run_check(entry, index, verifier, RunOptions(impl=implementation)).status
+    return run_check(entry, index, verifier, RunOptions(impl=implementation))
 
 
 @pytest.mark.parametrize(("function", "wrong", "claim_id", "check"), CASES,
                          ids=[f"{claim}::{check}::{wrong.__name__}" for _, wrong, claim, check in CASES])
-def test_check_passes_for_impl_and_rejects_the_wrong_function(catalogue, function, wrong, claim_id, check):
-    assert _status(catalogue, claim_id, check, "impl") == "passed"
-    assert _status(catalogue, claim_id, check, _variant_name(function, wrong)) in ("failed", "error")
+def test_check_rejects_the_wrong_function(catalogue, function, wrong, claim_id, check):
+    result = _result(catalogue, claim_id, check, _variant_name(function, wrong))
+    assert result.status == "failed" or (result.status == "error" and "outside the declared support" in result.error), (
+        result.status, result.error)
 
 
 def test_every_rejects_of_the_syllabus_names_a_check_here_or_a_formula():
@@ -320,4 +323,4 @@ def test_every_rejects_of_the_syllabus_names_a_check_here_or_a_formula():
 def test_an_in_place_sweep_passes_the_two_state_example_in_the_text_order(catalogue):
     """Why value-iteration-is-synchronous is needed: in the text's numbering Gauss-Seidel gives the same numbers."""
     gauss_seidel = _variant_name("value_iteration", gauss_seidel_value_iteration)
-    assert _status(catalogue, "value-iteration-two-states", "exact", gauss_seidel) == "passed"
+    assert _result(catalogue, "value-iteration-two-states", "exact", gauss_seidel).status == "passed"
