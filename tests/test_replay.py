@@ -18,6 +18,7 @@ from conftest import course_catalogue
 
 from claims_harness import RunOptions, run_check
 from claims_harness._running.replay import replayable, verdicts
+from claims_harness.engine import close_hosts
 
 # The reference's functions as a module of the student's own that computes in float64 only.
 FLOAT_COPY = """
@@ -98,6 +99,53 @@ def test_a_wrong_float_function_fails_and_is_blamed_alone(tmp_path, source):
     verdict = {c["key"]: c for c in check["comparisons"]}
     assert verdict["group_centered_advantages"]["passed"]
     assert "given leave_one_out_advantages(" in verdict["leave_one_out_advantages"]["observed"]
+
+
+# Declares nothing: a float dtype alone says it computes in floats (what a function returns decides).
+ANSWERS_IN_FLOATS = """
+import numpy as np
+
+__claims_reference_fallback__ = True
+
+
+def leave_one_out_advantages(r_i):
+    r = np.asarray(r_i, dtype=float)
+    return r - (r.sum(axis=-1, keepdims=True) - r) / (r.shape[-1] - 1)
+
+
+def group_centered_advantages(r_i):
+    r = np.asarray(r_i, dtype=float)
+    return r - r.mean(axis=-1, keepdims=True)
+"""
+ANSWERS_IN_FLOATS_WRONG = ANSWERS_IN_FLOATS.replace("(r.shape[-1] - 1)", "r.shape[-1]")
+
+
+def test_a_function_that_answers_fractions_in_floats_is_judged_by_replay_without_declaring_it(tmp_path):
+    """An exact comparison would fail it by rounding alone ("expected exactly 0.7, observed 0.7")."""
+    (tmp_path / "right").mkdir(), (tmp_path / "wrong").mkdir()
+    check = _run(tmp_path / "right", ANSWERS_IN_FLOATS, "loo-identity", "baselines.loo_identity_property")
+    assert (check["status"], check["in_floats"]) == ("passed", "replay"), check
+    wrong = _run(tmp_path / "wrong", ANSWERS_IN_FLOATS_WRONG, "loo-identity", "baselines.loo_identity_property")
+    assert (wrong["status"], wrong["in_floats"], wrong["blamed"]) == ("failed", "replay", ["leave_one_out_advantages"])
+
+
+def test_the_reference_answering_fractions_in_floats_is_an_error_never_judged_against_itself(tmp_path, monkeypatch):
+    import impl
+    import impl.baselines
+
+    floats = {}
+    exec(ANSWERS_IN_FLOATS, floats)  # noqa: S102 - the test's own source
+    monkeypatch.setattr(impl, "leave_one_out_advantages", floats["leave_one_out_advantages"])
+    monkeypatch.setattr(impl.baselines, "leave_one_out_advantages", floats["leave_one_out_advantages"])
+    entry = next(entry for entry in course_catalogue().entries if entry.id == "loo-identity")
+    index = next(i for i, check in enumerate(entry.claim.checks) if check.verifier == "baselines.loo_identity_property")
+    close_hosts()  # the reference's process, as this test patched it (and none patched after it)
+    try:
+        check = run_check(entry, index, course_catalogue().verifiers["baselines.loo_identity_property"],
+                          RunOptions(impl="impl", cache_dir=None)).as_dict()
+    finally:
+        close_hosts()
+    assert check["status"] == "error" and "replay would judge it against itself" in check["error"], check
 
 
 def test_a_call_that_cannot_be_replayed_is_counted_apart():

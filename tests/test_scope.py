@@ -177,6 +177,14 @@ def test_a_statement_whose_checks_miss_part_of_its_scope_is_weak_and_says_what()
     assert covered["status"] == "covered" and covered["unreached"] == {}
 
 
+def test_a_statement_whose_unreached_scope_a_check_left_out_of_the_run_might_reach_is_not_run_not_weak():
+    """pytest's or claims verify's -k may select some checks of a claim: the others might reach the rest."""
+    scope = {"discount": ["one", "below-one"]}
+    selected = _rows(("property", "passed", {"discount": {"one": 200}}))
+    assert statement_status({**_statement(scope), "checks": 2}, selected)["status"] == "not run"
+    assert statement_status({**_statement(scope), "checks": 1}, selected)["status"] == "weak"
+
+
 def test_only_strong_checks_reach_a_statement_unless_none_is_strong():
     scope = {"discount": ["one", "below-one"]}
     # A general statement: one counterexample at γ < 1 does not reach "every γ < 1" for it.

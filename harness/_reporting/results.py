@@ -78,6 +78,7 @@ def _ledger_entry(statement: Statement, covering: list[ClaimEntry], dimensions: 
             "scope": (resolve_scope(statement.scope, dimensions)[0] if statement.scope is not None else None),
             "unreached_reasons": dict(statement.unreached),
             "claims": [entry.id for entry in covering],
+            "checks": sum(len(entry.claim.checks) for entry in covering if entry.claim),
             "kinds": sorted({check.kind for entry in covering if entry.claim for check in entry.claim.checks})}
 
 
@@ -222,6 +223,7 @@ def statement_status(statement: dict[str, Any], rows_of: dict[str, list[dict[str
         return {"status": "failed", **scope}
     kinds = {check["kind"] for check in passed}
     unfinished = (any(not rows_of.get(claim) for claim in statement["claims"])
+                  or len(checks) < statement.get("checks", 0)  # a check of a covering claim not selected (-k)
                   or any(check["status"] != "passed" for check in checks))
     if kinds and statement.get("weak"):
         return {"status": "weak", **scope}  # the ledger says why its checks test less than it says

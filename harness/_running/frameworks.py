@@ -13,7 +13,9 @@ and is counted as not judged. A declaration is a hint, never a way out of a chec
 to be PyTorch's that answers Fractions in NumPy is judged exactly, and one said to be NumPy's that
 answers tensors for tensors is PyTorch code (:func:`computes_in_torch`). A PyTorch loss's gradient
 is taken by autograd on the student's own graph (:func:`torch_gradient`); for NumPy and JAX code
-the verifiers take it by central differences.
+the verifiers take it by central differences. A NumPy function that answers Fractions in floats (a ``dtype=float``,
+a float literal in its arithmetic) declines exact arithmetic by what it returns, as a module does by declaring
+``__claims_exact_arithmetic__ = False``.
 
 The conversions are written here because they are this contract's, not a library's: which
 arguments carry a graph, what counts as detached, and which dtype the harness judges in (the
@@ -136,6 +138,13 @@ def call_implementation(function: Callable[..., Any], name: str, args: tuple[Any
                                 f"({function.__module__}.{EXACT_ATTRIBUTE} = False); it runs for an implementation "
                                 "that computes in them")
         returned = _answered_in_numpy(name, _own_call(function, name, args, kwargs))
+        if _holds_fractions((args, kwargs)) and _holds_floats(returned):
+            # What a function returns decides, as for a library's declaration: floats for Fractions (a float dtype,
+            # a float literal in the arithmetic) decline exact arithmetic; an exact comparison would fail code that
+            # is right to the last bit of float64, reading "expected exactly 0.7, observed 0.7".
+            raise Inexpressible(f"needs exact arithmetic: this check passes Fractions, which {name} answered in "
+                                "floats; it is judged in float64 instead (its float twin, or replay), and exactly "
+                                "once it computes in the Fractions it is given")
     elif _holds_fractions((args, kwargs)):
         returned = _exactly_in_numpy(library, function, name, args, kwargs)
     else:
@@ -209,6 +218,16 @@ def _holds_fractions(value: Any) -> bool:
     if isinstance(value, Fraction):
         return True
     return any(map(_holds_fractions, _items(value)))
+
+
+def _holds_floats(value: Any) -> bool:
+    """Whether an answer holds a float anywhere: a float or complex dtype, a float scalar, a float inside an object
+    array or a container."""
+    if isinstance(value, float | complex | np.inexact):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "fc" or (value.dtype.kind == "O" and any(map(_holds_floats, value.flat)))
+    return any(map(_holds_floats, _items(value)))
 
 
 def _own_call(function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -310,6 +310,10 @@ def _replayed(entry: ClaimEntry, index: int, verifier: Verifier, options: RunOpt
     the reference's exact observations, its calls recorded (a process of the reference alone serves them: the
     implementation under test has no part in what it is judged against), and the implementation's float answers to
     those calls, judged against them (``REPLAY_KEY``)."""
+    if options.impl == reference_implementation():
+        raise VerifierError(f"the reference implementation '{options.impl}' answered this check's Fractions in floats; "
+                            "replay would judge it against itself: a function the contract says is exact must answer "
+                            "Fractions with Fractions")
     reference = dataclasses.replace(options, impl=reference_implementation(), directory=reference_directory(),
                                     from_reference=())
     exact = dict(_observe_supervised(entry, index, verifier, reference, seed, limit, record=True))
