@@ -18,7 +18,7 @@ from conftest import course_catalogue
 
 from claims_harness import RunOptions, run_check
 from claims_harness._running.replay import replayable, verdicts
-from claims_harness.engine import close_hosts
+from claims_harness.engine import close_hosts, read_results
 
 # The reference's functions as a module of the student's own that computes in float64 only.
 FLOAT_COPY = """
@@ -154,3 +154,13 @@ def test_a_call_that_cannot_be_replayed_is_counted_apart():
     assert [call["not_replayed"] for call in calls] == ["it raised", "its answer is not numbers"]
     assert verdicts(calls, [{}, {}]) == {"f": {"calls": 0, "wrong": 0, "first": None,
                                                "not_replayed": {"it raised": 1, "its answer is not numbers": 1}}}
+
+
+def test_the_reference_is_judged_exactly_on_every_check_of_the_committed_report():
+    """The contract admits floats for Fractions from an implementation under test (judged by a twin or by replay);
+    the course's reference keeps its own promise of exact arithmetic, so no check of its report ran in floats."""
+    results = read_results(Path(__file__).resolve().parent.parent / "reports")
+    assert results["run"]["impl"] == "impl"
+    in_floats = [f"{row['id']}::{check['kind']}" for row in results["claims"] for check in row["checks"]
+                 if check.get("in_floats")]
+    assert in_floats == []
