@@ -189,6 +189,7 @@ __all__ = [
     "rejects_text",
     "render_html",
     "render_markdown",
+    "report_directory_problem",
     "resolve_scope",
     "reuse_check",
     "run_check",
@@ -204,6 +205,5 @@ __all__ = [
     "validate",
     "with_sources_table",
     "write_exercises",
-    "report_directory_problem",
     "write_reports",
 ]
