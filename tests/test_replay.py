@@ -129,7 +129,7 @@ def test_a_function_that_answers_fractions_in_floats_is_judged_by_replay_without
     assert (wrong["status"], wrong["in_floats"], wrong["blamed"]) == ("failed", "replay", ["leave_one_out_advantages"])
 
 
-def test_the_reference_answering_fractions_in_floats_is_an_error_never_judged_against_itself(tmp_path, monkeypatch):
+def test_the_reference_answering_fractions_in_floats_is_an_error_never_judged_against_itself(monkeypatch):
     import impl
     import impl.baselines
 
